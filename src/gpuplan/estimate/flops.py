@@ -1,0 +1,103 @@
+"""FLOPs per token of a decoder-only transformer.
+
+Source: Chowdhery et al. 2022, "PaLM", appendix B: a token costs 6N matmul FLOPs in training
+(2N forward, 4N backward) plus 12·L·H·Q·T for self-attention (T the sequence length, H heads of
+width Q), counted without causal halving and without recomputation (so these are *model* FLOPs:
+the MFU numerator, not hardware FLOPs).
+
+Conventions used here, stated once:
+- N is the *matmul* parameter count per token: active parameters minus the token and position
+  embedding tables (a lookup costs no FLOPs), plus the LM head as a matmul even when it is tied
+  to the embedding. Norm weights and biases are counted in N (negligible, and they are touched).
+- Attention per layer and forward pass is 2·T·H·(d_qk + d_v): QKᵀ and the weighted sum of V.
+  With d_qk = d_v = Q this is PaLM's 4·L·H·Q·T forward, 12·L·H·Q·T in training. MLA uses its
+  own widths (DeepSeek-V3: d_qk = 192, d_v = 128). Layers with a sliding window attend to
+  min(T, window) tokens.
+- Inference per token at context T is the forward pass only: 2N + attention at T.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import NeedsArchitectureError
+from ..spec.model import ModelSpec, ParamsOnlyModel
+from .params import count_params
+
+
+@dataclass(frozen=True)
+class FlopsPerToken:
+    """FLOPs for one token: forward matmuls, forward attention, and the training multiple of both."""
+
+    seq_len: int
+    matmul_params: int
+    forward_matmul_flops: float
+    forward_attention_flops: float
+
+    @property
+    def forward_flops(self) -> float:
+        return self.forward_matmul_flops + self.forward_attention_flops
+
+    @property
+    def training_flops(self) -> float:
+        """Forward + backward (backward = 2x forward), PaLM appendix B, no recompute."""
+        return 3.0 * self.forward_flops
+
+    @property
+    def inference_flops(self) -> float:
+        """One forward pass for a token that attends to ``seq_len`` tokens."""
+        return self.forward_flops
+
+    def to_dict(self) -> dict:
+        return {
+            "seq_len": self.seq_len,
+            "matmul_params": self.matmul_params,
+            "training": self.training_flops,
+            "inference": self.inference_flops,
+            "training_matmul": 3.0 * self.forward_matmul_flops,
+            "training_attention": 3.0 * self.forward_attention_flops,
+            "convention": "PaLM appendix B: 6N + 12*L*H*Q*T per training token; model FLOPs "
+                          "(no causal halving, no recompute); N excludes embedding lookups, includes the LM head",
+        }
+
+
+def matmul_params(spec: ModelSpec) -> int:
+    """N of the 6N rule: active parameters less embedding lookups, plus the (possibly tied) LM head."""
+    b = count_params(spec)
+    lookups = spec.vocab_size * spec.token_embedding_dim + spec.learned_positions * spec.hidden_size
+    head = spec.vocab_size * spec.token_embedding_dim if spec.tie_embeddings else 0
+    return b.active - lookups + head
+
+
+def attention_flops_forward(spec: ModelSpec, seq_len: int) -> float:
+    """Forward attention FLOPs per token: sum over layers of 2·T_l·H·(d_qk + d_v) (PaLM appendix B form).
+
+    T_l is ``seq_len``, or the sliding window for the layers that use one.
+    """
+    per_context_token = 2.0 * spec.attention_heads * (spec.qk_head_dim + spec.v_head_dim)
+    windowed = spec.sliding_window_layers if spec.sliding_window else 0
+    full = spec.layers - windowed
+    span_windowed = min(seq_len, spec.sliding_window) if spec.sliding_window else 0
+    return per_context_token * (full * seq_len + windowed * span_windowed)
+
+
+def flops_per_token(model: ModelSpec | ParamsOnlyModel, seq_len: int) -> FlopsPerToken:
+    """FLOPs per token at sequence length ``seq_len``; a parameter-only model gets 2N / 6N without attention."""
+    if seq_len <= 0:
+        raise ValueError("seq_len must be positive")
+    if isinstance(model, ParamsOnlyModel):
+        return FlopsPerToken(seq_len=seq_len, matmul_params=model.params,
+                             forward_matmul_flops=2.0 * model.params, forward_attention_flops=0.0)
+    n = matmul_params(model)
+    return FlopsPerToken(seq_len=seq_len, matmul_params=n, forward_matmul_flops=2.0 * n,
+                         forward_attention_flops=attention_flops_forward(model, seq_len))
+
+
+def require_architecture(model: ModelSpec | ParamsOnlyModel, what: str) -> ModelSpec:
+    """Return the spec, or raise when only a parameter count is known and ``what`` needs more."""
+    if isinstance(model, ParamsOnlyModel):
+        raise NeedsArchitectureError(
+            f"{what} needs the architecture (layers, hidden size, heads); give a built-in model id or a config.json "
+            f"instead of a bare parameter count ('gpuplan model list' shows the built-in ones)"
+        )
+    return model

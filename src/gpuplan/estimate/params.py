@@ -1,0 +1,127 @@
+"""Parameter counts of a decoder-only transformer, exactly, by component.
+
+Source: the module layout of each architecture as Hugging Face transformers builds it (one weight
+matrix ``d_in x d_out`` per linear layer, plus its bias where the config enables one; norms hold a
+weight, LayerNorm also a bias). The test suite checks ``count_params`` against transformers'
+meta-device count for every built-in model, so "exact" is a tested claim, not a hope.
+
+Conventions:
+- ``total`` counts every parameter once (a tied LM head shares the embedding matrix).
+- ``active`` is what one token uses: everything except the routed experts it is not sent to
+  (``experts - experts_per_token`` of them per MoE layer). Embeddings are included, as in the
+  Mixtral and DeepSeek reports ("12.9B active", "37B activated").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
+
+from ..spec.model import ModelSpec
+
+#: Components in display order.
+COMPONENTS = ("embeddings", "attention", "mlp", "router", "experts", "shared_experts", "norms", "lm_head")
+
+
+@dataclass(frozen=True)
+class ParamBreakdown:
+    """Parameters by component; ``total`` and ``active`` are derived from the parts."""
+
+    parts: Mapping[str, int]
+    inactive_experts: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.parts.values())
+
+    @property
+    def active(self) -> int:
+        return self.total - self.inactive_experts
+
+    def to_dict(self) -> dict[str, int]:
+        return {k: self.parts[k] for k in COMPONENTS if self.parts.get(k)}
+
+
+def norm_params(spec: ModelSpec, width: int) -> int:
+    """Parameters of one normalization over ``width`` features (RMSNorm: a weight; LayerNorm: + bias)."""
+    return {"rmsnorm": width, "layernorm": 2 * width, "layernorm-nobias": width, "nonparametric": 0}[spec.norm]
+
+
+def linear_params(d_in: int, d_out: int, bias: bool) -> int:
+    """A dense layer y = xW (+ b): ``d_in * d_out`` weights, ``d_out`` biases."""
+    return d_in * d_out + (d_out if bias else 0)
+
+
+def attention_params_per_layer(spec: ModelSpec) -> int:
+    """Q, K, V and output projections of one layer, plus per-head or full q/k norms.
+
+    GQA/MQA: K and V have ``kv_heads`` heads (Ainslie et al. 2023). MLA (DeepSeek-V2 paper eq. 9-11):
+    q down/up projections with a norm on the q latent, a joint KV down projection that also emits the
+    shared rotary key, a norm on the KV latent, the KV up projection, and the output projection.
+    """
+    h = spec.hidden_size
+    if spec.mla is not None:
+        m, heads = spec.mla, spec.attention_heads
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        if m.q_lora_rank:
+            q = linear_params(h, m.q_lora_rank, spec.qkv_bias) + norm_params(spec, m.q_lora_rank)
+            q += linear_params(m.q_lora_rank, heads * qk, False)
+        else:
+            q = linear_params(h, heads * qk, False)
+        kv = linear_params(h, m.kv_lora_rank + m.qk_rope_head_dim, spec.qkv_bias) + norm_params(spec, m.kv_lora_rank)
+        kv += linear_params(m.kv_lora_rank, heads * (m.qk_nope_head_dim + m.v_head_dim), False)
+        return q + kv + linear_params(heads * m.v_head_dim, h, spec.o_bias)
+    q_width = spec.attention_heads * spec.head_dim
+    kv_width = spec.kv_heads * spec.head_dim
+    total = linear_params(h, q_width, spec.qkv_bias) + 2 * linear_params(h, kv_width, spec.qkv_bias)
+    total += linear_params(q_width, h, spec.o_bias)
+    if spec.qk_norm == "head":
+        total += 2 * norm_params(spec, spec.head_dim)
+    elif spec.qk_norm == "full":
+        total += norm_params(spec, q_width) + norm_params(spec, kv_width)
+    return total
+
+
+def mlp_params(spec: ModelSpec, ffn: int, bias: bool | None = None) -> int:
+    """One feed-forward block of width ``ffn``: gated (SwiGLU/GeGLU: gate, up, down) or plain (up, down).
+
+    Gated MLPs follow Shazeer 2020 "GLU Variants Improve Transformer"; biases where the config has them.
+    """
+    h = spec.hidden_size
+    bias = spec.mlp_bias if bias is None else bias
+    if spec.mlp_gated:
+        return 2 * linear_params(h, ffn, bias) + linear_params(ffn, h, bias)
+    return linear_params(h, ffn, bias) + linear_params(ffn, h, bias)
+
+
+def count_params(spec: ModelSpec) -> ParamBreakdown:
+    """Exact parameter count of ``spec`` by component (see the module docstring for conventions)."""
+    h, L = spec.hidden_size, spec.layers
+    e = spec.token_embedding_dim
+    embeddings = spec.vocab_size * e + spec.learned_positions * h
+    if spec.embedding_norm:
+        embeddings += norm_params(spec, h)
+    if e != h:  # OPT-350m: project_in and project_out, no bias
+        embeddings += 2 * e * h
+    norms = L * spec.norms_per_layer * norm_params(spec, h) + (norm_params(spec, h) if spec.final_norm else 0)
+    parts = {
+        "embeddings": embeddings,
+        "attention": L * attention_params_per_layer(spec),
+        "mlp": spec.dense_layers * mlp_params(spec, spec.ffn_size),
+        "norms": norms,
+        "lm_head": 0 if spec.tie_embeddings else spec.vocab_size * e + (spec.vocab_size if spec.lm_head_bias else 0),
+    }
+    inactive = 0
+    if spec.moe is not None:
+        moe = spec.moe
+        one_expert = mlp_params(spec, moe.expert_ffn_size, bias=False)
+        parts["router"] = moe.layers * linear_params(h, moe.experts, moe.router_bias)
+        parts["experts"] = moe.layers * moe.experts * one_expert
+        shared = 0
+        if moe.shared_ffn_size:
+            shared = mlp_params(spec, moe.shared_ffn_size, bias=False)
+            shared += linear_params(h, 1, False) if moe.shared_expert_gate else 0
+        parts["shared_experts"] = moe.layers * shared
+        inactive = moe.layers * (moe.experts - moe.experts_per_token) * one_expert
+    return ParamBreakdown(parts=MappingProxyType(parts), inactive_experts=inactive)

@@ -1,0 +1,128 @@
+"""An accelerator as the catalog describes it: capacities, dense peaks, links, and where each came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+#: Data types with a peak rate in the catalog, in display order. ``int8`` is in ops/s.
+DTYPES: tuple[str, ...] = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a figure comes from: a document's title, its URL and its date (YYYY-MM or YYYY-MM-DD)."""
+
+    title: str
+    url: str
+    date: str
+
+    def to_dict(self) -> dict:
+        return {"title": self.title, "url": self.url, "date": self.date}
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    """The scale-up link of one device: its kind and bandwidth per device, per direction."""
+
+    kind: str
+    bandwidth_bytes_per_s: float
+    links: int | None = None
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s, "links": self.links}
+
+
+def _frozen(mapping: Mapping) -> Mapping:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One accelerator model. Peaks are dense (no structured sparsity), in FLOP/s (int8: ops/s)."""
+
+    id: str
+    name: str
+    vendor: str
+    architecture: str
+    form_factor: str
+    year: int
+    memory_bytes: int
+    memory_type: str
+    memory_bandwidth_bytes_per_s: float
+    tdp_w: float
+    peak_flops_per_s: Mapping[str, float]
+    sources: Mapping[str, Source]
+    aliases: tuple[str, ...] = ()
+    memory_reported_bytes: int | None = None
+    interconnect: Interconnect | None = None
+    pcie_gen: int | None = None
+    pci_device_ids: tuple[str, ...] = ()
+    origin: str = field(default="built-in", compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "peak_flops_per_s", _frozen(self.peak_flops_per_s))
+        object.__setattr__(self, "sources", _frozen(self.sources))
+
+    @property
+    def usable_memory_bytes(self) -> int:
+        """Capacity a process can plan with: what the driver reports where known, else as marketed."""
+        return self.memory_reported_bytes if self.memory_reported_bytes is not None else self.memory_bytes
+
+    def supports(self, dtype: str) -> bool:
+        return dtype in self.peak_flops_per_s
+
+    def peak(self, dtype: str) -> float | None:
+        """Dense peak rate for ``dtype`` in FLOP/s, or None where the device has no such path."""
+        return self.peak_flops_per_s.get(dtype)
+
+    def source_for(self, field_name: str) -> Source:
+        """The source of one figure: its own entry, else its group's (``peak_flops_per_s``), else default."""
+        if field_name in self.sources:
+            return self.sources[field_name]
+        group = field_name.split(".", 1)[0]
+        if group in self.sources:
+            return self.sources[group]
+        return self.sources["default"]
+
+    def figures(self) -> list[tuple[str, object]]:
+        """Every figure as (field name, value), in display order; the keys are what ``source_for`` takes."""
+        out: list[tuple[str, object]] = [
+            ("memory_bytes", self.memory_bytes),
+            ("memory_reported_bytes", self.memory_reported_bytes),
+            ("memory_type", self.memory_type),
+            ("memory_bandwidth_bytes_per_s", self.memory_bandwidth_bytes_per_s),
+        ]
+        out += [(f"peak_flops_per_s.{d}", self.peak_flops_per_s[d]) for d in DTYPES if d in self.peak_flops_per_s]
+        out += [
+            ("interconnect", self.interconnect),
+            ("pcie_gen", self.pcie_gen),
+            ("tdp_w", self.tdp_w),
+            ("year", self.year),
+        ]
+        return [(k, v) for k, v in out if v is not None]
+
+    def to_dict(self) -> dict:
+        """The JSON record (bytes, bytes/s, FLOP/s; every figure's source under ``sources``)."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "vendor": self.vendor,
+            "architecture": self.architecture,
+            "form_factor": self.form_factor,
+            "year": self.year,
+            "aliases": list(self.aliases),
+            "memory_bytes": self.memory_bytes,
+            "memory_reported_bytes": self.memory_reported_bytes,
+            "usable_memory_bytes": self.usable_memory_bytes,
+            "memory_type": self.memory_type,
+            "memory_bandwidth_bytes_per_s": self.memory_bandwidth_bytes_per_s,
+            "peak_flops_per_s": {d: self.peak_flops_per_s.get(d) for d in DTYPES},
+            "interconnect": self.interconnect.to_dict() if self.interconnect else None,
+            "pcie_gen": self.pcie_gen,
+            "pci_device_ids": list(self.pci_device_ids),
+            "tdp_w": self.tdp_w,
+            "origin": self.origin,
+            "sources": {k: self.source_for(k).to_dict() for k, _ in self.figures()},
+        }

@@ -1,0 +1,175 @@
+"""Units: the constants gpuplan computes with, and parsers for the quantities people type.
+
+Internal units are bytes (int), FLOPs, seconds and US dollars. GB (1e9 bytes) and GiB (2**30 bytes)
+are different constants and every display says which one it uses.
+
+Parsers accept the forms people write on a command line: ``7B`` parameters, ``15.6T`` tokens,
+``80GB`` / ``80GiB``, ``30d`` / ``12h``, ``$2.5/h``; plain numbers and scientific notation too. A value
+that cannot be read, or that is negative, raises :class:`~gpuplan.errors.QuantityError` with a line
+that shows an accepted form.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from .errors import QuantityError
+
+KB = 10**3
+MB = 10**6
+GB = 10**9
+TB = 10**12
+PB = 10**15
+KiB = 2**10
+MiB = 2**20
+GiB = 2**30
+TiB = 2**40
+
+MINUTE_S = 60.0
+HOUR_S = 3600.0
+DAY_S = 86400.0
+WEEK_S = 7 * DAY_S
+YEAR_S = 365.0 * DAY_S
+
+_NUMBER = r"[+-]?(?:\d+(?:_\d+)*(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+
+_COUNT_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15}
+_COUNT_RE = re.compile(rf"^\s*({_NUMBER})\s*([kmbgtp]?)\s*$", re.IGNORECASE)
+
+_BYTE_UNITS = {
+    "": 1, "b": 1,
+    "kb": KB, "mb": MB, "gb": GB, "tb": TB, "pb": PB,
+    "kib": KiB, "mib": MiB, "gib": GiB, "tib": TiB,
+}
+_BYTES_RE = re.compile(rf"^\s*({_NUMBER})\s*([a-z]*)\s*$", re.IGNORECASE)
+
+_DURATION_UNITS = {
+    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+    "m": MINUTE_S, "min": MINUTE_S, "mins": MINUTE_S, "minute": MINUTE_S, "minutes": MINUTE_S,
+    "h": HOUR_S, "hr": HOUR_S, "hrs": HOUR_S, "hour": HOUR_S, "hours": HOUR_S,
+    "d": DAY_S, "day": DAY_S, "days": DAY_S,
+    "w": WEEK_S, "wk": WEEK_S, "week": WEEK_S, "weeks": WEEK_S,
+    "y": YEAR_S, "yr": YEAR_S, "year": YEAR_S, "years": YEAR_S,
+}
+_DURATION_PART_RE = re.compile(rf"({_NUMBER})\s*([a-z]*)", re.IGNORECASE)
+
+_PRICE_RE = re.compile(
+    rf"^\s*\$?\s*({_NUMBER})\s*(?:(?:usd)?\s*/\s*(h|hr|hour|gpu-?h|gpu-?hr|gpu-?hour))?\s*$",
+    re.IGNORECASE,
+)
+
+
+def _number(text: str) -> float:
+    return float(text.replace("_", ""))
+
+
+def _check(value: float, what: str, raw: str, example: str, allow_zero: bool) -> float:
+    if not math.isfinite(value):
+        raise QuantityError(f"{what} '{raw}' is not a finite number; write it like {example}")
+    if value < 0 or (value == 0 and not allow_zero):
+        bound = "zero or more" if allow_zero else "more than zero"
+        raise QuantityError(f"{what} '{raw}' must be {bound}; write it like {example}")
+    return value
+
+
+def parse_count(text: str | int | float, what: str = "count", allow_zero: bool = False) -> float:
+    """Read a count with an optional K/M/B/T suffix: ``7B`` -> 7e9, ``15.6T`` -> 1.56e13, ``1.5e9``.
+
+    ``G`` is read as 1e9 too (``7G``). Used for parameters and tokens.
+    """
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return _check(float(text), what, str(text), "7B or 1.5e9", allow_zero)
+    m = _COUNT_RE.match(str(text))
+    if not m:
+        raise QuantityError(
+            f"can't read {what} '{text}': use a number with an optional K/M/B/T suffix, like 7B or 1.5e9"
+        )
+    value = _number(m.group(1)) * _COUNT_SUFFIX[m.group(2).lower()]
+    return _check(value, what, str(text), "7B or 1.5e9", allow_zero)
+
+
+def parse_params(text: str | int | float) -> float:
+    """A parameter count: ``7B``, ``405B``, ``1.5e9``."""
+    return parse_count(text, "parameter count")
+
+
+def parse_tokens(text: str | int | float) -> float:
+    """A token count: ``2T``, ``15.6T``, ``300B``."""
+    return parse_count(text, "token count")
+
+
+def parse_bytes(text: str | int | float, what: str = "size") -> int:
+    """A size in bytes: ``80GB`` (1e9), ``80GiB`` (2**30), ``512MiB``, ``1.5TB``; a plain number is bytes."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return int(_check(float(text), what, str(text), "80GB or 80GiB", True))
+    m = _BYTES_RE.match(str(text))
+    unit = m.group(2).lower() if m else None
+    if not m or unit not in _BYTE_UNITS:
+        raise QuantityError(
+            f"can't read {what} '{text}': use a number with a unit like 80GB (1e9 bytes) or 80GiB (2**30 bytes)"
+        )
+    value = _number(m.group(1)) * _BYTE_UNITS[unit]
+    return int(round(_check(value, what, str(text), "80GB or 80GiB", True)))
+
+
+def parse_duration(text: str | int | float, what: str = "duration") -> float:
+    """A duration in seconds: ``30d``, ``12h``, ``90min``, ``1w``, ``1d12h``; a plain number is seconds."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return _check(float(text), what, str(text), "30d or 12h", False)
+    raw = str(text).strip()
+    pos, total, parts = 0, 0.0, 0
+    for m in _DURATION_PART_RE.finditer(raw):
+        if raw[pos:m.start()].strip():
+            break
+        unit = m.group(2).lower()
+        if unit not in _DURATION_UNITS and not (unit == "" and parts == 0 and m.end() == len(raw)):
+            break
+        total += _number(m.group(1)) * _DURATION_UNITS.get(unit, 1.0)
+        pos, parts = m.end(), parts + 1
+    if parts == 0 or raw[pos:].strip():
+        raise QuantityError(
+            f"can't read {what} '{text}': use a number with a unit (s, min, h, d, w, y), like 30d or 12h"
+        )
+    return _check(total, what, str(text), "30d or 12h", False)
+
+
+def parse_usd_per_hour(text: str | int | float, what: str = "price") -> float:
+    """A price per hour in US dollars: ``$2.5/h``, ``2.5``, ``$2.50/hr``, ``3/gpu-hour``."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return _check(float(text), what, str(text), "$2.5/h", True)
+    m = _PRICE_RE.match(str(text))
+    if not m:
+        raise QuantityError(f"can't read {what} '{text}': write dollars per hour, like $2.5/h or 2.5")
+    return _check(_number(m.group(1)), what, str(text), "$2.5/h", True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Display helpers (pure: they return strings; printing happens in the CLI).
+
+def format_count(value: float, digits: int = 3) -> str:
+    """``8030261248`` -> ``8.03B``; keeps ``digits`` significant figures."""
+    for factor, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(value) >= factor:
+            return f"{value / factor:.{digits}g}{suffix}"
+    return f"{value:.{digits}g}"
+
+
+def format_bytes(value: float, binary: bool = False, digits: int = 3) -> str:
+    """A byte count in GB (1e9) by default or GiB (2**30) when ``binary``; the unit is always shown."""
+    if binary:
+        steps = ((TiB, "TiB"), (GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB"))
+    else:
+        steps = ((TB, "TB"), (GB, "GB"), (MB, "MB"), (KB, "KB"))
+    for factor, suffix in steps:
+        if abs(value) >= factor:
+            return f"{value / factor:.{digits}g} {suffix}"
+    return f"{value:.0f} B"
+
+
+def format_flops(value: float, digits: int = 4) -> str:
+    """FLOP counts or rates: ``989.5e12`` -> ``989.5 T``."""
+    for factor, suffix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M")):
+        if abs(value) >= factor:
+            return f"{value / factor:.{digits}g} {suffix}"
+    return f"{value:.{digits}g} "
