@@ -31,7 +31,9 @@ def _to_spec(e: ModelEntry, where: str, origin: str) -> ModelSpec:
         return spec_from_hf_config(
             e.config, id=e.id, name=e.name, where=where, family=e.family, hf_id=e.hf_id,
             aliases=tuple(e.aliases), source=Source(e.source.title, e.source.url, e.source.date) if e.source else None,
-            published_params=e.published_params, published_active_params=e.published_active_params,
+            published_params=(e.published_params - sum((e.published_params_excluded or {}).values())
+                              if e.published_params else None),
+            published_active_params=e.published_active_params,
             published_params_rounded=e.published_params_rounded, notes=tuple(notes), origin=origin,
         )
     except ModelConfigError as err:

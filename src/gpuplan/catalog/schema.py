@@ -89,6 +89,12 @@ class ModelEntry(_Strict):
     published_params_source: str | None = None
     published_params_rounded: bool = False
     published_active_params: Annotated[int, Field(gt=0)] | None = None
+    published_active_params_rounded: bool = False
+    published_active_params_source: str | None = None
+    # parameters counted in published_params that the causal-LM model does not hold (a vision tower)
+    published_params_excluded: dict[str, Annotated[int, Field(ge=0)]] | None = None
+    # the Hub's safetensors total when it differs from the model (stored tied copies, MTP modules)
+    hub_safetensors_params: Annotated[int, Field(gt=0)] | None = None
     transformers_params: Annotated[int, Field(gt=0)] | None = None
     notes: str | list[str] | None = None
     config: dict[str, Any]

@@ -1,0 +1,245 @@
+"""The ``gpuplan`` command line: parse, call the library, render. No formulas here.
+
+Exit codes: 0 ok; 2 bad input (one line on stderr: what to fix); 3 ran, but nothing fits.
+``--json`` on every command prints the library's record (with ``schema_version``) on stdout.
+Heavy modules (rich, pydantic, huggingface_hub) are imported inside the commands, so ``gpuplan --help``
+starts fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import click
+
+from .. import __version__
+from ..errors import CatalogError, GpuplanError
+
+EXIT_BAD_INPUT = 2
+
+
+class Ctx:
+    """What every command needs: the extra catalog files and the output mode."""
+
+    def __init__(self, catalog_files: Sequence[Path], as_json: bool):
+        self.catalog_files = tuple(catalog_files)
+        self.as_json = as_json
+        self._split: tuple[list[Path], list[Path]] | None = None
+
+    def _files(self) -> tuple[list[Path], list[Path]]:
+        if self._split is None:
+            from ..catalog.schema import read_structured
+
+            accs, models = [], []
+            for path in self.catalog_files:
+                data = read_structured(path)
+                if isinstance(data, dict) and ("accelerator" in data or "accelerators" in data):
+                    accs.append(path)
+                elif isinstance(data, dict) and "models" in data:
+                    models.append(path)
+                else:
+                    raise CatalogError(f"{path}: not a gpuplan catalog: expected an 'accelerator' list "
+                                       "(accelerators) or a 'models' list; see docs/catalog-schema.md")
+            self._split = (accs, models)
+        return self._split
+
+    def accelerators(self):
+        from ..catalog import load_accelerators
+
+        return load_accelerators(self._files()[0])
+
+    def models(self):
+        from ..catalog import load_models
+
+        return load_models(self._files()[1])
+
+
+def _json_option(f: Callable) -> Callable:
+    return click.option("--json", "as_json", is_flag=True, help="Print the JSON record instead of a table.")(f)
+
+
+def _emit(ctx: click.Context, record: dict, as_json: bool, render: Callable[[dict], Any]) -> None:
+    """Print a record as JSON or as the table ``render`` draws from it."""
+    if as_json or ctx.obj.as_json:
+        click.echo(json.dumps(record, indent=2, allow_nan=False))
+        return
+    from rich.console import Console
+
+    console = Console(width=None if sys.stdout.isatty() else 160, soft_wrap=False)
+    console.print(render(record))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="gpuplan")
+@click.option("--catalog", "catalog_files", multiple=True, type=click.Path(path_type=Path),
+              help="Extra catalog file (accelerators TOML/JSON or models JSON) that adds or overrides entries. "
+                   "Repeatable. Files in ~/.config/gpuplan (or $GPUPLAN_CONFIG_DIR) are read too.")
+@click.option("--json", "as_json", is_flag=True, help="JSON output for the command (same as its own --json).")
+@click.pass_context
+def cli(ctx: click.Context, catalog_files: tuple[Path, ...], as_json: bool) -> None:
+    """gpuplan: what hardware an LLM job needs, what it costs, and whether your hardware delivers.
+
+    \b
+    Examples:
+      gpuplan gpus list --min-memory 80GB --dtype fp8
+      gpuplan gpus show h100-sxm-80gb
+      gpuplan gpus compare a100-sxm-80gb h100-sxm-80gb b200
+      gpuplan model show llama-3.1-70b
+      gpuplan model show ./my-model/config.json --json
+    """
+    ctx.obj = Ctx(catalog_files, as_json)
+
+
+# ----------------------------------------------------------------------------------------------- gpus
+
+@cli.group()
+def gpus() -> None:
+    """Accelerators: datasheet specs (dense peaks), with the source of every figure."""
+
+
+_SORT_KEYS: dict[str, Callable[[Any], Any]] = {
+    "id": lambda a: a.id,
+    "name": lambda a: a.name.lower(),
+    "vendor": lambda a: (a.vendor, a.id),
+    "memory": lambda a: -a.memory_bytes,
+    "bandwidth": lambda a: -a.memory_bandwidth_bytes_per_s,
+    "bf16": lambda a: -(a.peak("bf16") or 0.0),
+    "fp8": lambda a: -(a.peak("fp8") or 0.0),
+    "fp4": lambda a: -(a.peak("fp4") or 0.0),
+    "fp32": lambda a: -(a.peak("fp32") or 0.0),
+    "tdp": lambda a: -a.tdp_w,
+    "year": lambda a: (-a.year, a.id),
+}
+
+
+@gpus.command("list")
+@click.option("--vendor", help="Only this vendor (nvidia, amd, intel, google).")
+@click.option("--min-memory", help="Only devices with at least this much memory, e.g. 40GB or 80GiB.")
+@click.option("--dtype", help="Only devices with a peak for this dtype: fp64 fp32 tf32 fp16 bf16 fp8 int8 fp4.")
+@click.option("--sort", "sort_key", type=click.Choice(sorted(_SORT_KEYS)), default="vendor", show_default=True,
+              help="Order (numbers: largest first).")
+@_json_option
+@click.pass_context
+def gpus_list(ctx: click.Context, vendor: str | None, min_memory: str | None, dtype: str | None,
+              sort_key: str, as_json: bool) -> None:
+    """List accelerators, filtered and sorted."""
+    from ..render import records, tables
+    from ..spec.accelerator import DTYPES
+    from ..units import parse_bytes
+
+    accs = list(ctx.obj.accelerators())
+    if vendor:
+        vendors = sorted({a.vendor for a in accs})
+        if vendor.lower() not in vendors:
+            raise click.BadParameter(f"unknown vendor '{vendor}'; choose from {', '.join(vendors)}",
+                                     param_hint="--vendor")
+        accs = [a for a in accs if a.vendor == vendor.lower()]
+    if min_memory is not None:
+        floor = parse_bytes(min_memory, "--min-memory")
+        accs = [a for a in accs if a.memory_bytes >= floor]
+    if dtype:
+        if dtype.lower() not in DTYPES:
+            raise click.BadParameter(f"unknown dtype '{dtype}'; choose from {', '.join(DTYPES)}", param_hint="--dtype")
+        accs = [a for a in accs if a.supports(dtype.lower())]
+    accs.sort(key=_SORT_KEYS[sort_key])
+    _emit(ctx, records.accelerator_list(accs), as_json, tables.gpus_table)
+
+
+@gpus.command("show")
+@click.argument("gpu")
+@_json_option
+@click.pass_context
+def gpus_show(ctx: click.Context, gpu: str, as_json: bool) -> None:
+    """Show one accelerator in full, with the source and date of each figure."""
+    from ..render import records, tables
+
+    _emit(ctx, records.accelerator_show(ctx.obj.accelerators().get(gpu)), as_json, tables.gpu_show)
+
+
+@gpus.command("compare")
+@click.argument("gpus", nargs=-1, required=True)
+@_json_option
+@click.pass_context
+def gpus_compare(ctx: click.Context, gpus: tuple[str, ...], as_json: bool) -> None:
+    """Compare accelerators side by side."""
+    from ..render import records, tables
+
+    reg = ctx.obj.accelerators()
+    _emit(ctx, records.accelerator_compare([reg.get(g) for g in gpus]), as_json, tables.gpus_compare)
+
+
+# ---------------------------------------------------------------------------------------------- model
+
+@cli.group()
+def model() -> None:
+    """Models: exact parameter counts, architecture and FLOPs per token."""
+
+
+@model.command("list")
+@click.option("--family", help="Only models of this family (e.g. llama, qwen, deepseek).")
+@_json_option
+@click.pass_context
+def model_list(ctx: click.Context, family: str | None, as_json: bool) -> None:
+    """List the built-in models (and any from your catalog files)."""
+    from ..render import records, tables
+
+    models = list(ctx.obj.models())
+    if family:
+        families = sorted({m.family for m in models})
+        chosen = [m for m in models if m.family.lower() == family.lower()]
+        if not chosen:
+            raise click.BadParameter(f"unknown family '{family}'; choose from {', '.join(families)}",
+                                     param_hint="--family")
+        models = chosen
+    _emit(ctx, records.model_list(models), as_json, tables.models_table)
+
+
+@model.command("show")
+@click.argument("model_name", metavar="MODEL")
+@click.option("--seq-len", type=click.IntRange(min=1), help="Sequence length for FLOPs per token "
+              "[default: 4096, capped at the model's context].")
+@click.option("--offline", is_flag=True, help="Never read from the Hugging Face Hub.")
+@_json_option
+@click.pass_context
+def model_show(ctx: click.Context, model_name: str, seq_len: int | None, offline: bool, as_json: bool) -> None:
+    """Show one model: MODEL is a built-in id, a config.json (or its folder), a Hub id, or a count like 7B."""
+    from ..catalog import resolve_model
+    from ..catalog.hub import fetch_hub_config
+    from ..render import records, tables
+
+    spec = resolve_model(model_name, ctx.obj.models(), fetch=None if offline else fetch_hub_config)
+    _emit(ctx, records.model_show(spec, seq_len), as_json, tables.model_show)
+
+
+# ------------------------------------------------------------------------------------------- entry
+
+def _fail(message: str) -> int:
+    click.echo(f"gpuplan: error: {message}", err=True)
+    return EXIT_BAD_INPUT
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; user errors become one line on stderr and exit code 2, never a traceback."""
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="gpuplan", standalone_mode=False)
+    except GpuplanError as e:
+        return _fail(str(e))
+    except click.UsageError as e:
+        hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+        return _fail(f"{e.format_message()}{hint}")
+    except click.exceptions.Abort:
+        return _fail("aborted")
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.ClickException as e:
+        return _fail(e.format_message())
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

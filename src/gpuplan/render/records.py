@@ -1,0 +1,104 @@
+"""The JSON records the library returns and ``--json`` prints; tables are drawn from the same records.
+
+Every record carries ``schema_version`` and ``kind``. Units are in the key names (bytes, FLOP/s, s).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..estimate.flops import flops_per_token
+from ..estimate.params import count_params
+from ..spec.accelerator import Accelerator
+from ..spec.model import ModelSpec, ParamsOnlyModel
+
+SCHEMA_VERSION = 1
+
+#: Default sequence length for FLOPs per token when none is given: 4096, the Llama 2 pre-training
+#: context (Touvron et al. 2023, "Llama 2", section 2.2), capped at the model's own context length.
+DEFAULT_SEQ_LEN = 4096
+
+
+def envelope(kind: str, **body) -> dict:
+    return {"schema_version": SCHEMA_VERSION, "kind": kind, **body}
+
+
+def accelerator_list(accs: Iterable[Accelerator]) -> dict:
+    return envelope("gpus.list", accelerators=[a.to_dict() for a in accs])
+
+
+def accelerator_show(acc: Accelerator) -> dict:
+    return envelope("gpus.show", accelerator=acc.to_dict())
+
+
+def accelerator_compare(accs: Iterable[Accelerator]) -> dict:
+    return envelope("gpus.compare", accelerators=[a.to_dict() for a in accs])
+
+
+def default_seq_len(model: ModelSpec | ParamsOnlyModel) -> int:
+    if isinstance(model, ParamsOnlyModel):
+        return DEFAULT_SEQ_LEN
+    return min(DEFAULT_SEQ_LEN, model.context_length)
+
+
+def model_record(model: ModelSpec | ParamsOnlyModel, seq_len: int | None = None) -> dict:
+    """Everything ``model show`` reports about one model, as plain data."""
+    seq = seq_len or default_seq_len(model)
+    flops = flops_per_token(model, seq).to_dict()
+    if isinstance(model, ParamsOnlyModel):
+        return {
+            "id": model.id, "name": model.name, "params": model.params, "active_params": model.params,
+            "architecture_known": False,
+            "flops_per_token": flops,
+            "cannot_estimate": ["attention FLOPs", "activation memory", "KV cache", "per-component breakdown"],
+        }
+    b = count_params(model)
+    moe = model.moe
+    return {
+        "id": model.id,
+        "name": model.name,
+        "family": model.family,
+        "model_type": model.model_type,
+        "hf_id": model.hf_id,
+        "architecture_known": True,
+        "params": b.total,
+        "active_params": b.active,
+        "breakdown": b.to_dict(),
+        "layers": model.layers,
+        "hidden_size": model.hidden_size,
+        "attention_heads": model.attention_heads,
+        "kv_heads": model.kv_heads,
+        "head_dim": model.head_dim,
+        "ffn_size": model.ffn_size if model.dense_layers else None,
+        "vocab_size": model.vocab_size,
+        "context_length": model.context_length,
+        "tie_embeddings": model.tie_embeddings,
+        "mlp": "gated" if model.mlp_gated else "plain",
+        "norm": model.norm,
+        "experts": moe.experts if moe else None,
+        "experts_per_token": moe.experts_per_token if moe else None,
+        "expert_ffn_size": moe.expert_ffn_size if moe else None,
+        "moe_layers": moe.layers if moe else None,
+        "shared_expert_ffn_size": (moe.shared_ffn_size or None) if moe else None,
+        "attention": "mla" if model.mla else ("mqa" if model.kv_heads == 1 else
+                                             "gqa" if model.kv_heads < model.attention_heads else "mha"),
+        "mla": ({"q_lora_rank": model.mla.q_lora_rank, "kv_lora_rank": model.mla.kv_lora_rank,
+                 "qk_nope_head_dim": model.mla.qk_nope_head_dim, "qk_rope_head_dim": model.mla.qk_rope_head_dim,
+                 "v_head_dim": model.mla.v_head_dim} if model.mla else None),
+        "sliding_window": model.sliding_window,
+        "sliding_window_layers": model.sliding_window_layers or None,
+        "flops_per_token": flops,
+        "published_params": model.published_params,
+        "published_params_rounded": model.published_params_rounded,
+        "source": model.source.to_dict() if model.source else None,
+        "origin": model.origin,
+        "notes": list(model.notes),
+    }
+
+
+def model_show(model: ModelSpec | ParamsOnlyModel, seq_len: int | None = None) -> dict:
+    return envelope("model.show", model=model_record(model, seq_len))
+
+
+def model_list(models: Iterable[ModelSpec]) -> dict:
+    return envelope("model.list", models=[model_record(m) for m in models])

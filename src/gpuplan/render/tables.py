@@ -1,0 +1,197 @@
+"""Rich tables drawn from the JSON records (so a table never says something the JSON does not).
+
+Sizes are shown in GB (1e9 bytes) as vendors print them, with GiB (2**30) where a process plans
+with the driver-reported capacity; every header names its unit.
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from ..spec.accelerator import DTYPES
+from ..units import GB, GiB, format_count
+
+_DASH = "-"
+
+
+def _num(value: float | None, scale: float, digits: int = 4) -> str:
+    if value is None:
+        return _DASH
+    v = value / scale
+    return f"{v:.{digits}g}" if abs(v) < 10 ** digits else f"{v:,.0f}"
+
+
+def _link(ic: dict | None) -> str:
+    if not ic:
+        return _DASH
+    return f"{ic['kind']} {_num(ic['bandwidth_bytes_per_s'], GB)}"
+
+
+def gpus_table(record: dict) -> Table:
+    t = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    for col, just in (("id", "left"), ("name", "left"), ("memory\nGB", "right"), ("bandwidth\nTB/s", "right"),
+                      ("bf16\nTFLOP/s", "right"), ("fp8\nTFLOP/s", "right"), ("fp4\nTFLOP/s", "right"),
+                      ("scale-up link\nGB/s/dir", "left"), ("TDP\nW", "right"), ("year", "right")):
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for a in record["accelerators"]:
+        p = a["peak_flops_per_s"]
+        t.add_row(a["id"], a["name"], _num(a["memory_bytes"], GB), _num(a["memory_bandwidth_bytes_per_s"], 1e12, 3),
+                  _num(p.get("bf16"), 1e12), _num(p.get("fp8"), 1e12), _num(p.get("fp4"), 1e12),
+                  _link(a["interconnect"]), _num(a["tdp_w"], 1), str(a["year"]))
+    t.caption = "Peaks are dense (no sparsity). GB = 1e9 bytes."
+    return t
+
+
+def _figure_rows(a: dict) -> list[tuple[str, str, str]]:
+    """(label, value, field key) for every figure of one accelerator record, in display order."""
+    rows = [
+        ("vendor / architecture", f"{a['vendor']} / {a['architecture']}", "default"),
+        ("form factor", a["form_factor"], "default"),
+        ("memory (marketed)", f"{_num(a['memory_bytes'], GB)} GB ({a['memory_type']})", "memory_bytes"),
+    ]
+    if a["memory_reported_bytes"]:
+        rows.append(("memory (driver reports)", f"{a['memory_reported_bytes'] / GiB:.2f} GiB "
+                     f"({a['memory_reported_bytes']:,} bytes)", "memory_reported_bytes"))
+    rows.append(("memory bandwidth", f"{_num(a['memory_bandwidth_bytes_per_s'], 1e12, 3)} TB/s",
+                 "memory_bandwidth_bytes_per_s"))
+    for d in DTYPES:
+        v = a["peak_flops_per_s"].get(d)
+        if v is not None:
+            unit = "TOPS" if d == "int8" else "TFLOP/s"
+            rows.append((f"{d} dense peak", f"{_num(v, 1e12)} {unit}", f"peak_flops_per_s.{d}"))
+    if a["interconnect"]:
+        ic = a["interconnect"]
+        links = f", {ic['links']} links" if ic.get("links") else ""
+        rows.append(("scale-up link", f"{ic['kind']}: {_num(ic['bandwidth_bytes_per_s'], GB)} GB/s per direction{links}",
+                     "interconnect"))
+    if a["pcie_gen"]:
+        rows.append(("PCIe", f"Gen {a['pcie_gen']}", "pcie_gen"))
+    rows.append(("TDP", f"{_num(a['tdp_w'], 1)} W", "tdp_w"))
+    rows.append(("year", str(a["year"]), "year"))
+    return rows
+
+
+def gpu_show(record: dict) -> Group:
+    a = record["accelerator"]
+    title = Text(f"{a['name']}  ({a['id']})", style="bold")
+    t = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    t.add_column("figure")
+    t.add_column("value")
+    t.add_column("source")
+    sources = a["sources"]
+    for label, value, key in _figure_rows(a):
+        s = sources.get(key) or sources.get(key.split(".")[0]) or next(iter(sources.values()), None)
+        t.add_row(label, value, f"{s['title']} ({s['date']})" if s else _DASH)
+    parts: list = [title, t]
+    if a["aliases"]:
+        parts.append(Text("aliases: " + ", ".join(a["aliases"]), style="dim"))
+    urls = sorted({s["url"] for s in sources.values()})
+    parts.append(Text("sources: " + "  ".join(urls), style="dim"))
+    if a["origin"] != "built-in":
+        parts.append(Text(f"from {a['origin']}", style="dim"))
+    return Group(*parts)
+
+
+def gpus_compare(record: dict) -> Table:
+    accs = record["accelerators"]
+    t = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    t.add_column("figure")
+    for a in accs:
+        t.add_column(a["id"], justify="right")
+    labels: list[str] = []
+    values: dict[str, dict[str, str]] = {}
+    for a in accs:
+        for label, value, _ in _figure_rows(a):
+            if label not in values:
+                labels.append(label)
+                values[label] = {}
+            values[label][a["id"]] = value
+    for label in labels:
+        t.add_row(label, *(values[label].get(a["id"], _DASH) for a in accs))
+    t.caption = "Peaks are dense (no sparsity). GB = 1e9 bytes, GiB = 2**30 bytes."
+    return t
+
+
+def models_table(record: dict) -> Table:
+    t = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    for col, just in (("id", "left"), ("family", "left"), ("params", "right"), ("active", "right"),
+                      ("layers", "right"), ("hidden", "right"), ("heads/kv", "right"), ("experts", "right"),
+                      ("context", "right"), ("attention", "left")):
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for m in record["models"]:
+        experts = f"{m['experts_per_token']}/{m['experts']}" if m.get("experts") else _DASH
+        t.add_row(m["id"], m["family"], format_count(m["params"]), format_count(m["active_params"]),
+                  str(m["layers"]), str(m["hidden_size"]), f"{m['attention_heads']}/{m['kv_heads']}", experts,
+                  f"{m['context_length']:,}", m["attention"])
+    t.caption = "params: exact counts (transformers, meta device); active: per token, embeddings included."
+    return t
+
+
+def model_show(record: dict) -> Group:
+    m = record["model"]
+    fl = m["flops_per_token"]
+    parts: list = [Text(f"{m['name']}  ({m['id']})", style="bold")]
+    if not m["architecture_known"]:
+        parts.append(Text(f"parameters: {m['params']:,} ({format_count(m['params'])})"))
+        parts.append(Text(f"training FLOPs per token: {fl['training']:.4g} (6N; no attention term without "
+                          f"an architecture)"))
+        parts.append(Text("needs an architecture for: " + ", ".join(m["cannot_estimate"]), style="dim"))
+        return Group(*parts)
+    facts = Table(box=None, show_header=False, padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column()
+    experts = (f"{m['experts']} routed ({m['experts_per_token']} per token), expert FFN {m['expert_ffn_size']}"
+               f"{', shared FFN ' + str(m['shared_expert_ffn_size']) if m['shared_expert_ffn_size'] else ''}"
+               f", {m['moe_layers']} of {m['layers']} layers" if m["experts"] else _DASH)
+    rows = [
+        ("parameters", f"{m['params']:,} ({format_count(m['params'])})"),
+        ("active per token", f"{m['active_params']:,} ({format_count(m['active_params'])})"),
+        ("layers", str(m["layers"])),
+        ("hidden size", str(m["hidden_size"])),
+        ("attention", f"{m['attention'].upper()}: {m['attention_heads']} heads, {m['kv_heads']} KV heads, "
+                      f"head dim {m['head_dim']}"),
+        ("FFN size", f"{m['ffn_size']} ({m['mlp']})" if m["ffn_size"] else f"({m['mlp']})"),
+        ("experts", experts),
+        ("vocabulary", f"{m['vocab_size']:,}"),
+        ("context length", f"{m['context_length']:,}"
+                           + (f" (sliding window {m['sliding_window']:,} on {m['sliding_window_layers']} layers)"
+                              if m["sliding_window"] else "")),
+        ("embeddings tied", "yes" if m["tie_embeddings"] else "no"),
+    ]
+    if m["mla"]:
+        x = m["mla"]
+        rows.append(("MLA", f"q rank {x['q_lora_rank']}, kv rank {x['kv_lora_rank']}, qk {x['qk_nope_head_dim']}+"
+                            f"{x['qk_rope_head_dim']} (rope), v {x['v_head_dim']}"))
+    for k, v in rows:
+        facts.add_row(k, v)
+    parts.append(facts)
+    bd = Table(box=box.SIMPLE_HEAD, header_style="bold", title="parameters by component", title_justify="left")
+    bd.add_column("component")
+    bd.add_column("params", justify="right")
+    bd.add_column("share", justify="right")
+    for k, v in m["breakdown"].items():
+        bd.add_row(k, f"{v:,}", f"{100 * v / m['params']:.1f}%")
+    bd.add_row(Text("total", style="bold"), Text(f"{m['params']:,}", style="bold"), "100%")
+    parts.append(bd)
+    ft = Table(box=box.SIMPLE_HEAD, header_style="bold", title=f"FLOPs per token at sequence length {fl['seq_len']:,}",
+               title_justify="left")
+    ft.add_column("")
+    ft.add_column("total", justify="right")
+    ft.add_column("matmuls (2N/6N)", justify="right")
+    ft.add_column("attention", justify="right")
+    ft.add_row("training", f"{fl['training']:.4g}", f"{fl['training_matmul']:.4g}", f"{fl['training_attention']:.4g}")
+    ft.add_row("inference", f"{fl['inference']:.4g}", f"{fl['training_matmul'] / 3:.4g}",
+               f"{fl['training_attention'] / 3:.4g}")
+    ft.caption = f"N = {fl['matmul_params']:,} matmul params. {fl['convention']}."
+    parts.append(ft)
+    if m["published_params"]:
+        approx = "~" if m["published_params_rounded"] else ""
+        parts.append(Text(f"published count: {approx}{m['published_params']:,}", style="dim"))
+    if m["source"]:
+        parts.append(Text(f"source: {m['source']['title']} ({m['source']['date']}) {m['source']['url']}", style="dim"))
+    for n in m["notes"]:
+        parts.append(Text(f"note: {n}", style="dim"))
+    return Group(*parts)
