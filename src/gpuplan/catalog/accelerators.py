@@ -20,7 +20,7 @@ def _to_spec(e: AcceleratorEntry, origin: str) -> Accelerator:
         id=e.id, name=e.name, vendor=e.vendor, architecture=e.architecture, form_factor=e.form_factor,
         year=e.year, aliases=tuple(e.aliases), memory_bytes=e.memory_bytes,
         memory_reported_bytes=e.memory_reported_bytes, memory_type=e.memory_type,
-        memory_bandwidth_bytes_per_s=float(e.memory_bandwidth_bytes_per_s), tdp_w=float(e.tdp_w),
+        memory_bandwidth_bytes_per_s=float(e.memory_bandwidth_bytes_per_s), tdp_w=float(e.tdp_w) if e.tdp_w is not None else None,
         pcie_gen=e.pcie_gen, pci_device_ids=tuple(x.lower() for x in e.pci_device_ids),
         peak_flops_per_s={k: float(v) for k, v in e.peak_flops_per_s.items()},
         interconnect=Interconnect(e.interconnect.kind, float(e.interconnect.bandwidth_bytes_per_s),

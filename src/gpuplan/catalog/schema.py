@@ -50,7 +50,7 @@ class AcceleratorEntry(_Strict):
     memory_reported_bytes: Annotated[int, Field(gt=0)] | None = None
     memory_type: Annotated[str, Field(min_length=1)]
     memory_bandwidth_bytes_per_s: Annotated[float, Field(gt=0)]
-    tdp_w: Annotated[float, Field(gt=0)]
+    tdp_w: Annotated[float, Field(gt=0)] | None = None  # Google publishes none for recent TPUs
     pcie_gen: Annotated[int, Field(ge=1, le=8)] | None = None
     pci_device_ids: list[Annotated[str, Field(pattern=r"^0x[0-9a-fA-F]{4}$")]] = []
     peak_flops_per_s: dict[Literal[DTYPES], Annotated[float, Field(gt=0)]]  # type: ignore[valid-type]

@@ -110,7 +110,7 @@ _SORT_KEYS: dict[str, Callable[[Any], Any]] = {
     "fp8": lambda a: -(a.peak("fp8") or 0.0),
     "fp4": lambda a: -(a.peak("fp4") or 0.0),
     "fp32": lambda a: -(a.peak("fp32") or 0.0),
-    "tdp": lambda a: -a.tdp_w,
+    "tdp": lambda a: -(a.tdp_w or 0.0),
     "year": lambda a: (-a.year, a.id),
 }
 

@@ -69,7 +69,7 @@ def _figure_rows(a: dict) -> list[tuple[str, str, str]]:
                      "interconnect"))
     if a["pcie_gen"]:
         rows.append(("PCIe", f"Gen {a['pcie_gen']}", "pcie_gen"))
-    rows.append(("TDP", f"{_num(a['tdp_w'], 1)} W", "tdp_w"))
+    rows.append(("TDP", f"{_num(a['tdp_w'], 1)} W" if a["tdp_w"] else "not published", "tdp_w"))
     rows.append(("year", str(a["year"]), "year"))
     return rows
 

@@ -51,7 +51,7 @@ class Accelerator:
     memory_bytes: int
     memory_type: str
     memory_bandwidth_bytes_per_s: float
-    tdp_w: float
+    tdp_w: float | None
     peak_flops_per_s: Mapping[str, float]
     sources: Mapping[str, Source]
     aliases: tuple[str, ...] = ()
