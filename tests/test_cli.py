@@ -46,7 +46,7 @@ def test_python_dash_m_and_version():
 def test_gpus_list_table(run):
     code, out, err = run("gpus", "list")
     assert code == 0, err
-    assert "h100-sxm-80gb" in out and "TFLOP/s" in out and "GB = 1e9 bytes" in out
+    assert "h100-sxm-80gb" in out and "TFLOP/s" in out and "GB = 1e9 bytes" in out and "Dense peaks" in out
 
 
 def test_gpus_list_json_contract(run):

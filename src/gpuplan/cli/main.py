@@ -9,6 +9,7 @@ starts fast.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -68,7 +69,10 @@ def _emit(ctx: click.Context, record: dict, as_json: bool, render: Callable[[dic
         return
     from rich.console import Console
 
-    console = Console(width=None if sys.stdout.isatty() else 160, soft_wrap=False)
+    width = None
+    if not sys.stdout.isatty():  # piped: rich would assume 80 columns; take $COLUMNS or a wide default
+        width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else 140
+    console = Console(width=width, soft_wrap=False)
     console.print(render(record))
 
 

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..spec.accelerator import DTYPES
-from ..units import GB, GiB, format_count
+from ..units import GB, GiB, format_count, format_flops
 
 _DASH = "-"
 
@@ -25,23 +25,38 @@ def _num(value: float | None, scale: float, digits: int = 4) -> str:
 
 
 def _link(ic: dict | None) -> str:
+    """Short form for a table cell: the link kind without its parenthetical, and GB/s per direction."""
     if not ic:
         return _DASH
-    return f"{ic['kind']} {_num(ic['bandwidth_bytes_per_s'], GB)}"
+    kind = ic["kind"].split(" (")[0]
+    return f"{kind} {_num(ic['bandwidth_bytes_per_s'], GB)}"
+
+
+def _fixed_columns(t: Table, rows: list[list[str]], headers: list[tuple[str, str]], flexible: str) -> None:
+    """Columns as wide as their longest cell, except ``flexible``, which shrinks (ellipsis) on narrow screens."""
+    for i, (header, just) in enumerate(headers):
+        widest = max([len(r[i]) for r in rows] + [len(line) for line in header.split("\n")])
+        if header == flexible:
+            t.add_column(header, justify=just, no_wrap=True, overflow="ellipsis", min_width=12)  # type: ignore[arg-type]
+        else:
+            t.add_column(header, justify=just, no_wrap=True, min_width=widest)  # type: ignore[arg-type]
+    for r in rows:
+        t.add_row(*r)
 
 
 def gpus_table(record: dict) -> Table:
     t = Table(box=box.SIMPLE_HEAD, header_style="bold")
-    for col, just in (("id", "left"), ("name", "left"), ("memory\nGB", "right"), ("bandwidth\nTB/s", "right"),
-                      ("bf16\nTFLOP/s", "right"), ("fp8\nTFLOP/s", "right"), ("fp4\nTFLOP/s", "right"),
-                      ("scale-up link\nGB/s/dir", "left"), ("TDP\nW", "right"), ("year", "right")):
-        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    headers = [("id", "left"), ("memory\nGB", "right"), ("bandwidth\nTB/s", "right"), ("bf16\nTFLOP/s", "right"),
+               ("fp8\nTFLOP/s", "right"), ("fp4\nTFLOP/s", "right"), ("scale-up link\nGB/s/dir", "left"),
+               ("TDP\nW", "right"), ("year", "right"), ("name", "left")]
+    rows = []
     for a in record["accelerators"]:
         p = a["peak_flops_per_s"]
-        t.add_row(a["id"], a["name"], _num(a["memory_bytes"], GB), _num(a["memory_bandwidth_bytes_per_s"], 1e12, 3),
-                  _num(p.get("bf16"), 1e12), _num(p.get("fp8"), 1e12), _num(p.get("fp4"), 1e12),
-                  _link(a["interconnect"]), _num(a["tdp_w"], 1), str(a["year"]))
-    t.caption = "Peaks are dense (no sparsity). GB = 1e9 bytes."
+        rows.append([a["id"], _num(a["memory_bytes"], GB), _num(a["memory_bandwidth_bytes_per_s"], 1e12, 3),
+                     _num(p.get("bf16"), 1e12), _num(p.get("fp8"), 1e12), _num(p.get("fp4"), 1e12),
+                     _link(a["interconnect"]), _num(a["tdp_w"], 1), str(a["year"]), a["name"]])
+    _fixed_columns(t, rows, headers, flexible="name")
+    t.caption = "Dense peaks (no sparsity). GB = 1e9 bytes. Sources: gpuplan gpus show ID"
     return t
 
 
@@ -98,7 +113,7 @@ def gpu_show(record: dict) -> Group:
 def gpus_compare(record: dict) -> Table:
     accs = record["accelerators"]
     t = Table(box=box.SIMPLE_HEAD, header_style="bold")
-    t.add_column("figure")
+    t.add_column("figure", no_wrap=True)
     for a in accs:
         t.add_column(a["id"], justify="right")
     labels: list[str] = []
@@ -117,17 +132,22 @@ def gpus_compare(record: dict) -> Table:
 
 def models_table(record: dict) -> Table:
     t = Table(box=box.SIMPLE_HEAD, header_style="bold")
-    for col, just in (("id", "left"), ("family", "left"), ("params", "right"), ("active", "right"),
-                      ("layers", "right"), ("hidden", "right"), ("heads/kv", "right"), ("experts", "right"),
-                      ("context", "right"), ("attention", "left")):
-        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    headers = [("id", "left"), ("params", "right"), ("active", "right"), ("layers", "right"), ("hidden", "right"),
+               ("heads/kv", "right"), ("experts", "right"), ("context", "right"), ("attention", "left"),
+               ("family", "left")]
+    rows = []
     for m in record["models"]:
         experts = f"{m['experts_per_token']}/{m['experts']}" if m.get("experts") else _DASH
-        t.add_row(m["id"], m["family"], format_count(m["params"]), format_count(m["active_params"]),
-                  str(m["layers"]), str(m["hidden_size"]), f"{m['attention_heads']}/{m['kv_heads']}", experts,
-                  f"{m['context_length']:,}", m["attention"])
-    t.caption = "params: exact counts (transformers, meta device); active: per token, embeddings included."
+        rows.append([m["id"], format_count(m["params"]), format_count(m["active_params"]), str(m["layers"]),
+                     str(m["hidden_size"]), f"{m['attention_heads']}/{m['kv_heads']}", experts,
+                     f"{m['context_length']:,}", m["attention"], m["family"]])
+    _fixed_columns(t, rows, headers, flexible="family")
+    t.caption = "params: exact counts (as transformers builds them); active: per token, embeddings included."
     return t
+
+
+def _flop(value: float) -> str:
+    return f"{format_flops(value)}FLOP"
 
 
 def model_show(record: dict) -> Group:
@@ -136,7 +156,7 @@ def model_show(record: dict) -> Group:
     parts: list = [Text(f"{m['name']}  ({m['id']})", style="bold")]
     if not m["architecture_known"]:
         parts.append(Text(f"parameters: {m['params']:,} ({format_count(m['params'])})"))
-        parts.append(Text(f"training FLOPs per token: {fl['training']:.4g} (6N; no attention term without "
+        parts.append(Text(f"training FLOPs per token: {_flop(fl['training'])} (6N; no attention term without "
                           f"an architecture)"))
         parts.append(Text("needs an architecture for: " + ", ".join(m["cannot_estimate"]), style="dim"))
         return Group(*parts)
@@ -182,11 +202,11 @@ def model_show(record: dict) -> Group:
     ft.add_column("total", justify="right")
     ft.add_column("matmuls (2N/6N)", justify="right")
     ft.add_column("attention", justify="right")
-    ft.add_row("training", f"{fl['training']:.4g}", f"{fl['training_matmul']:.4g}", f"{fl['training_attention']:.4g}")
-    ft.add_row("inference", f"{fl['inference']:.4g}", f"{fl['training_matmul'] / 3:.4g}",
-               f"{fl['training_attention'] / 3:.4g}")
-    ft.caption = f"N = {fl['matmul_params']:,} matmul params. {fl['convention']}."
+    ft.add_row("training", _flop(fl["training"]), _flop(fl["training_matmul"]), _flop(fl["training_attention"]))
+    ft.add_row("inference", _flop(fl["inference"]), _flop(fl["training_matmul"] / 3),
+               _flop(fl["training_attention"] / 3))
     parts.append(ft)
+    parts.append(Text(f"N = {fl['matmul_params']:,} matmul params. {fl['convention']}.", style="dim"))
     if m["published_params"]:
         approx = "~" if m["published_params_rounded"] else ""
         parts.append(Text(f"published count: {approx}{m['published_params']:,}", style="dim"))

@@ -130,4 +130,8 @@ class ParamsOnlyModel:
 
         return f"{format_count(self.params)}-params"
 
-    name = property(lambda self: f"model with {self.params:,} parameters")
+    @property
+    def name(self) -> str:
+        from ..units import format_count
+
+        return f"{format_count(self.params)} parameters (no architecture)"
