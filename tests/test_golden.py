@@ -1,0 +1,32 @@
+"""Golden --json records for reference commands: the contract scripts rely on must not drift silently.
+
+Regenerate after an intended change with: GPUPLAN_UPDATE_GOLDEN=1 python -m pytest tests/test_golden.py
+and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+GOLDEN = Path(__file__).parent / "golden"
+CASES = {
+    "model_show_llama-3.1-8b": ["model", "show", "llama-3.1-8b", "--json"],
+    "model_show_deepseek-v3": ["model", "show", "deepseek-v3", "--json"],
+    "model_show_7.5B": ["model", "show", "7.5B", "--json"],
+    "gpus_show_h100-sxm-80gb": ["gpus", "show", "h100-sxm-80gb", "--json"],
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_golden_json(run, name):
+    code, out, err = run(*CASES[name])
+    assert code == 0, err
+    got = json.loads(out)
+    path = GOLDEN / f"{name}.json"
+    if os.environ.get("GPUPLAN_UPDATE_GOLDEN"):
+        path.write_text(json.dumps(got, indent=2) + "\n")
+    assert got == json.loads(path.read_text())
