@@ -72,7 +72,7 @@ def transformers_count(config: dict) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(llama_family_configs())
 def test_random_configs_count_exactly(cfg):
     assert count_params(spec_from_hf_config(cfg, id="fuzz")).total == transformers_count(cfg)

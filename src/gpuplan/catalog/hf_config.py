@@ -131,7 +131,6 @@ def _llama_like(r: _Reader, model_type: str) -> dict:
         d["norms_per_layer"] = 4
     if model_type == "olmo":
         d["norm"] = "nonparametric"
-        d["qkv_bias"] = d["o_bias"] = False
     if model_type == "olmo2":
         d["qk_norm"] = "full"
     if model_type == "phi3":
