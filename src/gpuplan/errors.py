@@ -12,7 +12,9 @@ estimates return it as a result with reasons.
      ├── CatalogError         a catalog file that is unreadable or breaks the schema (file, entry, field)
      ├── ModelConfigError     a model config.json that cannot be read as a supported architecture
      ├── HubError             the Hugging Face Hub could not be reached or refused the request
-     └── NeedsArchitectureError  an estimate needs layers/hidden size but only a parameter count was given
+     ├── NeedsArchitectureError  an estimate needs layers/hidden size but only a parameter count was given
+     ├── LayoutError          an impossible parallel layout (the message shows every factor)
+     └── JobError             an impossible job recipe (batch, precision, method...)
 """
 
 from __future__ import annotations
@@ -69,3 +71,11 @@ class HubError(GpuplanError):
 
 class NeedsArchitectureError(GpuplanError):
     """An estimate needs the architecture (layers, hidden size...) but only a parameter count was given."""
+
+
+class LayoutError(GpuplanError):
+    """A parallel layout that cannot exist: gpus not divisible by tp x pp x cp, offload without ZeRO..."""
+
+
+class JobError(GpuplanError):
+    """A training or serving recipe that cannot be run as given."""

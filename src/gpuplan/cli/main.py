@@ -218,6 +218,107 @@ def model_show(ctx: click.Context, model_name: str, seq_len: int | None, offline
     _emit(ctx, records.model_show(spec, seq_len), as_json, tables.model_show)
 
 
+# -------------------------------------------------------------------------------------------- train
+
+EXIT_DOES_NOT_FIT = 3
+
+
+def _parse_assumptions(items: tuple[str, ...]):
+    """--assume NAME=VALUE pairs onto MemoryAssumptions (sizes accept units: 1GiB)."""
+    from dataclasses import fields, replace
+
+    from ..estimate.memory import MemoryAssumptions
+    from ..units import parse_bytes
+
+    base = MemoryAssumptions()
+    names = {f.name: f for f in fields(base)}
+    changes = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or name not in names:
+            raise click.BadParameter(f"'{item}': use NAME=VALUE with NAME one of {', '.join(names)}",
+                                     param_hint="--assume")
+        try:
+            changes[name] = parse_bytes(value, name) if name.endswith("_bytes") else (
+                int(value) if isinstance(getattr(base, name), int) else float(value))
+        except ValueError:
+            raise click.BadParameter(f"'{item}': {value!r} is not a number", param_hint="--assume") from None
+        if changes[name] < 0:
+            raise click.BadParameter(f"'{item}': must be zero or more", param_hint="--assume")
+    return replace(base, **changes)
+
+
+@cli.command()
+@click.argument("model_name", metavar="MODEL")
+@click.option("--gpu", "gpu_name", required=True, help="Accelerator id or alias (gpuplan gpus list).")
+@click.option("--gpus", type=int, default=1, show_default=True, help="Number of GPUs.")
+@click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel degree.")
+@click.option("--pp", type=int, default=1, show_default=True, help="Pipeline-parallel degree.")
+@click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel degree.")
+@click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel degree (MoE).")
+@click.option("--sequence-parallel", is_flag=True, help="Megatron sequence parallelism (needs --tp > 1).")
+@click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True, help="ZeRO stage.")
+@click.option("--fsdp", is_flag=True, help="PyTorch FSDP full sharding (ZeRO-3 semantics, FSDP recipe).")
+@click.option("--offload", type=click.Choice(["none", "optimizer", "params"]), default="none", show_default=True,
+              help="ZeRO-Offload of optimizer states (or params too, ZeRO-3) to CPU memory.")
+@click.option("--micro-batch", type=int, default=1, show_default=True, help="Sequences per GPU per micro-step.")
+@click.option("--global-batch", type=int, help="Sequences per optimizer step (gradient accumulation follows).")
+@click.option("--seq-len", type=int, default=4096, show_default=True, help="Tokens per sequence.")
+@click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none", show_default=True,
+              help="Activation recomputation.")
+@click.option("--flash-attention/--no-flash-attention", default=True, show_default=True)
+@click.option("--dropout/--no-dropout", default=False, show_default=True, help="Dropout layers (masks are saved).")
+@click.option("--precision", type=click.Choice(["fp32", "fp16-mixed", "bf16-mixed", "bf16", "fp8-mixed"]),
+              default="bf16-mixed", show_default=True)
+@click.option("--recipe", type=click.Choice(["auto", "amp", "megatron", "deepspeed", "fsdp", "zero"]), default="auto",
+              show_default=True, help="Framework accounting of mixed precision (auto picks from the layout).")
+@click.option("--optimizer", type=click.Choice(["adamw", "adamw-8bit", "sgd", "adafactor", "lion"]), default="adamw",
+              show_default=True)
+@click.option("--method", type=click.Choice(["full", "lora", "qlora"]), default="full", show_default=True)
+@click.option("--lora-rank", type=int, default=16, show_default=True)
+@click.option("--lora-targets", default="q_proj,k_proj,v_proj,o_proj", show_default=True,
+              help="Comma-separated module names, or all-linear.")
+@click.option("--quant", type=click.Choice(["nf4", "int8"]), help="Quantized frozen base (qlora implies nf4).")
+@click.option("--assume", "assume", multiple=True, metavar="NAME=VALUE",
+              help="Override an assumption, e.g. cuda_context_bytes=1GiB (names in the --json output).")
+@click.option("--require-fit", is_flag=True, help="Exit with code 3 when the job does not fit.")
+@_json_option
+@click.pass_context
+def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int, pp: int, cp: int, ep: int,
+          sequence_parallel: bool, zero: int, fsdp: bool, offload: str, micro_batch: int, global_batch: int | None,
+          seq_len: int, recompute: str, flash_attention: bool, dropout: bool, precision: str, recipe: str,
+          optimizer: str, method: str, lora_rank: int, lora_targets: str, quant: str | None,
+          assume: tuple[str, ...], require_fit: bool, as_json: bool) -> None:
+    """Will training or fine-tuning MODEL fit? Memory per GPU, itemized, with the largest micro-batch."""
+    from ..catalog import resolve_model
+    from ..estimate.memory import training_memory
+    from ..estimate.params import count_params
+    from ..estimate.rules import training_rule
+    from ..render import records, tables
+    from ..spec.model import ModelSpec
+    from ..spec.training import Parallelism, TrainingJob
+
+    assumptions = _parse_assumptions(assume)
+    if fsdp:
+        if zero not in (0, 3):
+            raise click.BadParameter("--fsdp is ZeRO-3 sharding; drop --zero or use --zero 3", param_hint="--fsdp")
+        zero = 3
+    layout = Parallelism(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, sequence_parallel=sequence_parallel, zero=zero,
+                         offload=offload)
+    job = TrainingJob(micro_batch=micro_batch, seq_len=seq_len, global_batch=global_batch, precision=precision,
+                      recipe=recipe, optimizer=optimizer, method=method, lora_rank=lora_rank,
+                      lora_targets=tuple(t.strip() for t in lora_targets.split(",") if t.strip()), quant=quant,
+                      recompute=recompute, flash_attention=flash_attention, dropout=dropout, fsdp=fsdp)
+    model = resolve_model(model_name, ctx.obj.models())
+    accelerator = ctx.obj.accelerators().get(gpu_name)
+    report = training_memory(model, accelerator, layout, job, assumptions)
+    params = count_params(model).total if isinstance(model, ModelSpec) else model.params
+    rule = training_rule(params, accelerator.usable_memory_bytes)
+    _emit(ctx, records.training_record(model, accelerator, layout, job, report, rule), as_json, tables.train_report)
+    if require_fit and not report.fits:
+        raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
+
+
 # ------------------------------------------------------------------------------------------- entry
 
 def _fail(message: str) -> int:
@@ -228,7 +329,7 @@ def _fail(message: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; user errors become one line on stderr and exit code 2, never a traceback."""
     try:
-        cli.main(args=list(argv) if argv is not None else None, prog_name="gpuplan", standalone_mode=False)
+        rv = cli.main(args=list(argv) if argv is not None else None, prog_name="gpuplan", standalone_mode=False)
     except GpuplanError as e:
         return _fail(str(e))
     except click.UsageError as e:
@@ -242,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(e.format_message())
     except BrokenPipeError:
         return 0
-    return 0
+    return rv if isinstance(rv, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -125,3 +125,59 @@ def count_params(spec: ModelSpec) -> ParamBreakdown:
         parts["shared_experts"] = moe.layers * shared
         inactive = moe.layers * (moe.experts - moe.experts_per_token) * one_expert
     return ParamBreakdown(parts=MappingProxyType(parts), inactive_experts=inactive)
+
+
+def linear_shapes(spec: ModelSpec) -> dict[str, tuple[int, int, int]]:
+    """Every weight matrix of one kind as name -> (d_in, d_out, how many in the model).
+
+    Names follow PEFT's Llama-style module names (q_proj ... down_proj) so LoRA targets map onto them;
+    fused projections of other families (GPT-2's c_attn, Falcon's query_key_value) are listed by their
+    parts, which is what LoRA on those parts would adapt. Routed experts are ``expert_*``, shared experts
+    ``shared_*``; MLA's low-rank projections have their own names.
+    """
+    h, L = spec.hidden_size, spec.layers
+    out: dict[str, tuple[int, int, int]] = {}
+    if spec.mla is not None:
+        m, heads = spec.mla, spec.attention_heads
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        if m.q_lora_rank:
+            out["q_a_proj"] = (h, m.q_lora_rank, L)
+            out["q_b_proj"] = (m.q_lora_rank, heads * qk, L)
+        else:
+            out["q_proj"] = (h, heads * qk, L)
+        out["kv_a_proj"] = (h, m.kv_lora_rank + m.qk_rope_head_dim, L)
+        out["kv_b_proj"] = (m.kv_lora_rank, heads * (m.qk_nope_head_dim + m.v_head_dim), L)
+        out["o_proj"] = (heads * m.v_head_dim, h, L)
+    else:
+        out["q_proj"] = (h, spec.attention_heads * spec.head_dim, L)
+        out["k_proj"] = (h, spec.kv_heads * spec.head_dim, L)
+        out["v_proj"] = (h, spec.kv_heads * spec.head_dim, L)
+        out["o_proj"] = (spec.attention_heads * spec.head_dim, h, L)
+    if spec.dense_layers:
+        n = spec.dense_layers
+        if spec.mlp_gated:
+            out["gate_proj"] = (h, spec.ffn_size, n)
+        out["up_proj"] = (h, spec.ffn_size, n)
+        out["down_proj"] = (spec.ffn_size, h, n)
+    if spec.moe is not None:
+        moe = spec.moe
+        n = moe.layers * moe.experts
+        if spec.mlp_gated:
+            out["expert_gate_proj"] = (h, moe.expert_ffn_size, n)
+        out["expert_up_proj"] = (h, moe.expert_ffn_size, n)
+        out["expert_down_proj"] = (moe.expert_ffn_size, h, n)
+        if moe.shared_ffn_size:
+            if spec.mlp_gated:
+                out["shared_gate_proj"] = (h, moe.shared_ffn_size, moe.layers)
+            out["shared_up_proj"] = (h, moe.shared_ffn_size, moe.layers)
+            out["shared_down_proj"] = (moe.shared_ffn_size, h, moe.layers)
+        out["router"] = (h, moe.experts, moe.layers)
+    out["lm_head"] = (spec.token_embedding_dim, spec.vocab_size, 1)
+    return out
+
+
+def largest_module_params(spec: ModelSpec) -> int:
+    """Parameters of the largest single module (DeepSpeed's 'largest layer'): usually the embedding."""
+    sizes = [spec.vocab_size * spec.token_embedding_dim]
+    sizes += [din * dout for din, dout, _ in linear_shapes(spec).values()]
+    return max(sizes)

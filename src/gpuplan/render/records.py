@@ -102,3 +102,43 @@ def model_show(model: ModelSpec | ParamsOnlyModel, seq_len: int | None = None) -
 
 def model_list(models: Iterable[ModelSpec]) -> dict:
     return envelope("model.list", models=[model_record(m) for m in models])
+
+
+def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout, job, report, rule) -> dict:
+    """``gpuplan train``: memory of the most loaded GPU, itemized, with the rule of thumb beside it."""
+    from ..estimate.memory import GROUPS
+
+    params = count_params(model).total if isinstance(model, ModelSpec) else model.params
+    memory = {f"{g}_bytes": report.group_bytes(g) for g in GROUPS}
+    memory.update({
+        "total_bytes": report.total_bytes,
+        "capacity_bytes": report.capacity_bytes,
+        "fits": report.fits,
+        "reasons": list(report.reasons),
+        "max_micro_batch": report.max_micro_batch,
+        "pipeline_stage": report.stage,
+        "parts": [{"name": k, "group": report.groups[k], "bytes": int(round(v))} for k, v in report.parts.items()],
+        "cpu_offload_bytes": int(round(report.cpu_offload_bytes)),
+    })
+    return envelope(
+        "train",
+        model={"id": model.id, "params": params, "trainable_params": report.trainable_params},
+        gpu={"id": gpu.id, "name": gpu.name, "usable_memory_bytes": gpu.usable_memory_bytes},
+        layout={"gpus": layout.gpus, "dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "cp": layout.cp,
+                "ep": layout.ep, "sequence_parallel": layout.sequence_parallel, "zero": layout.zero,
+                "offload": layout.offload},
+        job={"micro_batch": job.micro_batch, "global_batch": job.global_batch,
+             "grad_accumulation": job.grad_accumulation(layout.dp), "seq_len": job.seq_len,
+             "precision": job.precision, "optimizer": job.optimizer, "method": job.method,
+             "lora_rank": job.lora_rank if job.method != "full" else None,
+             "lora_targets": list(job.targets) if job.method != "full" else None, "quant": job.quant,
+             "recompute": job.recompute, "flash_attention": job.flash_attention, "dropout": job.dropout},
+        recipe={"name": report.recipe.name, "title": report.recipe.title, "why": report.recipe_reason,
+                "source": report.recipe.source},
+        memory=memory,
+        rule_of_thumb={**rule.to_dict(), "per_gpu_bytes": rule.total_bytes / layout.gpus,
+                       "explanation": "seed rule: 2 B bf16 weights + 4 B fp32 grads + 4 B fp32 master + 8 B Adam "
+                                      "= 18 B/param, x 1.25 for activations; spread evenly over the GPUs"},
+        assumptions=[x.to_dict() for x in report.assumptions],
+        notes=list(report.notes),
+    )

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..spec.accelerator import DTYPES
-from ..units import GB, GiB, format_count, format_flops
+from ..units import GB, GiB, format_bytes, format_count, format_flops
 
 _DASH = "-"
 
@@ -214,4 +214,65 @@ def model_show(record: dict) -> Group:
         parts.append(Text(f"source: {m['source']['title']} ({m['source']['date']}) {m['source']['url']}", style="dim"))
     for n in m["notes"]:
         parts.append(Text(f"note: {n}", style="dim"))
+    return Group(*parts)
+
+
+def train_report(record: dict) -> Group:
+    """``gpuplan train``: the memory of the busiest GPU by part, the verdict, and the rule of thumb."""
+    m, lay, job, mem, rule = record["model"], record["layout"], record["job"], record["memory"], record["rule_of_thumb"]
+    gpu, recipe = record["gpu"], record["recipe"]
+    layout = f"dp={lay['dp']} tp={lay['tp']} pp={lay['pp']}" + (f" cp={lay['cp']}" if lay["cp"] > 1 else "") + \
+        (f" ep={lay['ep']}" if lay["ep"] > 1 else "") + (" +sp" if lay["sequence_parallel"] else "") + \
+        (f" zero-{lay['zero']}" if lay["zero"] else "") + (f" offload {lay['offload']}" if lay["offload"] != "none" else "")
+    method = job["method"] + (f" r={job['lora_rank']} on {','.join(job['lora_targets'])}" if job["lora_rank"] else "") + \
+        (f" ({job['quant']} base)" if job["quant"] else "")
+    batch = f"micro-batch {job['micro_batch']}" + (f" x {job['grad_accumulation']} accumulation x dp {lay['dp']} = "
+                                                   f"{job['global_batch']}" if job["global_batch"] else "")
+    head = [
+        Text(f"{m['id']} ({format_count(m['params'])} params, {format_count(m['trainable_params'])} trained) on "
+             f"{lay['gpus']} x {gpu['id']}", style="bold"),
+        Text(f"layout {layout}; {batch}; seq {job['seq_len']:,}; {job['precision']}; {job['optimizer']}; {method}; "
+             f"recompute {job['recompute']}; flash attention {'on' if job['flash_attention'] else 'off'}"),
+        Text(f"recipe: {recipe['title']} [{recipe['why']}]", style="dim"),
+    ]
+    stage = f", pipeline stage {mem['pipeline_stage']}" if mem["pipeline_stage"] != "only" else ""
+    t = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    head.append(Text(f"memory per GPU (the busiest{stage})", style="bold"))
+    t.add_column("part")
+    t.add_column("GiB", justify="right")
+    t.add_column("GB", justify="right")
+    for group in ("weights", "gradients", "optimizer", "activations", "other"):
+        total = mem[f"{group}_bytes"]
+        members = [p for p in mem["parts"] if p["group"] == group]
+        if not members:
+            continue
+        t.add_row(Text(group, style="bold"), Text(f"{total / GiB:.2f}", style="bold"), Text(f"{total / GB:.2f}", style="bold"))
+        if len(members) > 1 or members[0]["name"] != group:
+            for p in members:
+                t.add_row(f"  {p['name']}", f"{p['bytes'] / GiB:.2f}", f"{p['bytes'] / GB:.2f}")
+    t.add_row(Text("total", style="bold"), Text(f"{mem['total_bytes'] / GiB:.2f}", style="bold"),
+              Text(f"{mem['total_bytes'] / GB:.2f}", style="bold"))
+    share = 100 * mem["total_bytes"] / mem["capacity_bytes"]
+    verdict = (Text(f"fits: {mem['total_bytes'] / GiB:.1f} GiB of {mem['capacity_bytes'] / GiB:.1f} GiB usable "
+                    f"({share:.0f}%)", style="bold green") if mem["fits"] else
+               Text("does not fit: " + "; ".join(mem["reasons"]), style="bold red"))
+    parts: list = [*head, t, verdict]
+    mb = mem["max_micro_batch"]
+    parts.append(Text(f"largest micro-batch that fits: {mb}" if mb else
+                      "no micro-batch fits with this layout: add GPUs, shard more (--zero, --tp, --pp), recompute "
+                      "(--recompute full), or use LoRA/QLoRA"))
+    if mem["cpu_offload_bytes"]:
+        parts.append(Text(f"offloaded to CPU memory: {mem['cpu_offload_bytes'] / GiB:.1f} GiB per GPU"))
+    parts.append(Text(f"rule of thumb ({rule['formula']}): {rule['total_bytes'] / GB:,.0f} GB for the job, "
+                      f"{rule['per_gpu_bytes'] / GB:,.1f} GB per GPU over {lay['gpus']}; at least {rule['min_gpus']} "
+                      f"x {gpu['id']}. The detailed estimate above counts the recipe's real bytes per parameter, "
+                      f"the sharding, and activations from the architecture instead of a flat 25 %.", style="dim"))
+    for n in record["notes"]:
+        parts.append(Text(f"note: {n}", style="dim"))
+    def shown(x: dict) -> str:
+        value = format_bytes(x["value"], binary=True) if x["name"].endswith("_bytes") else f"{x['value']:g}"
+        return f"{x['name']}={value}"
+
+    parts.append(Text("assumptions: " + ", ".join(shown(x) for x in record["assumptions"])
+                      + " (sources: --json; change with --assume NAME=VALUE)", style="dim"))
     return Group(*parts)

@@ -1,0 +1,591 @@
+"""Training and fine-tuning memory per GPU: model states, activations, and what a real process holds.
+
+Everything here is a pure function of frozen values (model, accelerator, layout, job, assumptions).
+The result names every part, so a reader can see where the bytes go and which source each follows.
+
+Sources, by part:
+- Model states per precision recipe: ZeRO (Rajbhandari et al. 2020, section 3.1 and Table 1) for the
+  mixed-precision Adam accounting and the sharding of each stage; Megatron-LM
+  docs/api-guide/dist_optimizer.md (bytes per parameter, with and without the distributed optimizer);
+  DeepSpeed docs/code-docs/source/memory.rst (the memory estimator's ZeRO-2/3 formulas); PyTorch
+  autocast (aten/src/ATen/autocast_mode.cpp, cached casts); bitsandbytes 8-bit optimizers (block-wise
+  uint8 states, block 256, fp32 absmax); QLoRA (Dettmers et al. 2023, section 3: NF4 with double
+  quantization, 0.127 bits/parameter of constants).
+- Activations: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+  Models", Table 2 and equations 1-6, generalized term by term (see ``layer_activation_terms``).
+- Runtime overheads: named assumptions (``MemoryAssumptions``), each with its source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
+from typing import Mapping
+
+from ..errors import JobError
+from ..spec.accelerator import Accelerator
+from ..spec.model import ModelSpec, ParamsOnlyModel
+from ..spec.training import Parallelism, TrainingJob
+from ..units import GiB, MiB
+from .params import count_params, largest_module_params, linear_shapes
+
+# ------------------------------------------------------------------------------------------- recipes
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Bytes per trained parameter of each kind a precision recipe keeps.
+
+    ``weights``: the copy forward/backward read. ``grads``: the gradient autograd writes.
+    ``grad_copy``: an fp32 gradient the optimizer keeps beside 16-bit grads. ``master``: fp32 master
+    weights. ``state``: bytes of one optimizer state element. ``grads_shard_stage``: the ZeRO stage
+    from which ``grads`` are partitioned (DeepSpeed's estimator budgets full 16-bit grads below stage 3).
+    """
+
+    name: str
+    title: str
+    source: str
+    weights: float
+    grads: float
+    grad_copy: float
+    master: float
+    state: float
+    grads_shard_stage: int = 2
+    autocast_copy: float = 0.0
+    grads_only_in_flight_at_stage3: bool = False
+
+
+RECIPES: Mapping[str, Recipe] = MappingProxyType({
+    "amp": Recipe(
+        "amp", "PyTorch AMP: fp32 weights, grads and states; 16-bit copies made by autocast",
+        "PyTorch autocast (cached_cast in aten/src/ATen/autocast_mode.cpp keeps one 16-bit copy per fp32 weight "
+        "until the autocast region exits)", weights=4, grads=4, grad_copy=0, master=0, state=4, autocast_copy=2),
+    "megatron": Recipe(
+        "megatron", "Megatron-LM: bf16 weights, fp32 main grads, fp32 main params and states",
+        "Megatron-LM docs/api-guide/dist_optimizer.md: 18 B/param (bf16 param, fp32 grad); 6 + 12/d with the "
+        "distributed optimizer", weights=2, grads=4, grad_copy=0, master=4, state=4),
+    "megatron-fp16": Recipe(
+        "megatron-fp16", "Megatron-LM fp16: fp16 weights and grads, fp32 grad copy, main params and states",
+        "Megatron-LM docs/api-guide/dist_optimizer.md: 20 B/param (fp16 param, fp16 grad); 4 + 16/d distributed",
+        weights=2, grads=2, grad_copy=4, master=4, state=4),
+    "deepspeed": Recipe(
+        "deepspeed", "DeepSpeed ZeRO: 16-bit weights and grads, fp32 grad partition, master and states",
+        "DeepSpeed docs/code-docs/source/memory.rst: ZeRO-2 4P + 16P/N, ZeRO-3 18P/N + 4 x largest layer",
+        weights=2, grads=2, grad_copy=4, master=4, state=4, grads_shard_stage=3, grads_only_in_flight_at_stage3=True),
+    "zero": Recipe(
+        "zero", "ZeRO paper accounting: 2 + 2 + K=12 bytes per parameter (theoretical minimum)",
+        "Rajbhandari et al. 2020, ZeRO, section 3.1 and Table 1", weights=2, grads=2, grad_copy=0, master=4, state=4),
+    "fsdp": Recipe(
+        "fsdp", "PyTorch FSDP mixed precision: sharded fp32 params, grads and states; bf16 copies of the units "
+        "in flight", "PyTorch FSDP MixedPrecision / FSDP2 MixedPrecisionPolicy docs (param_dtype bf16, "
+        "sharded fp32 parameters)", weights=4, grads=4, grad_copy=0, master=0, state=4),
+    "fp32": Recipe("fp32", "fp32 everywhere", "IEEE fp32: 4 bytes per element", weights=4, grads=4, grad_copy=0,
+                   master=0, state=4),
+    "bf16": Recipe("bf16", "pure bf16: bf16 weights, grads and optimizer states",
+                   "torch.optim creates states with zeros_like(param): the parameter's dtype",
+                   weights=2, grads=2, grad_copy=0, master=0, state=2),
+})
+
+#: Optimizer states per parameter, in units of one state element, and what each is.
+OPTIMIZER_STATES: Mapping[str, tuple[float, str]] = MappingProxyType({
+    "adamw": (2.0, "AdamW: first and second moments (Loshchilov & Hutter 2019)"),
+    "sgd": (1.0, "SGD with momentum: one momentum buffer (torch.optim.SGD)"),
+    "lion": (1.0, "Lion: one momentum buffer (Chen et al. 2023)"),
+})
+
+#: bitsandbytes 8-bit Adam: two uint8 states plus one fp32 absmax per 256-element block.
+ADAM_8BIT_BYTES_PER_PARAM = 2 * (1 + 4 / 256)
+
+#: NF4 storage with double quantization: 4 bits + 0.127 bits of constants (QLoRA section 3).
+NF4_BYTES_PER_PARAM = (4 + 0.127) / 8
+#: LLM.int8 storage: 1 byte; the per-row fp32 scale is counted from the matrix shapes.
+INT8_BYTES_PER_PARAM = 1.0
+
+
+def resolve_recipe(job: TrainingJob, layout: Parallelism) -> tuple[Recipe, str]:
+    """The recipe that ``job.precision`` / ``job.recipe`` name, and why it was chosen."""
+    if job.precision == "fp32":
+        return RECIPES["fp32"], "precision fp32"
+    if job.precision == "bf16":
+        return RECIPES["bf16"], "precision bf16 (pure bf16, no fp32 master weights)"
+    if job.recipe != "auto":
+        name = job.recipe
+        if name == "megatron" and job.precision == "fp16-mixed":
+            name = "megatron-fp16"
+        return RECIPES[name], f"--recipe {job.recipe}"
+    if layout.tp > 1 or layout.pp > 1 or layout.cp > 1:
+        name, why = "megatron", "tensor/pipeline/context parallelism: Megatron-style"
+    elif layout.zero == 3 and job.fsdp:
+        name, why = "fsdp", "--fsdp"
+    elif layout.zero > 0:
+        name, why = "deepspeed", f"--zero {layout.zero}: DeepSpeed"
+    else:
+        name, why = "amp", "one GPU or plain data parallel: PyTorch AMP (as Hugging Face Trainer and Accelerate run it)"
+    if name == "megatron" and job.precision == "fp16-mixed":
+        name = "megatron-fp16"
+    return RECIPES[name], f"auto ({why}); --recipe to change"
+
+
+# --------------------------------------------------------------------------------------- assumptions
+
+
+@dataclass(frozen=True)
+class Assumption:
+    name: str
+    value: float
+    unit: str
+    source: str
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "value": self.value, "unit": self.unit, "source": self.source}
+
+
+@dataclass(frozen=True)
+class MemoryAssumptions:
+    """Defaults for what the formulas cannot know; each is overridable and shown with its source."""
+
+    cuda_context_bytes: int = 500 * MiB
+    allocator_reserve_fraction: float = 0.05
+    nccl_buffer_bytes_per_communicator: int = 256 * MiB
+    deepspeed_bucket_elements: int = 500_000_000
+    fsdp_units_in_flight: int = 2
+    logits_bytes_per_element_hf: float = 12.0
+    logits_bytes_per_element_megatron: float = 4.0
+    gated_mlp_saved_tensors: int = 4
+    activation_bytes_per_element: float = 2.0
+
+    SOURCES = MappingProxyType({
+        "cuda_context_bytes": ("bytes", "CUDA context with lazy module loading: 0.47 GB measured on an A100 80GB "
+                               "with torch 2.1 + CUDA 12.1 (stas00/ml-engineering, 'CUDA context'); PyTorch PR "
+                               "#86509 reports 274 MiB lazy vs 636 MiB eager"),
+        "allocator_reserve_fraction": ("fraction of activations, gradients and buffers", "PyTorch's caching allocator rounds "
+                                       "to 512 B and carves 2 MiB / 20 MiB segments (CUDACachingAllocator.cpp); 5 % "
+                                       "is gpuplan's placeholder until measurements in docs/measurements/ replace it"),
+        "nccl_buffer_bytes_per_communicator": ("bytes", "NCCL_BUFFSIZE 4 MiB per channel and peer connection "
+                                               "(NCCL environment docs) x 2 ring peers x 32 channels; allocated "
+                                               "outside PyTorch's allocator"),
+        "deepspeed_bucket_elements": ("elements", "DeepSpeed ZeRO config default reduce_bucket_size = "
+                                      "allgather_bucket_size = 5e8 (16-bit elements, double-buffered)"),
+        "fsdp_units_in_flight": ("decoder layers", "FSDP BackwardPrefetch.BACKWARD_PRE: current and next "
+                                 "unit's parameters are gathered at once (FSDP docs)"),
+        "logits_bytes_per_element_hf": ("bytes per token per vocabulary entry", "transformers' loss upcasts the "
+                                        "logits: bf16 logits 2 + fp32 log-softmax output 4 + fp32 grad 4 + bf16 "
+                                        "grad 2 live at the start of backward (derived from the ForCausalLMLoss code "
+                                        "path and torch's log_softmax saving its output)"),
+        "logits_bytes_per_element_megatron": ("bytes per token per vocabulary entry", "Megatron's vocab-parallel "
+                                              "cross-entropy works in place on fp32 logits: 4sbv/t (Korthikanti et "
+                                              "al. 2022, section 4.3)"),
+        "gated_mlp_saved_tensors": ("tensors of b x s x ffn", "eager SwiGLU saves gate output, SiLU output, up "
+                                    "output and their product (the down projection's input); fused kernels save 3"),
+        "activation_bytes_per_element": ("bytes", "16-bit activations (Korthikanti et al. 2022 assume 2 bytes, "
+                                         "1 for dropout masks); fp32 training doubles it"),
+    })
+
+    def items(self) -> list[Assumption]:
+        out = []
+        for f in fields(self):
+            unit, source = self.SOURCES[f.name]
+            out.append(Assumption(f.name, getattr(self, f.name), unit, source))
+        return out
+
+
+# --------------------------------------------------------------------------------------- activations
+
+
+@dataclass(frozen=True)
+class ActivationTerm:
+    """One saved tensor (or group) of a decoder layer: bytes for one micro-batch, on one GPU."""
+
+    name: str
+    bytes: float
+    note: str
+
+
+def layer_activation_terms(spec: ModelSpec, job: TrainingJob, layout: Parallelism, micro_batch: int,
+                           bytes_per_element: float = 2.0, gated_saved: int = 4,
+                           trainable: frozenset[str] | None = None, moe_layer: bool = False) -> list[ActivationTerm]:
+    """Activations one decoder layer saves for backward, term by term (Korthikanti et al. 2022, section 4).
+
+    With MHA, a plain 4h GeLU MLP, LayerNorm, dropout on and no flash attention the terms add up to
+    Table 2's sbh(34 + 5as/h) (and its tensor/sequence-parallel rows). Generalized here:
+    - GQA/MQA: K and V hold ``kv_heads`` heads; MLA saves its query/key/value widths and both latents.
+    - Gated MLP of width f: ``gated_saved`` tensors of s·b·f (4 in eager PyTorch, 3 with fused SwiGLU);
+      plain MLP: the activation's input and output, 2 tensors of s·b·f.
+    - Flash attention (Dao et al. 2022) saves Q, K, V, O and an fp32 log-sum-exp of b·heads·s instead
+      of the s² score, softmax and dropout tensors.
+    - Dropout off (modern pre-training) saves no masks.
+    - Every norm saves its input (``norms_per_layer`` of them).
+    - Frozen linear layers (LoRA) do not save their inputs: autograd keeps a matmul operand only when
+      the other operand needs a gradient. ``trainable`` names the linears that do (None: all).
+    - Tensor parallelism t divides the terms inside the TP region; sequence parallelism divides the
+      rest; context parallelism cp divides the sequence.
+    """
+    s = job.seq_len / layout.cp
+    b = micro_batch
+    h = spec.hidden_size
+    t = layout.tp
+    rep = t if layout.sequence_parallel else 1  # divisor of the terms outside the TP region
+    e = bytes_per_element
+    H = spec.attention_heads
+    needs = (lambda name: True) if trainable is None else (lambda name: name in trainable)
+    terms: list[ActivationTerm] = []
+
+    def add(name: str, elements: float, divisor: float, note: str, per_element: float = e) -> None:
+        terms.append(ActivationTerm(name, elements * per_element / divisor, note))
+
+    add("norm_inputs", spec.norms_per_layer * s * b * h, rep, f"{spec.norms_per_layer} norms save their input")
+    if any(needs(n) for n in ("q_proj", "k_proj", "v_proj", "q_a_proj", "kv_a_proj")):
+        add("qkv_input", s * b * h, rep, "input of the Q/K/V projections")
+    if spec.mla is not None:
+        m = spec.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        latents = (m.q_lora_rank or 0) + m.kv_lora_rank
+        add("mla_latents", s * b * latents, 1, "compressed q and kv latents (inputs of the up projections)")
+        add("q_k_v", s * b * H * (2 * qk + m.v_head_dim), t, "decompressed queries, keys and values")
+        o_width = H * m.v_head_dim
+    else:
+        qkv = s * b * spec.head_dim * (H + 2 * spec.kv_heads)
+        add("q_k_v", qkv, t, "queries, keys and values (GQA: kv_heads heads)")
+        o_width = H * spec.head_dim
+    if job.flash_attention:
+        add("attention_lse", b * H * s, t, "flash attention's fp32 log-sum-exp", per_element=4.0)
+    else:
+        score = b * H * s * s
+        add("attention_scores", score, t, "softmax output (s x s per head)")
+        if job.dropout:
+            add("attention_dropout", score, t, "attention dropout mask (1 byte) and output",
+                per_element=1.0 + e)
+    if not job.flash_attention or needs("o_proj"):
+        # flash keeps O for its own backward; the eager path needs it only for the out projection's weight grad
+        add("attention_output", s * b * o_width, t, "attention output (input of the output projection)")
+    if job.dropout:
+        add("dropout_masks", 2 * s * b * h, rep, "residual dropout masks after attention and MLP", per_element=1.0)
+    moe = spec.moe
+    if not moe_layer or moe is None:
+        input_saved, hidden = _mlp_terms(spec.ffn_size, spec.mlp_gated, gated_saved, needs, "")
+        if input_saved:
+            add("mlp_input", s * b * h, rep, "input of the MLP")
+        add("mlp_hidden", s * b * hidden, t, "MLP hidden tensors (of the ffn width)")
+    else:
+        k = moe.experts_per_token
+        add("mlp_input", s * b * h, rep, "input of the router and experts")
+        add("router_logits", s * b * moe.experts, 1, "router logits (fp32)", per_element=4.0)
+        add("expert_dispatch", s * b * k * h, t, f"tokens copied to their {k} experts")
+        _, hidden = _mlp_terms(moe.expert_ffn_size, spec.mlp_gated, gated_saved, needs, "expert_")
+        add("expert_hidden", s * b * k * hidden, t, f"expert MLP hidden tensors x {k} experts per token")
+        if moe.shared_ffn_size:
+            _, shared = _mlp_terms(moe.shared_ffn_size, spec.mlp_gated, gated_saved, needs, "shared_")
+            add("shared_expert_hidden", s * b * shared, t, "shared experts' hidden tensors")
+    return terms
+
+
+def activation_bytes_per_layer(spec: ModelSpec, job: TrainingJob, layout: Parallelism,
+                               a: "MemoryAssumptions | None" = None) -> dict[str, float]:
+    """Bytes one decoder layer keeps for backward under ``job.recompute``, averaged over dense and MoE layers.
+
+    - none: every term of ``layer_activation_terms``;
+    - selective: without the attention core's s² terms (Korthikanti et al. 2022, section 5);
+    - full: only the layer's input, 2sbh (Korthikanti Table 2, last row); the one layer being
+      recomputed is counted separately by the caller.
+    """
+    a = a or MemoryAssumptions()
+    e = 4.0 if job.precision == "fp32" else a.activation_bytes_per_element
+    if job.recompute == "full":
+        return {"layer_input": job.seq_len / layout.cp * job.micro_batch * spec.hidden_size * e}
+    trainable = _trainable(spec, job)
+    out: dict[str, float] = {}
+    for count, moe_layer in ((spec.dense_layers, False), (spec.layers - spec.dense_layers, True)):
+        if not count:
+            continue
+        for term in layer_activation_terms(spec, job, layout, job.micro_batch, e, a.gated_mlp_saved_tensors,
+                                           trainable, moe_layer):
+            if job.recompute == "selective" and term.name in ("attention_scores", "attention_dropout"):
+                continue
+            out[term.name] = out.get(term.name, 0.0) + term.bytes * count / spec.layers
+    return out
+
+
+def _mlp_terms(ffn: int, gated: bool, gated_saved: int, needs, prefix: str) -> tuple[bool, float]:
+    """(whether the MLP input is saved, saved hidden width per token) for one MLP block."""
+    if gated:
+        saved = gated_saved - (0 if needs(f"{prefix}down_proj") else 1)  # the product feeds only down_proj
+        return needs(f"{prefix}gate_proj") or needs(f"{prefix}up_proj"), saved * ffn
+    saved = 2 - (0 if needs(f"{prefix}down_proj") else 1)
+    return needs(f"{prefix}up_proj"), saved * ffn
+
+
+# ----------------------------------------------------------------------------------------- the result
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """Memory of the most loaded GPU, itemized; totals derive from the parts."""
+
+    parts: Mapping[str, float]
+    groups: Mapping[str, str]
+    capacity_bytes: int
+    stage: str
+    recipe: Recipe
+    recipe_reason: str
+    trainable_params: int
+    max_micro_batch: int
+    reasons: tuple[str, ...]
+    assumptions: tuple[Assumption, ...]
+    cpu_offload_bytes: float = 0.0
+    notes: tuple[str, ...] = ()
+
+    def group_bytes(self, group: str) -> int:
+        return int(round(sum(v for k, v in self.parts.items() if self.groups[k] == group)))
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.group_bytes(g) for g in GROUPS)
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.capacity_bytes
+
+
+GROUPS = ("weights", "gradients", "optimizer", "activations", "other")
+
+
+# --------------------------------------------------------------------------------------- the estimate
+
+
+def _stage_layers(layers: int, pp: int) -> int:
+    return -(-layers // pp)  # ceil: the first stages take the remainder
+
+
+def training_memory(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: Parallelism, job: TrainingJob,
+                    assumptions: MemoryAssumptions = MemoryAssumptions(), *, find_max_batch: bool = True,
+                    largest_layer_params: int | None = None) -> MemoryReport:
+    """Memory per GPU for one training step, on the most loaded GPU.
+
+    With pipeline parallelism both ends are computed in full: stage 0 holds the embedding and, under
+    1F1B, activations of min(pp, accumulation steps) micro-batches (Korthikanti et al. 2022, eq. 5);
+    the last stage holds the LM head, one micro-batch and the logits. The larger is reported.
+    A bare parameter count (``ParamsOnlyModel``) gives model states only, with a note.
+    """
+    if job.precision == "fp8-mixed" and not gpu.supports("fp8"):
+        raise JobError(f"{gpu.id} has no fp8 tensor cores; use --precision bf16-mixed (or a GPU with fp8)")
+    if job.method != "full" and not isinstance(model, ModelSpec):
+        raise JobError("LoRA/QLoRA needs the architecture to size the adapters; give a model id or config.json")
+    job.grad_accumulation(layout.dp)  # validates --global-batch against micro-batch x dp
+    report = _busiest(model, gpu, layout, job, assumptions, largest_layer_params)
+    if find_max_batch:
+        report = replace(report, max_micro_batch=_max_micro_batch(model, gpu, layout, job, assumptions,
+                                                                  largest_layer_params))
+    return report
+
+
+def _busiest(model, gpu, layout, job, a, largest) -> MemoryReport:
+    stages = ("first", "last") if layout.pp > 1 and isinstance(model, ModelSpec) else ("only",)
+    reports = [_memory_at(model, gpu, layout, job, a, largest, st) for st in stages]
+    return max(reports, key=lambda r: r.total_bytes)
+
+
+def _max_micro_batch(model, gpu, layout, job, a, largest) -> int:
+    """Largest micro-batch whose estimate fits (0 if even 1 does not), among those that divide the global batch."""
+    best = 0
+    for b in range(1, 4097):
+        if job.global_batch is not None and job.global_batch % (b * layout.dp):
+            continue
+        r = _busiest(model, gpu, layout, replace(job, micro_batch=b), a, largest)
+        if not r.fits:
+            break
+        best = b
+    return best
+
+
+def _trainable(spec: ModelSpec | None, job: TrainingJob) -> frozenset[str] | None:
+    """Names of the linear layers that receive gradients (None: all of them, full training)."""
+    if job.method == "full" or spec is None:
+        return None
+    shapes = linear_shapes(spec)
+    names = set()
+    for target in job.targets:
+        for prefix in ("", "expert_", "shared_"):
+            if f"{prefix}{target}" in shapes:
+                names.add(f"{prefix}{target}")
+        if target == "q_proj" and spec.mla is not None:
+            names.update(n for n in ("q_a_proj", "q_b_proj") if n in shapes)
+        if target in ("k_proj", "v_proj") and spec.mla is not None:
+            names.update(n for n in ("kv_a_proj", "kv_b_proj") if n in shapes)
+    return frozenset(names)
+
+
+def _memory_at(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a: MemoryAssumptions,
+               largest_layer_params: int | None, stage: str) -> MemoryReport:
+    """Itemized memory of one GPU in pipeline stage ``stage`` ("first", "last", or "only" without pp)."""
+    spec = model if isinstance(model, ModelSpec) else None
+    recipe, why = resolve_recipe(job, layout)
+    parts: dict[str, float] = {}
+    groups: dict[str, str] = {}
+    notes: list[str] = []
+
+    def put(name: str, group: str, value: float) -> None:
+        if value:
+            parts[name] = parts.get(name, 0.0) + value
+            groups[name] = group
+
+    tp, pp, dp, ep, zero = layout.tp, layout.pp, layout.dp, layout.ep, layout.zero
+    holds_embedding = stage in ("first", "only")
+    holds_head = stage in ("last", "only")
+
+    # ---------------------------------------------------------------- parameters this GPU holds
+    if spec is not None:
+        b = count_params(spec)
+        L = spec.layers
+        layers_here = _stage_layers(L, pp)
+        shared_per_layer = (b.parts["attention"] + b.parts["mlp"] + b.parts["norms"] + b.parts.get("router", 0)
+                            + b.parts.get("shared_experts", 0)) / L
+        dense_params = layers_here * shared_per_layer
+        if holds_embedding:
+            dense_params += b.parts["embeddings"]
+        if holds_head:
+            # a tied head lives in the embedding; split across stages, the last stage keeps its own copy
+            dense_params += b.parts["lm_head"] or (b.parts["embeddings"] if stage == "last" else 0)
+        expert_params = b.parts.get("experts", 0) * layers_here / L
+        total_params = b.total
+        largest = largest_layer_params if largest_layer_params is not None else largest_module_params(spec)
+        layer_params = shared_per_layer + b.parts.get("experts", 0) / L
+    else:
+        layers_here = 0
+        dense_params, expert_params = float(model.params), 0.0
+        total_params = model.params
+        largest = largest_layer_params or 0
+        layer_params = 0.0
+        notes.append("only a parameter count was given: activations are not estimated (they need the architecture)")
+    # dense parameters split over TP; experts over EP x TP (expert tensor parallelism = tp)
+    on_gpu = dense_params / tp + expert_params / (tp * ep)
+    # ZeRO partitions over the data-parallel group: dense over dp, experts over the dp / ep expert replicas
+    sharded = dense_params / tp / dp + expert_params / (tp * ep) / max(1, dp // ep)
+
+    # ---------------------------------------------------------------- what is trained
+    if job.method == "full":
+        trainable, trainable_sharded, trainable_total = on_gpu, sharded, total_params
+        w = 0.0 if layout.offload == "params" else (trainable_sharded if zero >= 3 else trainable)
+        put("weights", "weights", w * recipe.weights)
+    else:
+        shapes = linear_shapes(spec)
+        names = _trainable(spec, job)
+        adapters = sum(job.lora_rank * (din + dout) * n for k, (din, dout, n) in shapes.items() if k in names)
+        if not adapters:
+            raise JobError(f"--lora-targets {','.join(job.lora_targets)} match no module of {spec.id}; "
+                           f"its linear layers are {', '.join(k for k in shapes if k != 'lm_head')}")
+        trainable_total = adapters
+        trainable = adapters * layers_here / spec.layers / tp
+        trainable_sharded = trainable / dp
+        quantizable = sum(din * dout * n for k, (din, dout, n) in shapes.items() if k not in ("lm_head", "router"))
+        quantizable_here = quantizable * layers_here / spec.layers / tp
+        if job.quant:
+            if job.quant == "nf4":
+                qbytes = quantizable_here * NF4_BYTES_PER_PARAM
+                qnote = "NF4 with double quantization, 4.127 bits/param (QLoRA section 3)"
+            else:
+                rows = sum(dout * n for k, (din, dout, n) in shapes.items() if k not in ("lm_head", "router"))
+                qbytes = quantizable_here * INT8_BYTES_PER_PARAM + rows * layers_here / spec.layers / tp * 4
+                qnote = "LLM.int8, 1 byte/param + an fp32 scale per output row (Dettmers et al. 2022)"
+            put("frozen_base_quantized", "weights", qbytes)
+            put("frozen_base_16bit", "weights", (on_gpu - quantizable_here) * 2)
+            notes.append(f"frozen base: {qnote}; embeddings, norms and LM head stay 16-bit")
+        else:
+            put("frozen_base", "weights", on_gpu * (4 if job.precision == "fp32" else 2))
+        # adapters: PEFT keeps them fp32 (autocast_adapter_dtype=True); the QLoRA reference code casts to bf16
+        adapter_bytes = 2 if job.method == "qlora" and job.precision != "fp32" else 4
+        put("adapters", "weights", trainable * adapter_bytes)
+        recipe = replace(recipe, weights=adapter_bytes, grads=adapter_bytes, master=0, grad_copy=0,
+                         autocast_copy=0, state=2 if job.precision == "bf16" else 4)
+
+    # ---------------------------------------------------------------- gradients and optimizer
+    offload = layout.offload in ("optimizer", "params")
+    g = trainable_sharded if zero >= recipe.grads_shard_stage else trainable
+    if zero >= 3 and recipe.grads_only_in_flight_at_stage3:
+        g = 0.0  # reduced straight into the fp32 partition; the module in flight is in the gathered buffer
+    cpu = 0.0
+    if offload and recipe.name == "deepspeed":
+        cpu += g * recipe.grads  # ZeRO-Offload streams the reduced 16-bit grads to the CPU, bucket by bucket
+        g = 0.0
+    put("gradients", "gradients", g * recipe.grads)
+    opt_params = trainable_sharded if zero >= 1 else trainable
+    per_param = {"optimizer_states": _optimizer_bytes_per_param(job.optimizer, recipe, spec),
+                 "master_weights": recipe.master, "fp32_grad_copy": recipe.grad_copy}
+    for name, bytes_per in per_param.items():
+        if offload:
+            cpu += opt_params * bytes_per
+        else:
+            put(name, "optimizer", opt_params * bytes_per)
+    if job.method == "full" and zero >= 3:
+        if recipe.name == "deepspeed":
+            put("zero3_gathered_largest_module", "other", 4 * largest / tp)  # its 16-bit params and grads
+        elif layer_params:
+            units = a.fsdp_units_in_flight if recipe.name == "fsdp" else 1
+            put("zero3_gathered_layers", "other", (2 * units + 2) * layer_params / tp)  # bf16 params + grads
+    if job.method == "full" and recipe.autocast_copy:
+        put("autocast_weight_copies", "other", trainable * recipe.autocast_copy)
+    if job.precision == "fp8-mixed" and job.method == "full":
+        fp8_copies = 1 if gpu.architecture.lower().startswith("blackwell") else 2  # Hopper keeps a transpose too
+        put("fp8_weight_copies", "other", trainable * fp8_copies)
+        notes.append(f"fp8: Transformer Engine keeps {fp8_copies} byte(s)/param of fp8 weights on {gpu.architecture}")
+
+    # ---------------------------------------------------------------- activations
+    if spec is not None:
+        e = 4.0 if job.precision == "fp32" else a.activation_bytes_per_element
+        in_flight = min(pp, job.grad_accumulation(dp)) if stage == "first" else 1
+        s_b = job.seq_len / layout.cp * job.micro_batch
+        kept = sum(activation_bytes_per_layer(spec, job, layout, a).values())
+        if job.recompute == "full":
+            put("layer_inputs", "activations", kept * layers_here * in_flight)
+            working = sum(activation_bytes_per_layer(spec, replace(job, recompute="none"), layout, a).values())
+            put("recompute_working_layer", "activations", working)
+        else:
+            put("layer_activations", "activations", kept * layers_here * in_flight)
+        if holds_head:
+            put("final_norm_and_head_inputs", "activations", 2 * s_b * spec.hidden_size * e / tp)
+            per_logit = a.logits_bytes_per_element_megatron if recipe.name.startswith("megatron") \
+                else a.logits_bytes_per_element_hf
+            put("logits_and_loss", "activations", s_b * spec.vocab_size * per_logit / tp)
+
+    # ---------------------------------------------------------------- what the process also holds
+    put("cuda_context", "other", a.cuda_context_bytes)
+    put("cublas_workspace", "other", 32 * MiB if gpu.architecture.lower() in ("hopper", "blackwell") else 8_519_680)
+    communicators = sum(1 for n in (dp, tp, pp, layout.cp, ep) if n > 1)
+    put("nccl_buffers", "other", communicators * a.nccl_buffer_bytes_per_communicator)
+    if dp > 1 and job.method == "full":
+        if recipe.name == "amp" and zero == 0:
+            put("ddp_gradient_buckets", "other", trainable * recipe.grads)  # gradient_as_bucket_view=False
+        elif recipe.name == "deepspeed":
+            put("deepspeed_buckets", "other", 2 * 2 * a.deepspeed_bucket_elements)
+    # fragmentation comes from churn: activations, gradients and transient buffers, not weights allocated once
+    persistent = {"cuda_context", "nccl_buffers", "cublas_workspace"}
+    dynamic = sum(v for k, v in parts.items() if k not in persistent and groups[k] in ("activations", "gradients", "other"))
+    put("allocator_reserve", "other", a.allocator_reserve_fraction * dynamic)
+
+    capacity = gpu.usable_memory_bytes
+    report = MemoryReport(parts=MappingProxyType(parts), groups=MappingProxyType(groups), capacity_bytes=capacity,
+                          stage=stage, recipe=recipe, recipe_reason=why, trainable_params=int(trainable_total),
+                          max_micro_batch=0, reasons=(), assumptions=tuple(a.items()), cpu_offload_bytes=cpu,
+                          notes=tuple(notes))
+    if report.fits:
+        return report
+    top = sorted(((report.group_bytes(g), g) for g in GROUPS), reverse=True)[:2]
+    where = f" (pipeline stage: {stage})" if stage != "only" else ""
+    reason = (f"need {report.total_bytes / GiB:.1f} GiB > {capacity / GiB:.1f} GiB on {gpu.id}{where}; largest: "
+              f"{top[0][1]} {top[0][0] / GiB:.1f} GiB, {top[1][1]} {top[1][0] / GiB:.1f} GiB")
+    return replace(report, reasons=(reason,))
+
+
+def _optimizer_bytes_per_param(optimizer: str, recipe: Recipe, spec: ModelSpec | None) -> float:
+    """Optimizer-state bytes per trained parameter."""
+    if optimizer == "adamw-8bit":
+        return ADAM_8BIT_BYTES_PER_PARAM
+    if optimizer == "adafactor":
+        # factored second moment: a row and a column vector per matrix (Shazeer & Stern 2018), no momentum
+        if spec is None:
+            return 0.0
+        shapes = linear_shapes(spec)
+        weights = sum(din * dout * n for din, dout, n in shapes.values())
+        vectors = sum((din + dout) * n for din, dout, n in shapes.values())
+        return recipe.state * vectors / weights
+    n_states, _ = OPTIMIZER_STATES[optimizer]
+    return n_states * recipe.state

@@ -1,0 +1,42 @@
+"""The rules of thumb users already apply, reproduced so the detailed estimate can be shown beside them.
+
+Source: the background texts in ../shared/seeds (the memory rules of thumb per parameter, and the GPU
+count formulas), as summarized in DESIGN.md: training memory (mixed precision, AdamW) = params x 18 B x
+1.25; inference = params x 2 B x 1.25. The 18 bytes are 2 (16-bit weights) + 4 (fp32 gradients) + 4
+(fp32 master weights) + 8 (two fp32 Adam moments); the 1.25 is a rough allowance for activations.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+TRAINING_BYTES_PER_PARAM = 18.0
+INFERENCE_BYTES_PER_PARAM = 2.0
+ACTIVATION_ALLOWANCE = 1.25
+
+
+@dataclass(frozen=True)
+class RuleOfThumb:
+    """The seed rule for one job: total bytes, and GPUs of a given capacity it implies."""
+
+    bytes_per_param: float
+    allowance: float
+    total_bytes: float
+    min_gpus: int
+
+    def to_dict(self) -> dict:
+        return {"formula": f"params x {self.bytes_per_param:g} B x {self.allowance:g}",
+                "total_bytes": self.total_bytes, "min_gpus": self.min_gpus}
+
+
+def training_rule(params: float, capacity_bytes: float) -> RuleOfThumb:
+    """params x 18 x 1.25 bytes for the whole job; GPUs = ceil(total / capacity) (seed rule)."""
+    total = params * TRAINING_BYTES_PER_PARAM * ACTIVATION_ALLOWANCE
+    return RuleOfThumb(TRAINING_BYTES_PER_PARAM, ACTIVATION_ALLOWANCE, total, math.ceil(total / capacity_bytes))
+
+
+def inference_rule(params: float, capacity_bytes: float) -> RuleOfThumb:
+    """params x 2 x 1.25 bytes; GPUs = ceil(total / capacity) (seed rule)."""
+    total = params * INFERENCE_BYTES_PER_PARAM * ACTIVATION_ALLOWANCE
+    return RuleOfThumb(INFERENCE_BYTES_PER_PARAM, ACTIVATION_ALLOWANCE, total, math.ceil(total / capacity_bytes))

@@ -1,0 +1,139 @@
+"""A training job as gpuplan describes it: the parallel layout, and the recipe (precision, optimizer,
+method, batch, recomputation). Frozen values, validated on construction: an impossible layout or a
+negative size raises :class:`~gpuplan.errors.LayoutError` / :class:`~gpuplan.errors.JobError` with a line
+that shows every factor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import JobError, LayoutError
+
+PRECISIONS = ("fp32", "fp16-mixed", "bf16-mixed", "bf16", "fp8-mixed")
+RECIPES = ("auto", "amp", "megatron", "deepspeed", "fsdp", "zero")
+OPTIMIZERS = ("adamw", "adamw-8bit", "sgd", "adafactor", "lion")
+METHODS = ("full", "lora", "qlora")
+RECOMPUTE = ("none", "selective", "full")
+OFFLOAD = ("none", "optimizer", "params")
+QUANT = ("nf4", "int8")
+
+#: Module names LoRA can target, as PEFT calls them on Llama-style models.
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """How ``gpus`` devices split the work: tensor (tp), pipeline (pp), context (cp), expert (ep) and data
+    parallelism (dp = gpus / (tp x pp x cp), derived), plus ZeRO stage and offload."""
+
+    gpus: int = 1
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    sequence_parallel: bool = False
+    zero: int = 0
+    offload: str = "none"
+
+    def __post_init__(self) -> None:
+        for name in ("gpus", "tp", "pp", "cp", "ep"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise LayoutError(f"--{name} must be a whole number >= 1, got {value!r}")
+        model_parallel = self.tp * self.pp * self.cp
+        if self.gpus % model_parallel:
+            raise LayoutError(
+                f"gpus({self.gpus}) is not divisible by tp({self.tp}) * pp({self.pp}) * cp({self.cp}) = {model_parallel}; "
+                f"data parallelism dp = gpus / (tp * pp * cp) must be whole")
+        if self.dp % self.ep:
+            raise LayoutError(f"ep({self.ep}) must divide dp({self.dp}) = gpus({self.gpus}) / (tp({self.tp}) * "
+                              f"pp({self.pp}) * cp({self.cp})): experts are spread over the data-parallel ranks")
+        if self.zero not in (0, 1, 2, 3):
+            raise LayoutError(f"--zero must be 0, 1, 2 or 3, got {self.zero}")
+        if self.offload not in OFFLOAD:
+            raise LayoutError(f"--offload must be one of {', '.join(OFFLOAD)}, got {self.offload!r}")
+        if self.offload == "params" and self.zero != 3:
+            raise LayoutError("--offload params needs --zero 3 (parameters are only partitioned, and so only "
+                              "offloadable, in ZeRO-3/FSDP)")
+        if self.offload == "optimizer" and self.zero == 0:
+            raise LayoutError("--offload optimizer needs --zero 1, 2 or 3 (ZeRO-Offload moves the partitioned "
+                              "optimizer states to the CPU)")
+        if self.sequence_parallel and self.tp == 1:
+            raise LayoutError("--sequence-parallel splits activations along the tensor-parallel group: it needs --tp > 1")
+
+    @property
+    def dp(self) -> int:
+        return self.gpus // (self.tp * self.pp * self.cp)
+
+    def describe(self) -> str:
+        parts = [f"dp={self.dp}", f"tp={self.tp}", f"pp={self.pp}"]
+        if self.cp > 1:
+            parts.append(f"cp={self.cp}")
+        if self.ep > 1:
+            parts.append(f"ep={self.ep}")
+        if self.sequence_parallel:
+            parts.append("sp")
+        if self.zero:
+            parts.append(f"zero-{self.zero}")
+        if self.offload != "none":
+            parts.append(f"offload {self.offload}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class TrainingJob:
+    """The per-step recipe of a training or fine-tuning job."""
+
+    micro_batch: int = 1
+    seq_len: int = 4096
+    global_batch: int | None = None
+    precision: str = "bf16-mixed"
+    recipe: str = "auto"
+    optimizer: str = "adamw"
+    method: str = "full"
+    lora_rank: int = 16
+    lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    quant: str | None = None
+    recompute: str = "none"
+    flash_attention: bool = True
+    dropout: bool = False
+    fsdp: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("micro_batch", "seq_len", "lora_rank"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise JobError(f"--{name.replace('_', '-')} must be a whole number >= 1, got {value!r}")
+        if self.global_batch is not None and (not isinstance(self.global_batch, int) or self.global_batch < 1):
+            raise JobError(f"--global-batch must be a whole number >= 1, got {self.global_batch!r}")
+        for name, allowed in (("precision", PRECISIONS), ("recipe", RECIPES), ("optimizer", OPTIMIZERS),
+                              ("method", METHODS), ("recompute", RECOMPUTE)):
+            if getattr(self, name) not in allowed:
+                raise JobError(f"--{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        if self.quant is not None and self.quant not in QUANT:
+            raise JobError(f"--quant must be one of {', '.join(QUANT)}, got {self.quant!r}")
+        if self.method == "qlora" and self.quant is None:
+            object.__setattr__(self, "quant", "nf4")
+        if self.method == "full" and self.quant is not None:
+            raise JobError("--quant quantizes the frozen base of --method lora/qlora; full training updates every "
+                           "weight and cannot keep them quantized")
+        bad = [t for t in self.lora_targets if t not in (*LORA_TARGETS, "all-linear")]
+        if bad:
+            raise JobError(f"unknown --lora-targets {', '.join(bad)}; choose from {', '.join(LORA_TARGETS)} or all-linear")
+        if not self.lora_targets:
+            raise JobError("--lora-targets is empty; name at least one module (e.g. q_proj,v_proj) or all-linear")
+
+    def grad_accumulation(self, dp: int) -> int:
+        """Micro-batches per step per data-parallel rank: global / (micro x dp); must be whole."""
+        if self.global_batch is None:
+            return 1
+        per_step = self.micro_batch * dp
+        if self.global_batch % per_step:
+            raise JobError(f"--global-batch {self.global_batch} is not divisible by micro-batch({self.micro_batch}) * "
+                           f"dp({dp}) = {per_step}; gradient accumulation steps must be whole")
+        return self.global_batch // per_step
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return LORA_TARGETS if "all-linear" in self.lora_targets else self.lora_targets
