@@ -352,3 +352,38 @@ def test_job_errors_at_estimate_time():
         training_memory(MODELS.get("gpt2"), gpu, Parallelism(gpus=4), TrainingJob(micro_batch=3, global_batch=16))
     with pytest.raises(JobError, match="needs the architecture"):
         training_memory(ParamsOnlyModel(10**9), gpu, Parallelism(), TrainingJob(method="lora"))
+
+
+from hypothesis import assume, given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=120, deadline=None)
+@given(mid=st.sampled_from(["gpt2", "llama-3.2-1b", "mixtral-8x7b", "deepseek-v2-lite", "qwen3-8b", "falcon-7b",
+                            "gemma-2-2b", "opt-350m", "phi-3-mini-4k"]),
+       gpus=st.sampled_from([1, 2, 4, 8, 16]), tp=st.sampled_from([1, 2, 4]), pp=st.sampled_from([1, 2]),
+       zero=st.integers(0, 2), mb=st.integers(1, 8), seq=st.sampled_from([256, 1024, 4096]),
+       recompute=st.sampled_from(["none", "selective", "full"]), recipe=st.sampled_from(["megatron", "deepspeed", "amp"]),
+       method=st.sampled_from(["full", "lora", "qlora"]), flash=st.booleans())
+def test_memory_invariants(mid, gpus, tp, pp, zero, mb, seq, recompute, recipe, method, flash):
+    assume(gpus % (tp * pp) == 0)
+    spec, gpu = MODELS.get(mid), ACCS.get("h100")
+    layout = Parallelism(gpus=gpus, tp=tp, pp=pp, zero=zero, sequence_parallel=tp > 1)
+    job = TrainingJob(micro_batch=mb, seq_len=seq, recompute=recompute, recipe=recipe, method=method,
+                      flash_attention=flash)
+    r = training_memory(spec, gpu, layout, job, find_max_batch=False)
+    assert r.total_bytes == sum(r.group_bytes(g) for g in GROUPS) and r.fits == (r.total_bytes <= r.capacity_bytes)
+    assert all(v > 0 for v in r.parts.values())
+    bigger = training_memory(spec, gpu, layout, replace_job(job, micro_batch=mb + 1), find_max_batch=False)
+    assert bigger.total_bytes >= r.total_bytes
+    longer = training_memory(spec, gpu, layout, replace_job(job, seq_len=seq * 2), find_max_batch=False)
+    assert longer.total_bytes >= r.total_bytes
+    if zero < 2:
+        more = training_memory(spec, gpu, Parallelism(gpus=gpus, tp=tp, pp=pp, zero=zero + 1,
+                                                      sequence_parallel=tp > 1), job, find_max_batch=False)
+        assert more.total_bytes <= r.total_bytes
+
+
+def replace_job(job, **kw):
+    from dataclasses import replace
+
+    return replace(job, **kw)

@@ -293,7 +293,7 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
     from ..catalog import resolve_model
     from ..estimate.memory import training_memory
     from ..estimate.params import count_params
-    from ..estimate.rules import training_rule
+    from ..estimate.rules import inference_rule, training_rule
     from ..render import records, tables
     from ..spec.model import ModelSpec
     from ..spec.training import Parallelism, TrainingJob
@@ -313,7 +313,7 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
     accelerator = ctx.obj.accelerators().get(gpu_name)
     report = training_memory(model, accelerator, layout, job, assumptions)
     params = count_params(model).total if isinstance(model, ModelSpec) else model.params
-    rule = training_rule(params, accelerator.usable_memory_bytes)
+    rule = (training_rule if job.method == "full" else inference_rule)(params, accelerator.usable_memory_bytes)
     _emit(ctx, records.training_record(model, accelerator, layout, job, report, rule), as_json, tables.train_report)
     if require_fit and not report.fits:
         raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)

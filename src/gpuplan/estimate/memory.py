@@ -385,16 +385,30 @@ def _busiest(model, gpu, layout, job, a, largest) -> MemoryReport:
 
 
 def _max_micro_batch(model, gpu, layout, job, a, largest) -> int:
-    """Largest micro-batch whose estimate fits (0 if even 1 does not), among those that divide the global batch."""
-    best = 0
-    for b in range(1, 4097):
-        if job.global_batch is not None and job.global_batch % (b * layout.dp):
-            continue
-        r = _busiest(model, gpu, layout, replace(job, micro_batch=b), a, largest)
-        if not r.fits:
-            break
-        best = b
-    return best
+    """Largest micro-batch whose estimate fits (0 if even 1 does not).
+
+    Memory grows with the micro-batch, so the boundary is found by exponential then binary search; with
+    --global-batch only micro-batches that divide it (per data-parallel rank) are candidates.
+    """
+    def fits(b: int) -> bool:
+        return _busiest(model, gpu, layout, replace(job, micro_batch=b), a, largest).fits
+
+    if job.global_batch is not None:
+        per_rank = job.global_batch // layout.dp
+        candidates = [b for b in range(1, per_rank + 1) if per_rank % b == 0]
+    else:
+        hi = 1
+        while hi < 2**24 and fits(hi):
+            hi *= 2
+        candidates = list(range(max(1, hi // 2), hi + 1))
+    lo, hi = 0, len(candidates)  # candidates[:lo] fit, candidates[hi:] do not
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(candidates[mid]):
+            lo = mid + 1
+        else:
+            hi = mid
+    return candidates[lo - 1] if lo else 0
 
 
 def _trainable(spec: ModelSpec | None, job: TrainingJob) -> frozenset[str] | None:

@@ -104,6 +104,15 @@ def model_list(models: Iterable[ModelSpec]) -> dict:
     return envelope("model.list", models=[model_record(m) for m in models])
 
 
+def _rule_explanation(job) -> str:
+    if job.method == "full":
+        return ("The seed rule counts 2 B bf16 weights + 4 B fp32 grads + 4 B fp32 master + 8 B Adam = 18 B/param, "
+                "adds a flat 25 % for activations and spreads it evenly; the estimate above uses the recipe's real "
+                "bytes, the sharding, and activations from the architecture.")
+    return ("The full-training rule (18 B/param) does not apply to LoRA/QLoRA: shown is the weights-only rule "
+            "(2 B/param x 1.25); the estimate above adds the adapters' states, the quantized base and activations.")
+
+
 def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout, job, report, rule) -> dict:
     """``gpuplan train``: memory of the most loaded GPU, itemized, with the rule of thumb beside it."""
     from ..estimate.memory import GROUPS
@@ -137,8 +146,7 @@ def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
                 "source": report.recipe.source},
         memory=memory,
         rule_of_thumb={**rule.to_dict(), "per_gpu_bytes": rule.total_bytes / layout.gpus,
-                       "explanation": "seed rule: 2 B bf16 weights + 4 B fp32 grads + 4 B fp32 master + 8 B Adam "
-                                      "= 18 B/param, x 1.25 for activations; spread evenly over the GPUs"},
+                       "explanation": _rule_explanation(job)},
         assumptions=[x.to_dict() for x in report.assumptions],
         notes=list(report.notes),
     )

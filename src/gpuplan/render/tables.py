@@ -265,12 +265,11 @@ def train_report(record: dict) -> Group:
         parts.append(Text(f"offloaded to CPU memory: {mem['cpu_offload_bytes'] / GiB:.1f} GiB per GPU"))
     parts.append(Text(f"rule of thumb ({rule['formula']}): {rule['total_bytes'] / GB:,.0f} GB for the job, "
                       f"{rule['per_gpu_bytes'] / GB:,.1f} GB per GPU over {lay['gpus']}; at least {rule['min_gpus']} "
-                      f"x {gpu['id']}. The detailed estimate above counts the recipe's real bytes per parameter, "
-                      f"the sharding, and activations from the architecture instead of a flat 25 %.", style="dim"))
+                      f"x {gpu['id']}. {rule['explanation']}", style="dim"))
     for n in record["notes"]:
         parts.append(Text(f"note: {n}", style="dim"))
     def shown(x: dict) -> str:
-        value = format_bytes(x["value"], binary=True) if x["name"].endswith("_bytes") else f"{x['value']:g}"
+        value = format_bytes(x["value"], binary=True) if x["unit"] == "bytes" else f"{x['value']:g}"
         return f"{x['name']}={value}"
 
     parts.append(Text("assumptions: " + ", ".join(shown(x) for x in record["assumptions"])
