@@ -1,0 +1,44 @@
+"""Estimates against measurements recorded on real GPUs (docs/measurements/*.json).
+
+Each training-memory recording holds, per configuration, the peak torch.cuda.max_memory_allocated of a
+few real training steps. The estimate of what the allocator holds (gpuplan's total less the CUDA
+context and NCCL buffers) must be within 10 % of it (issue #3). Recordings come from
+scripts/measure_training_memory.py; without any, the test says so and skips.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpuplan.catalog import load_accelerators, load_models
+from gpuplan.estimate.memory import training_memory
+from gpuplan.spec.training import Parallelism, TrainingJob
+
+MEASUREMENTS = Path(__file__).resolve().parent.parent / "docs" / "measurements"
+RECORDINGS = sorted(MEASUREMENTS.glob("training_memory_*.json"))
+OUTSIDE_ALLOCATOR = ("cuda_context", "nccl_buffers")
+
+
+def _rows():
+    for path in RECORDINGS:
+        rec = json.loads(path.read_text())
+        for row in rec["rows"]:
+            if "max_memory_allocated_bytes" in row.get("measured", {}):
+                yield pytest.param(rec, row, id=f"{path.stem}:{row['case']}")
+
+
+ROWS = list(_rows())
+
+
+@pytest.mark.skipif(not ROWS, reason="no GPU recordings in docs/measurements yet (run scripts/measure_training_memory.py on a GPU)")
+@pytest.mark.parametrize("rec,row", ROWS or [pytest.param(None, None, id="none")])
+def test_training_memory_within_10_percent_of_measured(rec, row):
+    job = dict(row["job"])
+    job["lora_targets"] = tuple(job["lora_targets"])
+    spec, gpu = load_models().get(rec["model"]), load_accelerators().get(rec["gpu_id"])
+    r = training_memory(spec, gpu, Parallelism(), TrainingJob(**job), find_max_batch=False)
+    allocator = r.total_bytes - sum(r.parts.get(k, 0) for k in OUTSIDE_ALLOCATOR)
+    assert allocator == pytest.approx(row["measured"]["max_memory_allocated_bytes"], rel=0.10)
