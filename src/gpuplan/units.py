@@ -45,6 +45,7 @@ _BYTE_UNITS = {
 _BYTES_RE = re.compile(rf"^\s*({_NUMBER})\s*([a-z]*)\s*$", re.IGNORECASE)
 
 _DURATION_UNITS = {
+    "ms": 1e-3, "msec": 1e-3, "us": 1e-6,
     "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
     "m": MINUTE_S, "min": MINUTE_S, "mins": MINUTE_S, "minute": MINUTE_S, "minutes": MINUTE_S,
     "h": HOUR_S, "hr": HOUR_S, "hrs": HOUR_S, "hour": HOUR_S, "hours": HOUR_S,
@@ -129,7 +130,7 @@ def parse_duration(text: str | int | float, what: str = "duration") -> float:
         pos, parts = m.end(), parts + 1
     if parts == 0 or raw[pos:].strip():
         raise QuantityError(
-            f"can't read {what} '{text}': use a number with a unit (s, min, h, d, w, y), like 30d or 12h"
+            f"can't read {what} '{text}': use a number with a unit (ms, s, min, h, d, w, y), like 30d, 12h or 50ms"
         )
     return _check(total, what, str(text), "30d or 12h", False)
 

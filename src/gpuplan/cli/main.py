@@ -223,14 +223,14 @@ def model_show(ctx: click.Context, model_name: str, seq_len: int | None, offline
 EXIT_DOES_NOT_FIT = 3
 
 
-def _parse_assumptions(items: tuple[str, ...]):
-    """--assume NAME=VALUE pairs onto MemoryAssumptions (sizes accept units: 1GiB)."""
+def _parse_assumptions(items: tuple[str, ...], base=None):
+    """--assume NAME=VALUE pairs onto an assumptions dataclass (sizes accept units: 1GiB)."""
     from dataclasses import fields, replace
 
     from ..estimate.memory import MemoryAssumptions
     from ..units import parse_bytes
 
-    base = MemoryAssumptions()
+    base = base if base is not None else MemoryAssumptions()
     names = {f.name: f for f in fields(base)}
     changes = {}
     for item in items:
@@ -316,6 +316,68 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
     rule = (training_rule if job.method == "full" else inference_rule)(params, accelerator.usable_memory_bytes)
     _emit(ctx, records.training_record(model, accelerator, layout, job, report, rule), as_json, tables.train_report)
     if require_fit and not report.fits:
+        raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
+
+
+# -------------------------------------------------------------------------------------------- serve
+
+@cli.command()
+@click.argument("model_name", metavar="MODEL")
+@click.option("--gpu", "gpu_name", required=True, help="Accelerator id or alias (gpuplan gpus list).")
+@click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel GPUs per replica.")
+@click.option("--pp", type=int, default=1, show_default=True, help="Pipeline stages per replica.")
+@click.option("--replicas", type=int, default=1, show_default=True, help="Replicas (without --qps/--qpm).")
+@click.option("--weights", default="bf16", show_default=True,
+              help="bf16 fp16 fp8 int8 int4-g32 int4-awq int4-gptq gguf-q8_0 gguf-q6_k gguf-q5_k_m gguf-q4_k_m gguf-q4_0")
+@click.option("--kv-cache", default="bf16", show_default=True, help="bf16 fp16 fp8 int8")
+@click.option("--prompt-tokens", type=int, default=512, show_default=True)
+@click.option("--output-tokens", type=int, default=256, show_default=True)
+@click.option("--batch", type=int, help="Static batch: prompts prefilled together, decoded together.")
+@click.option("--concurrency", type=int, help="Continuous batching: sequences decoding at once.")
+@click.option("--context", type=int, help="KV tokens reserved per sequence [default: prompt + output].")
+@click.option("--max-tpot", help="Largest time per output token, e.g. 50ms (picks the largest batch that meets it).")
+@click.option("--max-ttft", help="Largest time to first token, e.g. 2s.")
+@click.option("--qps", help="Requests per second to serve (sizes the fleet).")
+@click.option("--qpm", help="Requests per minute to serve (sizes the fleet).")
+@click.option("--usd-per-gpu-hour", "price", help="GPU price, e.g. $2.5/h, for $ per million tokens.")
+@click.option("--engine", type=click.Choice(["server", "compiled"]), default="server", show_default=True,
+              help="server: continuous-batching engine (vLLM-like); compiled: one CUDA-graph stream (gpt-fast-like).")
+@click.option("--assume", "assume", multiple=True, metavar="NAME=VALUE", help="Override an assumption.")
+@click.option("--require-fit", is_flag=True, help="Exit with code 3 when it does not fit or misses a target.")
+@_json_option
+@click.pass_context
+def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, replicas: int, weights: str,
+          kv_cache: str, prompt_tokens: int, output_tokens: int, batch: int | None, concurrency: int | None,
+          context: int | None, max_tpot: str | None, max_ttft: str | None, qps: str | None, qpm: str | None,
+          price: str | None, engine: str, assume: tuple[str, ...], require_fit: bool, as_json: bool) -> None:
+    """Serving MODEL: memory, latency (TTFT, TPOT), throughput, GPUs for a load, and $ per million tokens."""
+    from ..catalog import resolve_model
+    from ..estimate.inference import (InferenceAssumptions, assumptions_for, cost_per_million, fleet_for,
+                                      serving_plan)
+    from ..estimate.params import count_params
+    from ..estimate.rules import inference_rule
+    from ..render import records, tables
+    from ..spec.serving import ServingJob, ServingLayout
+    from ..units import parse_count, parse_duration, parse_usd_per_hour
+
+    if qps and qpm:
+        raise click.BadParameter("give --qps or --qpm, not both", param_hint="--qps")
+    rate = parse_count(qps, "--qps") if qps else (parse_count(qpm, "--qpm") / 60 if qpm else None)
+    job = ServingJob(weights=weights, kv_cache=kv_cache, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                     batch=batch, concurrency=concurrency, context=context,
+                     max_tpot_s=parse_duration(max_tpot, "--max-tpot") if max_tpot else None,
+                     max_ttft_s=parse_duration(max_ttft, "--max-ttft") if max_ttft else None, engine=engine)
+    layout = ServingLayout(tp=tp, pp=pp, replicas=replicas)
+    assumptions = _parse_assumptions(assume, assumptions_for(job)) if assume else None
+    model = resolve_model(model_name, ctx.obj.models())
+    accelerator = ctx.obj.accelerators().get(gpu_name)
+    report = serving_plan(model, accelerator, layout, job, assumptions)
+    fleet = fleet_for(report, layout, job, rate)
+    cost = cost_per_million(report, layout, job, parse_usd_per_hour(price, "--usd-per-gpu-hour")) if price else None
+    rule = inference_rule(count_params(model).total, accelerator.usable_memory_bytes)
+    record = records.serving_record(model, accelerator, layout, job, report, fleet, cost, rule, rate)
+    _emit(ctx, record, as_json, tables.serve_report)
+    if require_fit and report.reasons:
         raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
 
 

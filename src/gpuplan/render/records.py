@@ -150,3 +150,38 @@ def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
         assumptions=[x.to_dict() for x in report.assumptions],
         notes=list(report.notes),
     )
+
+
+def serving_record(model, gpu: Accelerator, layout, job, report, fleet, cost, rule, qps) -> dict:
+    """``gpuplan serve``: memory per GPU, latency, throughput, fleet and cost of one deployment."""
+    from ..estimate.inference import SERVING_GROUPS
+
+    memory = {f"{g}_bytes": report.group_bytes(g) for g in SERVING_GROUPS}
+    memory.update({
+        "total_bytes": report.total_bytes, "capacity_bytes": report.capacity_bytes,
+        "planning_bytes": int(report.planning_bytes), "fits": report.fits, "reasons": list(report.reasons),
+        "max_concurrent_sequences": report.max_concurrent_sequences,
+        "parts": [{"name": k, "group": report.groups[k], "bytes": int(round(v))} for k, v in report.parts.items()],
+    })
+    return envelope(
+        "serve",
+        model={"id": model.id, "params": count_params(model).total},
+        gpu={"id": gpu.id, "name": gpu.name, "usable_memory_bytes": gpu.usable_memory_bytes},
+        layout={"tp": layout.tp, "pp": layout.pp, "gpus_per_replica": layout.gpus_per_replica},
+        job={"weights": job.weights, "kv_cache": job.kv_cache, "prompt_tokens": job.prompt_tokens,
+             "output_tokens": job.output_tokens, "batching": "continuous" if job.continuous else "static",
+             "batch": report.batch, "sequence_tokens": job.sequence_tokens, "engine": job.engine,
+             "max_tpot_s": job.max_tpot_s, "max_ttft_s": job.max_ttft_s},
+        memory=memory,
+        latency={"ttft_s": report.ttft_s, "tpot_s": report.tpot_s, "request_latency_s": report.request_latency_s,
+                 "decode_bound": report.decode_bound},
+        throughput={"tokens_per_s": report.tokens_per_s, "requests_per_s": report.requests_per_s,
+                    "tokens_per_s_per_gpu": report.tokens_per_s / layout.gpus_per_replica},
+        fleet={"qps": qps, "replicas": fleet.replicas, "gpus": fleet.gpus,
+               "rule_of_thumb_gpus": None if fleet.rule_of_thumb_gpus != fleet.rule_of_thumb_gpus else fleet.rule_of_thumb_gpus},
+        cost=cost,
+        rule_of_thumb={**rule.to_dict(), "explanation": "seed rule: params x 2 B x 1.25 for the weights plus a flat "
+                       "25 %; the estimate above adds the KV cache of the batch at its context"},
+        assumptions=[x.to_dict() for x in report.assumptions],
+        notes=list(report.notes),
+    )

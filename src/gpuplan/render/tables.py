@@ -268,10 +268,63 @@ def train_report(record: dict) -> Group:
                       f"x {gpu['id']}. {rule['explanation']}", style="dim"))
     for n in record["notes"]:
         parts.append(Text(f"note: {n}", style="dim"))
+    parts.append(_assumptions_line(record))
+    return Group(*parts)
+
+
+def serve_report(record: dict) -> Group:
+    """``gpuplan serve``: memory, latency, throughput, fleet and cost."""
+    m, lay, job, mem = record["model"], record["layout"], record["job"], record["memory"]
+    lat, thr, fleet, cost, gpu = record["latency"], record["throughput"], record["fleet"], record["cost"], record["gpu"]
+    parts: list = [
+        Text(f"{m['id']} ({format_count(m['params'])} params) on {gpu['id']}, tp={lay['tp']} pp={lay['pp']} "
+             f"({lay['gpus_per_replica']} GPU{'s' if lay['gpus_per_replica'] > 1 else ''} per replica)", style="bold"),
+        Text(f"weights {job['weights']}, KV cache {job['kv_cache']}; {job['prompt_tokens']:,} prompt + "
+             f"{job['output_tokens']:,} output tokens; {job['batching']} batch {job['batch']}; engine {job['engine']}"),
+        Text("memory per GPU", style="bold"),
+    ]
+    t = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    t.add_column("part")
+    t.add_column("GiB", justify="right")
+    t.add_column("GB", justify="right")
+    for p in mem["parts"]:
+        t.add_row(p["name"], f"{p['bytes'] / GiB:.2f}", f"{p['bytes'] / GB:.2f}")
+    t.add_row(Text("total", style="bold"), Text(f"{mem['total_bytes'] / GiB:.2f}", style="bold"),
+              Text(f"{mem['total_bytes'] / GB:.2f}", style="bold"))
+    parts.append(t)
+    if mem["fits"]:
+        parts.append(Text(f"fits: {mem['total_bytes'] / GiB:.1f} GiB of {mem['planning_bytes'] / GiB:.1f} GiB planned "
+                          f"({mem['capacity_bytes'] / GiB:.1f} GiB usable); room for {mem['max_concurrent_sequences']:,} "
+                          f"sequences of {job['sequence_tokens']:,} tokens", style="bold green"))
+    else:
+        parts.append(Text("does not fit: " + "; ".join(mem["reasons"]), style="bold red"))
+    lt = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    for col in ("time to first token", "time per output token", "request latency", "tokens/s per replica",
+                "tokens/s per GPU", "requests/s per replica"):
+        lt.add_column(col, justify="right")
+    lt.add_row(f"{lat['ttft_s'] * 1e3:,.1f} ms", f"{lat['tpot_s'] * 1e3:,.2f} ms ({lat['decode_bound']}-bound)",
+               f"{lat['request_latency_s']:,.2f} s", f"{thr['tokens_per_s']:,.1f}", f"{thr['tokens_per_s_per_gpu']:,.1f}",
+               f"{thr['requests_per_s']:,.3g}")
+    parts.append(lt)
+    if fleet["qps"]:
+        rule = fleet["rule_of_thumb_gpus"]
+        parts.append(Text(f"fleet for {fleet['qps']:g} requests/s: {fleet['replicas']} replicas = {fleet['gpus']} GPUs "
+                          f"(seed rule output_tokens / throughput x qpm / 60: {rule:.1f} GPUs)"))
+    if cost:
+        parts.append(Text(f"cost at ${cost['usd_per_gpu_hour']:g}/GPU-hour: ${cost['usd_per_hour']:,.2f}/h per replica; "
+                          f"${cost['usd_per_million_output_tokens']:,.2f} per million output tokens, "
+                          f"${cost['usd_per_million_input_tokens']:,.2f} per million input tokens"))
+    for n in record["notes"]:
+        parts.append(Text(f"note: {n}", style="dim"))
+    parts.append(_assumptions_line(record))
+    return Group(*parts)
+
+
+def _assumptions_line(record: dict) -> Text:
+    """One dim line naming every assumption and its value (sizes with their unit)."""
     def shown(x: dict) -> str:
         value = format_bytes(x["value"], binary=True) if x["unit"] == "bytes" else f"{x['value']:g}"
         return f"{x['name']}={value}"
 
-    parts.append(Text("assumptions: " + ", ".join(shown(x) for x in record["assumptions"])
-                      + " (sources: --json; change with --assume NAME=VALUE)", style="dim"))
-    return Group(*parts)
+    return Text("assumptions: " + ", ".join(shown(x) for x in record["assumptions"])
+                + " (sources: --json; change with --assume NAME=VALUE)", style="dim")

@@ -1,0 +1,397 @@
+"""Inference: memory per GPU, time to first token, time per output token, throughput, fleet and cost.
+
+The latency model is a roofline per step with the overheads that dominate small batches:
+- decode (one token per running sequence): every step streams the weights (for MoE, only the experts
+  the batch touches) and each sequence's KV cache from HBM; it takes the longer of that memory time at
+  an achievable bandwidth and the compute time at an achievable fraction of the dense peak (Williams
+  et al. 2009, "Roofline"; the MBU framing of Databricks' "LLM Inference Performance Engineering"),
+  plus a fixed latency per decoder layer, the tensor-parallel all-reduces (two per layer, Megatron-LM
+  section 3), and the serving engine's per-step overhead;
+- prefill (the prompt): the same with the prompt's FLOPs, 2N per token plus causal attention.
+Quantized weights are read through dequantizing kernels that reach a lower effective bandwidth
+(a per-kernel factor). Every constant is a named assumption with its source (``InferenceAssumptions``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+from types import MappingProxyType
+from typing import Mapping
+
+from ..errors import JobError
+from ..spec.accelerator import Accelerator
+from ..spec.model import ModelSpec, ParamsOnlyModel
+from ..spec.serving import KV_DTYPES, ServingJob, ServingLayout
+from ..units import GiB, MiB
+from .flops import attention_flops_forward, matmul_params
+from .memory import Assumption
+from .params import count_params, linear_shapes
+from .quant import WEIGHT_FORMATS, bytes_per_param
+
+
+@dataclass(frozen=True)
+class InferenceAssumptions:
+    """Efficiencies and overheads of real kernels and engines; each overridable, each with a source."""
+
+    memory_bandwidth_efficiency: float = 0.83
+    compute_efficiency: float = 0.45
+    int8_kernel_bandwidth_factor: float = 1.2
+    int4_kernel_bandwidth_factor: float = 1.4
+    layer_overhead_s: float = 50e-6
+    allreduce_latency_s: float = 6e-6
+    link_efficiency: float = 0.75
+    engine_step_overhead_s: float = 0.0
+    gpu_memory_utilization: float = 0.90
+    cuda_context_bytes: int = 500 * MiB
+    cuda_graph_bytes: int = 512 * MiB
+    prefill_chunk_tokens: int = 8192
+
+    SOURCES = MappingProxyType({
+        "memory_bandwidth_efficiency": ("fraction of datasheet bandwidth", "gpt-fast README: ~1700 GB/s empirical "
+                                        "peak on A100 80GB (2039 GB/s datasheet) = 0.83"),
+        "compute_efficiency": ("fraction of dense peak", "prefill as served: set from Databricks' MPT-7B time to "
+                               "first token at batch 1 on one A100-40GB (46 ms for 512 tokens; the calibration row; "
+                               "the other TTFT and throughput rows are predictions). Pope et al. 2022 reach 76 % "
+                               "for large-batch prefill on TPU v4: a well-tuned stack can beat this default"),
+        "int8_kernel_bandwidth_factor": ("x weight bytes", "weight-only int8 GEMV reads at 1/1.2 of the 16-bit "
+                                         "kernel's bandwidth: gpt-fast Llama-2-7B int8 vs bf16 on A100 (calibration "
+                                         "row; the 70B rows are predictions)"),
+        "int4_kernel_bandwidth_factor": ("x weight bytes", "int4 GEMV with dequantization: 1/1.4 of the 16-bit "
+                                         "kernel's bandwidth, gpt-fast Llama-2-7B int4 vs bf16 on A100 (calibration "
+                                         "row; the 70B rows are predictions)"),
+        "layer_overhead_s": ("seconds per decoder layer per step", "kernel launch and small-kernel tail per layer: "
+                             "gpt-fast Llama-2-7B bf16 batch 1 on A100 is 1.6 ms slower than its bytes at "
+                             "1700 GB/s over 32 layers (calibration row)"),
+        "allreduce_latency_s": ("seconds per all-reduce", "NCCL small-message all-reduce on NVLink: ~6 us "
+                                "(nccl-tests all_reduce_perf at 8 KB on A100/H100)"),
+        "link_efficiency": ("fraction of link bandwidth", "NCCL ring bus bandwidth reaches ~75 % of NVLink peak "
+                            "at large messages (nccl-tests on DGX A100/H100)"),
+        "engine_step_overhead_s": ("seconds per step", "scheduler, sampling and detokenization per engine step; 0 "
+                                   "for --engine compiled (gpt-fast: CUDA graphs, no scheduler)"),
+        "gpu_memory_utilization": ("fraction of GPU memory", "vLLM default gpu_memory_utilization=0.9: the engine "
+                                   "plans within 90 % of the memory"),
+        "cuda_context_bytes": ("bytes", "CUDA context with lazy loading: 0.47 GB on A100 + CUDA 12.1 "
+                               "(stas00/ml-engineering)"),
+        "cuda_graph_bytes": ("bytes", "memory vLLM reports for captured CUDA graphs, typically 0.3-1 GiB "
+                             "('Graph capturing finished ... took X GiB' in its logs)"),
+        "prefill_chunk_tokens": ("tokens", "tokens a server prefills per step (vLLM chunked-prefill "
+                                 "max_num_batched_tokens); sizes the activation workspace"),
+    })
+
+    def items(self) -> list[Assumption]:
+        out = []
+        for f in fields(self):
+            unit, source = self.SOURCES[f.name]
+            out.append(Assumption(f.name, getattr(self, f.name), unit, source))
+        return out
+
+
+#: Per-step overhead of a continuous-batching server (scheduler, sampling, detokenization, Python).
+SERVER_STEP_OVERHEAD_S = 4e-3
+
+
+def assumptions_for(job: ServingJob, base: InferenceAssumptions | None = None) -> InferenceAssumptions:
+    """Engine-dependent defaults: a server pays a per-step overhead; a compiled single stream does not."""
+    a = base or InferenceAssumptions()
+    if base is None and job.engine == "server":
+        a = replace(a, engine_step_overhead_s=SERVER_STEP_OVERHEAD_S)
+    return a
+
+
+# -------------------------------------------------------------------------------------------- memory
+
+
+def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str) -> float:
+    """KV-cache bytes for one token across all layers (no window cap).
+
+    MHA/GQA/MQA: 2 (K and V) x kv_heads x head_dim x bytes per layer (Pope et al. 2022, "Efficiently
+    Scaling Transformer Inference", section 2). MLA caches the compressed latent and the shared rotary
+    key: (kv_lora_rank + qk_rope_head_dim) x bytes per layer (DeepSeek-V2 paper, section 2.1.3).
+    """
+    e = KV_DTYPES[kv_dtype]
+    if spec.mla is not None:
+        return spec.layers * (spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim) * e
+    return spec.layers * 2 * spec.kv_heads * spec.head_dim * e
+
+
+def kv_cache_bytes(spec: ModelSpec, tokens: int, kv_dtype: str, tp: int = 1) -> float:
+    """KV cache of one sequence of ``tokens`` tokens on one tensor-parallel GPU.
+
+    Sliding-window layers keep at most ``window`` tokens. TP splits the KV heads; with fewer KV heads than
+    GPUs each GPU still holds one. MLA's latent is not split by head: every TP rank holds all of it.
+    """
+    per_layer = kv_bytes_per_token(spec, kv_dtype) / spec.layers
+    windowed = spec.sliding_window_layers if spec.sliding_window else 0
+    held = (spec.layers - windowed) * tokens + windowed * min(tokens, spec.sliding_window or tokens)
+    if spec.mla is not None:
+        share = 1.0
+    else:
+        share = math.ceil(spec.kv_heads / tp) / spec.kv_heads
+    return per_layer * held * share
+
+
+@dataclass(frozen=True)
+class WeightBytes:
+    """Weight bytes of one GPU (busiest pipeline stage), and what a decode step reads of them."""
+
+    total: float
+    experts: float
+    per_expert: float
+    moe_layers_here: int
+
+
+def weight_bytes(model: ModelSpec | ParamsOnlyModel, fmt: str, layout: ServingLayout) -> WeightBytes:
+    """Weights one GPU holds: linear layers at the format's bits (scales included); embeddings, norms and
+    LM head in 16-bit where the format keeps them so. TP splits everything; PP splits layers, the first
+    stage also holds the embedding and the last the LM head (the busier one is returned)."""
+    f = WEIGHT_FORMATS[fmt]
+    q = bytes_per_param(fmt)
+    if isinstance(model, ParamsOnlyModel):
+        return WeightBytes(model.params * q / layout.tp / layout.pp, 0.0, 0.0, 0)
+    spec = model
+    b = count_params(spec)
+    shapes = linear_shapes(spec)
+    rest_bytes = 2.0 if f.head_16bit else q
+    per_layer_linear = sum(din * dout * n for k, (din, dout, n) in shapes.items()
+                           if k not in ("lm_head", "router") and not k.startswith("expert_")) / spec.layers
+    expert_params = sum(din * dout * n for k, (din, dout, n) in shapes.items() if k.startswith("expert_"))
+    per_layer_other = (b.parts["norms"] + b.parts.get("router", 0)) / spec.layers
+    layers_here = math.ceil(spec.layers / layout.pp)
+    body = layers_here * (per_layer_linear * q + per_layer_other * 2.0)
+    experts = expert_params * layers_here / spec.layers * q
+    first = body + experts + b.parts["embeddings"] * rest_bytes + (b.parts["lm_head"] * rest_bytes if layout.pp == 1 else 0)
+    last = body + experts + (b.parts["lm_head"] or b.parts["embeddings"]) * rest_bytes if layout.pp > 1 else first
+    moe_here = round(spec.moe.layers * layers_here / spec.layers) if spec.moe else 0
+    per_expert = (experts / (moe_here * spec.moe.experts)) if spec.moe and moe_here else 0.0
+    return WeightBytes(max(first, last) / layout.tp, experts / layout.tp, per_expert / layout.tp, moe_here)
+
+
+@dataclass(frozen=True)
+class ServingReport:
+    parts: Mapping[str, float]
+    groups: Mapping[str, str]
+    capacity_bytes: int
+    planning_bytes: float
+    max_concurrent_sequences: int
+    batch: int
+    ttft_s: float
+    tpot_s: float
+    request_latency_s: float
+    tokens_per_s: float
+    requests_per_s: float
+    decode_bound: str
+    prefill_share: float
+    reasons: tuple[str, ...]
+    assumptions: tuple[Assumption, ...]
+    notes: tuple[str, ...] = ()
+
+    def group_bytes(self, group: str) -> int:
+        return int(round(sum(v for k, v in self.parts.items() if self.groups[k] == group)))
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.group_bytes(g) for g in SERVING_GROUPS)
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.planning_bytes
+
+
+SERVING_GROUPS = ("weights", "kv_cache", "activations", "other")
+
+
+# ------------------------------------------------------------------------------------------- latency
+
+
+def _compute_dtype(fmt: str, gpu: Accelerator) -> str:
+    if fmt == "fp8" and gpu.supports("fp8"):
+        return "fp8"
+    return "bf16" if gpu.supports("bf16") else "fp16"
+
+
+def _kernel_factor(fmt: str, a: InferenceAssumptions) -> float:
+    kernel = WEIGHT_FORMATS[fmt].kernel
+    return {"int8": a.int8_kernel_bandwidth_factor, "int4": a.int4_kernel_bandwidth_factor,
+            "gguf": a.int4_kernel_bandwidth_factor}.get(kernel, 1.0)
+
+
+def _allreduce_s(message_bytes: float, n: int, gpu: Accelerator, a: InferenceAssumptions) -> float:
+    """Ring all-reduce: latency + 2 (n-1)/n x message / (link bandwidth x efficiency) (Patarasuk & Yuan 2009)."""
+    if n <= 1:
+        return 0.0
+    link = gpu.interconnect.bandwidth_bytes_per_s if gpu.interconnect else 32e9  # PCIe Gen4 x16 per direction
+    return a.allreduce_latency_s + 2 * (n - 1) / n * message_bytes / (link * a.link_efficiency)
+
+
+def _active_matmul_params(model) -> float:
+    return model.params if isinstance(model, ParamsOnlyModel) else matmul_params(model)
+
+
+def decode_step_s(model, gpu: Accelerator, layout: ServingLayout, job: ServingJob, a: InferenceAssumptions,
+                  batch: int, context: int) -> tuple[float, str]:
+    """One decode step for ``batch`` sequences at ``context`` tokens each: (seconds, 'memory' or 'compute')."""
+    w = weight_bytes(model, job.weights, layout)
+    read = w.total
+    if w.moe_layers_here and isinstance(model, ModelSpec):
+        moe = model.moe
+        touched = moe.experts * (1 - (1 - moe.experts_per_token / moe.experts) ** batch)  # uniform routing
+        read = w.total - w.experts + w.per_expert * touched * w.moe_layers_here
+    read *= _kernel_factor(job.weights, a)
+    if isinstance(model, ModelSpec):
+        read += batch * kv_cache_bytes(model, context, job.kv_cache, layout.tp) / layout.pp
+    t_mem = read / (a.memory_bandwidth_efficiency * gpu.memory_bandwidth_bytes_per_s)
+    attn = attention_flops_forward(model, context) if isinstance(model, ModelSpec) else 0.0
+    flops = batch * (2 * _active_matmul_params(model) + attn) / (layout.tp * layout.pp)
+    t_comp = flops / (a.compute_efficiency * gpu.peak(_compute_dtype(job.weights, gpu)))
+    layers = model.layers if isinstance(model, ModelSpec) else 0
+    hidden = model.hidden_size if isinstance(model, ModelSpec) else 0
+    comm = 2 * layers * _allreduce_s(batch * hidden * 2, layout.tp, gpu, a)
+    t = max(t_mem, t_comp) + layers * a.layer_overhead_s + comm + a.engine_step_overhead_s
+    return t, "memory" if t_mem >= t_comp else "compute"
+
+
+def prefill_s(model, gpu: Accelerator, layout: ServingLayout, job: ServingJob, a: InferenceAssumptions,
+              batch: int, prompt: int) -> float:
+    """Prefill of ``batch`` prompts of ``prompt`` tokens: compute-bound at useful sizes.
+
+    FLOPs = tokens x 2N + causal attention (each token attends to the ones before it: on average half
+    the prompt, PaLM appendix B's term halved).
+    """
+    w = weight_bytes(model, job.weights, layout).total * _kernel_factor(job.weights, a)
+    attn = attention_flops_forward(model, max(1, prompt // 2)) if isinstance(model, ModelSpec) else 0.0
+    flops = batch * prompt * (2 * _active_matmul_params(model) + attn) / (layout.tp * layout.pp)
+    t_comp = flops / (a.compute_efficiency * gpu.peak(_compute_dtype(job.weights, gpu)))
+    t_mem = w / (a.memory_bandwidth_efficiency * gpu.memory_bandwidth_bytes_per_s)
+    layers = model.layers if isinstance(model, ModelSpec) else 0
+    hidden = model.hidden_size if isinstance(model, ModelSpec) else 0
+    comm = 2 * layers * _allreduce_s(batch * prompt * hidden * 2, layout.tp, gpu, a)
+    return max(t_comp, t_mem) + layers * a.layer_overhead_s + comm + a.engine_step_overhead_s
+
+
+# ----------------------------------------------------------------------------------------- the plan
+
+
+def serving_plan(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: ServingLayout, job: ServingJob,
+                 assumptions: InferenceAssumptions | None = None) -> ServingReport:
+    """Memory, latency and throughput of one replica; the batch is --batch/--concurrency, else the largest
+    that fits memory and meets --max-tpot / --max-ttft (1 when none is given and nothing else limits)."""
+    if not isinstance(model, ModelSpec):
+        raise JobError("serving estimates need the architecture (KV cache, attention); give a model id or config.json")
+    if job.weights == "fp8" and not gpu.supports("fp8"):
+        raise JobError(f"{gpu.id} has no fp8 path; use --weights bf16, int8 or an int4 format")
+    if layout.pp > model.layers:
+        raise JobError(f"--pp {layout.pp} is more than the model's {model.layers} layers")
+    a = assumptions_for(job, assumptions)
+    w = weight_bytes(model, job.weights, layout)
+    seq = job.sequence_tokens
+    if seq > model.context_length:
+        raise JobError(f"prompt + output = {seq} tokens exceeds {model.id}'s context length {model.context_length}")
+    per_seq_kv = kv_cache_bytes(model, seq, job.kv_cache, layout.tp) / layout.pp
+    chunk = min(a.prefill_chunk_tokens, max(seq, job.prompt_tokens))
+    ffn = max(model.ffn_size, model.moe.expert_ffn_size * model.moe.experts_per_token if model.moe else 0)
+    act = chunk * (4 * model.hidden_size + 3 * ffn / layout.tp) * 2  # hidden states and the MLP's widest tensors
+    parts: dict[str, float] = {"weights": w.total, "activations_workspace": act, "cuda_context": a.cuda_context_bytes}
+    groups = {"weights": "weights", "activations_workspace": "activations", "cuda_context": "other"}
+    if job.engine == "server":
+        parts["cuda_graphs"] = a.cuda_graph_bytes
+        groups["cuda_graphs"] = "other"
+    if layout.tp > 1 or layout.pp > 1:
+        parts["nccl_buffers"] = 256 * MiB
+        groups["nccl_buffers"] = "other"
+    capacity = gpu.usable_memory_bytes
+    planning = capacity * (a.gpu_memory_utilization if job.engine == "server" else 1.0)
+    free_for_kv = planning - sum(parts.values())
+    max_seqs = max(0, int(free_for_kv // per_seq_kv)) if per_seq_kv else 0
+
+    def latency(batch: int) -> tuple[float, float, float, str]:
+        """(ttft, mean tpot, request latency) for one request in a batch of ``batch``."""
+        mean_ctx = job.prompt_tokens + job.output_tokens // 2
+        tpot, bound = decode_step_s(model, gpu, layout, job, a, batch, mean_ctx)
+        if job.continuous:
+            ttft = prefill_s(model, gpu, layout, job, a, 1, job.prompt_tokens) + tpot
+        else:
+            ttft = prefill_s(model, gpu, layout, job, a, batch, job.prompt_tokens)
+        return ttft, tpot, ttft + (job.output_tokens - 1) * tpot, bound
+
+    def meets(batch: int) -> bool:
+        ttft, tpot, _, _ = latency(batch)
+        return (job.max_tpot_s is None or tpot <= job.max_tpot_s) and (job.max_ttft_s is None or ttft <= job.max_ttft_s)
+
+    notes: list[str] = []
+    requested = job.batch or job.concurrency
+    if requested:
+        batch = requested
+    elif job.max_tpot_s is not None or job.max_ttft_s is not None:
+        lo, hi = 0, max(1, max_seqs)  # largest batch in [1, max_seqs] that meets the targets (monotonic)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if meets(mid):
+                lo = mid
+            else:
+                hi = mid - 1
+        batch = max(1, lo)
+        if not lo:
+            notes.append("no batch meets the latency targets; showing batch 1")
+    else:
+        batch = 1
+    parts["kv_cache"] = per_seq_kv * batch
+    groups["kv_cache"] = "kv_cache"
+    ttft, tpot, total, bound = latency(batch)
+    if job.continuous:
+        # steady state: a request's prefill occupies the replica; its decode steps are shared by the batch
+        prefill_time = prefill_s(model, gpu, layout, job, a, 1, job.prompt_tokens)
+        decode_time = job.output_tokens * tpot / batch
+    else:
+        prefill_time = ttft / batch
+        decode_time = (job.output_tokens - 1) * tpot / batch
+    requests_per_s = 1 / (prefill_time + decode_time)
+    report = ServingReport(
+        parts=MappingProxyType(parts), groups=MappingProxyType(groups), capacity_bytes=capacity,
+        planning_bytes=planning, max_concurrent_sequences=max_seqs, batch=batch, ttft_s=ttft, tpot_s=tpot,
+        request_latency_s=total, tokens_per_s=requests_per_s * job.output_tokens, requests_per_s=requests_per_s,
+        decode_bound=bound, prefill_share=prefill_time / (prefill_time + decode_time), reasons=(),
+        assumptions=tuple(a.items()), notes=tuple(notes))
+    reasons = []
+    if not report.fits:
+        what = "the weights alone" if w.total > planning else f"a batch of {batch} at {seq:,} tokens"
+        reasons.append(f"need {report.total_bytes / GiB:.1f} GiB > {planning / GiB:.1f} GiB planned on {gpu.id} "
+                       f"({what}); add tensor parallelism (--tp) or quantize (--weights, --kv-cache)")
+    if requested and job.max_tpot_s is not None and tpot > job.max_tpot_s:
+        reasons.append(f"time per output token {tpot * 1e3:.1f} ms > --max-tpot {job.max_tpot_s * 1e3:.1f} ms")
+    if requested and job.max_ttft_s is not None and ttft > job.max_ttft_s:
+        reasons.append(f"time to first token {ttft * 1e3:.0f} ms > --max-ttft {job.max_ttft_s * 1e3:.0f} ms")
+    return replace(report, reasons=tuple(reasons))
+
+
+@dataclass(frozen=True)
+class Fleet:
+    replicas: int
+    gpus: int
+    rule_of_thumb_gpus: float
+
+
+def fleet_for(report: ServingReport, layout: ServingLayout, job: ServingJob, qps: float | None) -> Fleet:
+    """Replicas for a request rate (ceil(qps / requests per second per replica)); the seed rule beside it:
+    GPUs = output_tokens / throughput per GPU x queries per minute / 60."""
+    if qps is None:
+        return Fleet(layout.replicas, layout.replicas * layout.gpus_per_replica, float("nan"))
+    replicas = max(1, math.ceil(qps / report.requests_per_s)) if report.requests_per_s > 0 else 0
+    per_gpu = report.tokens_per_s / layout.gpus_per_replica
+    rule = job.output_tokens / per_gpu * (qps * 60) / 60 if per_gpu else float("inf")
+    return Fleet(replicas, replicas * layout.gpus_per_replica, rule)
+
+
+def cost_per_million(report: ServingReport, layout: ServingLayout, job: ServingJob, usd_per_gpu_hour: float) -> dict:
+    """$ per hour per replica, and $ per million output and input tokens, splitting the replica time each
+    request costs between its prefill (input) and its share of the decode steps (output)."""
+    usd_per_s = usd_per_gpu_hour * layout.gpus_per_replica / 3600
+    per_request = usd_per_s / report.requests_per_s if report.requests_per_s else float("inf")
+    decode_share = 1 - report.prefill_share
+    return {
+        "usd_per_gpu_hour": usd_per_gpu_hour,
+        "usd_per_hour": usd_per_s * 3600,
+        "usd_per_million_output_tokens": per_request * decode_share / job.output_tokens * 1e6,
+        "usd_per_million_input_tokens": per_request * (1 - decode_share) / job.prompt_tokens * 1e6,
+        "usd_per_million_tokens_blended": per_request / (job.output_tokens + job.prompt_tokens) * 1e6,
+    }
