@@ -30,7 +30,7 @@ def test_gb_and_gib_differ():
 
 @pytest.mark.parametrize("text,expected", [
     ("30d", 30 * DAY_S), ("12h", 12 * HOUR_S), ("90min", 5400), ("45s", 45), ("1w", 7 * DAY_S),
-    ("1d12h", 1.5 * DAY_S), ("3600", 3600), ("2.5h", 2.5 * HOUR_S), ("1 day", DAY_S),
+    ("1d12h", 1.5 * DAY_S), ("3600", 3600), ("2.5h", 2.5 * HOUR_S), ("1 day", DAY_S), ("50ms", 0.05),
 ])
 def test_durations(text, expected):
     assert parse_duration(text) == pytest.approx(expected)
@@ -50,8 +50,8 @@ def test_prices(text, expected):
     (parse_tokens, "two trillion", "token count"),
     (parse_bytes, "80 gigs", "80GiB"),
     (parse_bytes, "-1GB", "zero or more"),
-    (parse_duration, "30 fortnights", "30d or 12h"),
-    (parse_duration, "h", "30d or 12h"),
+    (parse_duration, "30 fortnights", "like 30d, 12h or 50ms"),
+    (parse_duration, "h", "like 30d, 12h or 50ms"),
     (parse_duration, "-3d", "more than zero"),
     (parse_usd_per_hour, "$2.5/day", "$2.5/h"),
     (parse_params, "nan", "like 7B"),

@@ -150,6 +150,7 @@ def parse_usd_per_hour(text: str | int | float, what: str = "price") -> float:
 
 def format_count(value: float, digits: int = 3) -> str:
     """``8030261248`` -> ``8.03B``; keeps ``digits`` significant figures."""
+    value = float(f"{value:.{digits}g}")  # round first, so 999.96e9 shows as 1T, not 1e+03B
     for factor, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
         if abs(value) >= factor:
             return f"{value / factor:.{digits}g}{suffix}"
@@ -162,9 +163,9 @@ def format_bytes(value: float, binary: bool = False, digits: int = 3) -> str:
         steps = ((TiB, "TiB"), (GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB"))
     else:
         steps = ((TB, "TB"), (GB, "GB"), (MB, "MB"), (KB, "KB"))
-    for factor, suffix in steps:
-        if abs(value) >= factor:
-            return f"{value / factor:.{digits}g} {suffix}"
+    for factor, suffix in steps:  # round in the unit below first, so 999.96 MB shows as 1 GB
+        if abs(float(f"{value / factor:.{digits}g}")) >= 1:
+            return f"{float(f'{value / factor:.{digits}g}'):g} {suffix}"
     return f"{value:.0f} B"
 
 

@@ -241,11 +241,9 @@ def _parse_assumptions(items: tuple[str, ...], base=None):
         try:
             changes[name] = parse_bytes(value, name) if name.endswith("_bytes") else (
                 int(value) if isinstance(getattr(base, name), int) else float(value))
-        except ValueError:
+        except (ValueError, OverflowError):
             raise click.BadParameter(f"'{item}': {value!r} is not a number", param_hint="--assume") from None
-        if changes[name] < 0:
-            raise click.BadParameter(f"'{item}': must be zero or more", param_hint="--assume")
-    return replace(base, **changes)
+    return replace(base, **changes)  # the assumptions class checks ranges (one line, exit 2)
 
 
 @cli.command()
@@ -263,7 +261,7 @@ def _parse_assumptions(items: tuple[str, ...], base=None):
               help="ZeRO-Offload of optimizer states (or params too, ZeRO-3) to CPU memory.")
 @click.option("--micro-batch", type=int, default=1, show_default=True, help="Sequences per GPU per micro-step.")
 @click.option("--global-batch", type=int, help="Sequences per optimizer step (gradient accumulation follows).")
-@click.option("--seq-len", type=int, default=4096, show_default=True, help="Tokens per sequence.")
+@click.option("--seq-len", type=int, help="Tokens per sequence [default: 4096, capped at the model's context].")
 @click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none", show_default=True,
               help="Activation recomputation.")
 @click.option("--flash-attention/--no-flash-attention", default=True, show_default=True)
@@ -286,7 +284,7 @@ def _parse_assumptions(items: tuple[str, ...], base=None):
 @click.pass_context
 def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int, pp: int, cp: int, ep: int,
           sequence_parallel: bool, zero: int, fsdp: bool, offload: str, micro_batch: int, global_batch: int | None,
-          seq_len: int, recompute: str, flash_attention: bool, dropout: bool, precision: str, recipe: str,
+          seq_len: int | None, recompute: str, flash_attention: bool, dropout: bool, precision: str, recipe: str,
           optimizer: str, method: str, lora_rank: int, lora_targets: str, quant: str | None,
           assume: tuple[str, ...], require_fit: bool, as_json: bool) -> None:
     """Will training or fine-tuning MODEL fit? Memory per GPU, itemized, with the largest micro-batch."""
@@ -305,11 +303,12 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
         zero = 3
     layout = Parallelism(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, sequence_parallel=sequence_parallel, zero=zero,
                          offload=offload)
+    model = resolve_model(model_name, ctx.obj.models())
+    seq_len = seq_len if seq_len is not None else records.default_seq_len(model)
     job = TrainingJob(micro_batch=micro_batch, seq_len=seq_len, global_batch=global_batch, precision=precision,
                       recipe=recipe, optimizer=optimizer, method=method, lora_rank=lora_rank,
                       lora_targets=tuple(t.strip() for t in lora_targets.split(",") if t.strip()), quant=quant,
                       recompute=recompute, flash_attention=flash_attention, dropout=dropout, fsdp=fsdp)
-    model = resolve_model(model_name, ctx.obj.models())
     accelerator = ctx.obj.accelerators().get(gpu_name)
     report = training_memory(model, accelerator, layout, job, assumptions)
     params = count_params(model).total if isinstance(model, ModelSpec) else model.params

@@ -18,6 +18,7 @@ Sources, by part:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Mapping
@@ -181,12 +182,32 @@ class MemoryAssumptions:
                                          "1 for dropout masks); fp32 training doubles it"),
     })
 
+    def __post_init__(self) -> None:
+        check_assumptions(self, fractions=("allocator_reserve_fraction",),
+                          ranges={"gated_mlp_saved_tensors": (2, 4), "fsdp_units_in_flight": (1, 64),
+                                  "activation_bytes_per_element": (1, 8), "logits_bytes_per_element_hf": (0, 64),
+                                  "logits_bytes_per_element_megatron": (0, 64)})
+
     def items(self) -> list[Assumption]:
         out = []
         for f in fields(self):
             unit, source = self.SOURCES[f.name]
             out.append(Assumption(f.name, getattr(self, f.name), unit, source))
         return out
+
+
+def check_assumptions(obj, fractions: tuple[str, ...] = (), ranges: Mapping[str, tuple[float, float]] = MappingProxyType({})) -> None:
+    """Every assumption finite and >= 0; fractions in [0, 1]; named ones within their range."""
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise JobError(f"assumption {f.name} must be a finite number >= 0, got {value!r}")
+        if f.name in fractions and value > 1:
+            raise JobError(f"assumption {f.name} is a fraction: give a value between 0 and 1, got {value!r}")
+        if f.name in ranges:
+            lo, hi = ranges[f.name]
+            if not lo <= value <= hi:
+                raise JobError(f"assumption {f.name} must be between {lo:g} and {hi:g}, got {value!r}")
 
 
 # --------------------------------------------------------------------------------------- activations
@@ -244,8 +265,12 @@ def layer_activation_terms(spec: ModelSpec, job: TrainingJob, layout: Parallelis
         add("q_k_v", s * b * H * (2 * qk + m.v_head_dim), t, "decompressed queries, keys and values")
         o_width = H * m.v_head_dim
     else:
-        qkv = s * b * spec.head_dim * (H + 2 * spec.kv_heads)
-        add("q_k_v", qkv, t, "queries, keys and values (GQA: kv_heads heads)")
+        # flash reads K and V at kv_heads heads; eager attention (transformers' repeat_kv) saves them at all H.
+        # With fewer KV heads than TP ranks each rank still holds one.
+        kv_heads = spec.kv_heads if job.flash_attention else H
+        kv_per_rank = max(kv_heads / t, 1.0)
+        q_k_v = s * b * spec.head_dim * (H / t + 2 * kv_per_rank)
+        add("q_k_v", q_k_v, 1, "queries, keys and values (flash: kv_heads heads; eager: repeated to all heads)")
         o_width = H * spec.head_dim
     if job.flash_attention:
         add("attention_lse", b * H * s, t, "flash attention's fp32 log-sum-exp", per_element=4.0)
@@ -255,7 +280,7 @@ def layer_activation_terms(spec: ModelSpec, job: TrainingJob, layout: Parallelis
         if job.dropout:
             add("attention_dropout", score, t, "attention dropout mask (1 byte) and output",
                 per_element=1.0 + e)
-    if not job.flash_attention or needs("o_proj"):
+    if job.flash_attention or needs("o_proj"):
         # flash keeps O for its own backward; the eager path needs it only for the out projection's weight grad
         add("attention_output", s * b * o_width, t, "attention output (input of the output projection)")
     if job.dropout:
@@ -291,7 +316,9 @@ def activation_bytes_per_layer(spec: ModelSpec, job: TrainingJob, layout: Parall
     a = a or MemoryAssumptions()
     e = 4.0 if job.precision == "fp32" else a.activation_bytes_per_element
     if job.recompute == "full":
-        return {"layer_input": job.seq_len / layout.cp * job.micro_batch * spec.hidden_size * e}
+        # each layer keeps its input, 2sbh; sequence parallelism splits it over the TP group (Korthikanti section 4.3)
+        rep = layout.tp if layout.sequence_parallel else 1
+        return {"layer_input": job.seq_len / layout.cp * job.micro_batch * spec.hidden_size * e / rep}
     trainable = _trainable(spec, job)
     out: dict[str, float] = {}
     for count, moe_layer in ((spec.dense_layers, False), (spec.layers - spec.dense_layers, True)):
@@ -328,7 +355,7 @@ class MemoryReport:
     recipe: Recipe
     recipe_reason: str
     trainable_params: int
-    max_micro_batch: int
+    max_micro_batch: int | None  # None: not estimated (activations need the architecture)
     reasons: tuple[str, ...]
     assumptions: tuple[Assumption, ...]
     cpu_offload_bytes: float = 0.0
@@ -352,8 +379,40 @@ GROUPS = ("weights", "gradients", "optimizer", "activations", "other")
 # --------------------------------------------------------------------------------------- the estimate
 
 
-def _stage_layers(layers: int, pp: int) -> int:
-    return -(-layers // pp)  # ceil: the first stages take the remainder
+def stage_layers(layers: int, pp: int, stage: str) -> int:
+    """Decoder layers on a pipeline stage: an even split, the first (layers mod pp) stages one more."""
+    base, extra = divmod(layers, pp)
+    return base + (1 if extra and stage in ("first", "only") else 0)
+
+
+def validate_layout(model, layout: Parallelism, job: TrainingJob) -> list[str]:
+    """Raise on a layout this model cannot run; return notes for what runs but deserves a word."""
+    notes: list[str] = []
+    if layout.cp > 1:
+        if job.seq_len % layout.cp:
+            raise JobError(f"--seq-len {job.seq_len} is not divisible by cp({layout.cp}): context parallelism "
+                           "gives each rank an equal slice of the sequence")
+        if not job.flash_attention:
+            raise JobError("context parallelism (ring attention) needs flash attention; drop --no-flash-attention")
+    if not isinstance(model, ModelSpec):
+        if layout.ep > 1:
+            raise JobError("--ep needs the architecture (experts); give a model id or config.json")
+        return notes
+    spec = model
+    if layout.pp > spec.layers:
+        raise JobError(f"--pp {layout.pp} is more than {spec.id}'s {spec.layers} layers: each stage needs at least one")
+    if spec.attention_heads % layout.tp:
+        raise JobError(f"tp({layout.tp}) must divide {spec.id}'s {spec.attention_heads} attention heads")
+    if layout.ep > 1:
+        if spec.moe is None:
+            raise JobError(f"--ep {layout.ep} splits experts, but {spec.id} is a dense model; drop --ep")
+        if spec.moe.experts % layout.ep:
+            raise JobError(f"ep({layout.ep}) must divide {spec.id}'s {spec.moe.experts} experts")
+    if spec.learned_positions and job.seq_len > spec.learned_positions:
+        raise JobError(f"--seq-len {job.seq_len} exceeds {spec.id}'s {spec.learned_positions} learned positions")
+    if job.seq_len > spec.context_length:
+        notes.append(f"--seq-len {job.seq_len:,} is beyond {spec.id}'s context length {spec.context_length:,}")
+    return notes
 
 
 def training_memory(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: Parallelism, job: TrainingJob,
@@ -362,26 +421,45 @@ def training_memory(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
     """Memory per GPU for one training step, on the most loaded GPU.
 
     With pipeline parallelism both ends are computed in full: stage 0 holds the embedding and, under
-    1F1B, activations of min(pp, accumulation steps) micro-batches (Korthikanti et al. 2022, eq. 5);
-    the last stage holds the LM head, one micro-batch and the logits. The larger is reported.
+    1F1B, activations of min(pp, micro-batches per step) micro-batches (Korthikanti et al. 2022, eq. 5);
+    the last stage holds the LM head, one micro-batch and the logits. The larger is reported. Without
+    --global-batch a pipeline runs pp micro-batches per step (the fewest that fill it).
     A bare parameter count (``ParamsOnlyModel``) gives model states only, with a note.
     """
     if job.precision == "fp8-mixed" and not gpu.supports("fp8"):
         raise JobError(f"{gpu.id} has no fp8 tensor cores; use --precision bf16-mixed (or a GPU with fp8)")
     if job.method != "full" and not isinstance(model, ModelSpec):
         raise JobError("LoRA/QLoRA needs the architecture to size the adapters; give a model id or config.json")
+    notes = validate_layout(model, layout, job)
     job.grad_accumulation(layout.dp)  # validates --global-batch against micro-batch x dp
+    if layout.pp > 1 and job.global_batch is None:
+        notes.append(f"no --global-batch: assuming pp={layout.pp} micro-batches per step, the fewest that fill "
+                     "the pipeline")
     report = _busiest(model, gpu, layout, job, assumptions, largest_layer_params)
+    report = replace(report, notes=report.notes + tuple(notes))
     if find_max_batch:
-        report = replace(report, max_micro_batch=_max_micro_batch(model, gpu, layout, job, assumptions,
-                                                                  largest_layer_params))
+        best = _max_micro_batch(model, gpu, layout, job, assumptions, largest_layer_params) \
+            if isinstance(model, ModelSpec) else None
+        report = replace(report, max_micro_batch=best)
     return report
+
+
+def _micro_batches(job: TrainingJob, layout: Parallelism) -> int:
+    """Micro-batches per step per data-parallel rank (pp when a pipeline runs without --global-batch)."""
+    if job.global_batch is None:
+        return layout.pp
+    return job.grad_accumulation(layout.dp)
 
 
 def _busiest(model, gpu, layout, job, a, largest) -> MemoryReport:
     stages = ("first", "last") if layout.pp > 1 and isinstance(model, ModelSpec) else ("only",)
     reports = [_memory_at(model, gpu, layout, job, a, largest, st) for st in stages]
     return max(reports, key=lambda r: r.total_bytes)
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
 
 
 def _max_micro_batch(model, gpu, layout, job, a, largest) -> int:
@@ -394,8 +472,7 @@ def _max_micro_batch(model, gpu, layout, job, a, largest) -> int:
         return _busiest(model, gpu, layout, replace(job, micro_batch=b), a, largest).fits
 
     if job.global_batch is not None:
-        per_rank = job.global_batch // layout.dp
-        candidates = [b for b in range(1, per_rank + 1) if per_rank % b == 0]
+        candidates = _divisors(job.global_batch // layout.dp)
     else:
         hi = 1
         while hi < 2**24 and fits(hi):
@@ -428,6 +505,18 @@ def _trainable(spec: ModelSpec | None, job: TrainingJob) -> frozenset[str] | Non
     return frozenset(names)
 
 
+@dataclass(frozen=True)
+class _Held:
+    """Parameters one GPU holds, split into the parts that shard differently."""
+
+    dense: float    # on this GPU after TP (and PP); experts excluded
+    experts: float  # routed experts on this GPU after TP x EP (and PP)
+
+    @property
+    def total(self) -> float:
+        return self.dense + self.experts
+
+
 def _memory_at(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a: MemoryAssumptions,
                largest_layer_params: int | None, stage: str) -> MemoryReport:
     """Itemized memory of one GPU in pipeline stage ``stage`` ("first", "last", or "only" without pp)."""
@@ -442,7 +531,12 @@ def _memory_at(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a
             parts[name] = parts.get(name, 0.0) + value
             groups[name] = group
 
-    tp, pp, dp, ep, zero = layout.tp, layout.pp, layout.dp, layout.ep, layout.zero
+    tp, pp, dp, ep, cp, zero = layout.tp, layout.pp, layout.dp, layout.ep, layout.cp, layout.zero
+    # ZeRO / the distributed optimizer partition over every data-parallel replica of a parameter: dense
+    # parameters over dp x cp (Megatron builds them on the data-parallel group with context parallelism),
+    # experts over the dp x cp / ep replicas of each expert
+    dense_shards = dp * cp
+    expert_shards = max(1, dp * cp // ep)
     holds_embedding = stage in ("first", "only")
     holds_head = stage in ("last", "only")
 
@@ -450,61 +544,79 @@ def _memory_at(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a
     if spec is not None:
         b = count_params(spec)
         L = spec.layers
-        layers_here = _stage_layers(L, pp)
+        layers_here = stage_layers(L, pp, stage)
         shared_per_layer = (b.parts["attention"] + b.parts["mlp"] + b.parts["norms"] + b.parts.get("router", 0)
                             + b.parts.get("shared_experts", 0)) / L
-        dense_params = layers_here * shared_per_layer
+        dense = layers_here * shared_per_layer
         if holds_embedding:
-            dense_params += b.parts["embeddings"]
+            dense += b.parts["embeddings"]
         if holds_head:
             # a tied head lives in the embedding; split across stages, the last stage keeps its own copy
-            dense_params += b.parts["lm_head"] or (b.parts["embeddings"] if stage == "last" else 0)
-        expert_params = b.parts.get("experts", 0) * layers_here / L
+            dense += b.parts["lm_head"] or (b.parts["embeddings"] if stage == "last" else 0)
+        held = _Held(dense / tp, b.parts.get("experts", 0) * layers_here / L / (tp * ep))
         total_params = b.total
         largest = largest_layer_params if largest_layer_params is not None else largest_module_params(spec)
-        layer_params = shared_per_layer + b.parts.get("experts", 0) / L
+        # a ZeRO-3 layer gather collects only the parameters that are partitioned (more than one replica)
+        layer_params = (shared_per_layer / tp if dense_shards > 1 else 0.0) + \
+            (b.parts.get("experts", 0) / L / (tp * ep) if expert_shards > 1 else 0.0)
     else:
         layers_here = 0
-        dense_params, expert_params = float(model.params), 0.0
+        held = _Held(model.params / tp / pp, 0.0)
         total_params = model.params
         largest = largest_layer_params or 0
         layer_params = 0.0
         notes.append("only a parameter count was given: activations are not estimated (they need the architecture)")
-    # dense parameters split over TP; experts over EP x TP (expert tensor parallelism = tp)
-    on_gpu = dense_params / tp + expert_params / (tp * ep)
-    # ZeRO partitions over the data-parallel group: dense over dp, experts over the dp / ep expert replicas
-    sharded = dense_params / tp / dp + expert_params / (tp * ep) / max(1, dp // ep)
+    sharded = held.dense / dense_shards + held.experts / expert_shards
 
     # ---------------------------------------------------------------- what is trained
+    cpu = 0.0
     if job.method == "full":
-        trainable, trainable_sharded, trainable_total = on_gpu, sharded, total_params
-        w = 0.0 if layout.offload == "params" else (trainable_sharded if zero >= 3 else trainable)
-        put("weights", "weights", w * recipe.weights)
+        trainable, trainable_sharded, trainable_total = held.total, sharded, total_params
+        if layout.offload == "params":
+            cpu += trainable_sharded * recipe.weights
+        else:
+            put("weights", "weights", (trainable_sharded if zero >= 3 else trainable) * recipe.weights)
     else:
         shapes = linear_shapes(spec)
         names = _trainable(spec, job)
-        adapters = sum(job.lora_rank * (din + dout) * n for k, (din, dout, n) in shapes.items() if k in names)
+        share = layers_here / spec.layers
+
+        def on_gpu(params_by_name) -> float:
+            """Per-GPU share of per-layer matrices: experts split over TP x EP, the rest over TP."""
+            return sum(v / (tp * ep if k.startswith("expert_") else tp) for k, v in params_by_name.items()) * share
+
+        adapters = {k: job.lora_rank * (din + dout) * n for k, (din, dout, n) in shapes.items() if k in names}
         if not adapters:
             raise JobError(f"--lora-targets {','.join(job.lora_targets)} match no module of {spec.id}; "
-                           f"its linear layers are {', '.join(k for k in shapes if k != 'lm_head')}")
-        trainable_total = adapters
-        trainable = adapters * layers_here / spec.layers / tp
-        trainable_sharded = trainable / dp
-        quantizable = sum(din * dout * n for k, (din, dout, n) in shapes.items() if k not in ("lm_head", "router"))
-        quantizable_here = quantizable * layers_here / spec.layers / tp
-        if job.quant:
-            if job.quant == "nf4":
-                qbytes = quantizable_here * NF4_BYTES_PER_PARAM
-                qnote = "NF4 with double quantization, 4.127 bits/param (QLoRA section 3)"
-            else:
-                rows = sum(dout * n for k, (din, dout, n) in shapes.items() if k not in ("lm_head", "router"))
-                qbytes = quantizable_here * INT8_BYTES_PER_PARAM + rows * layers_here / spec.layers / tp * 4
-                qnote = "LLM.int8, 1 byte/param + an fp32 scale per output row (Dettmers et al. 2022)"
-            put("frozen_base_quantized", "weights", qbytes)
-            put("frozen_base_16bit", "weights", (on_gpu - quantizable_here) * 2)
-            notes.append(f"frozen base: {qnote}; embeddings, norms and LM head stay 16-bit")
+                           f"its linear layers are {', '.join(k for k in shapes if k not in ('lm_head', 'router'))}")
+        trainable_total = sum(adapters.values())
+        trainable = on_gpu(adapters)
+        trainable_sharded = trainable / dense_shards
+        linears = {k: din * dout * n for k, (din, dout, n) in shapes.items() if k not in ("lm_head", "router")}
+        quantizable = on_gpu(linears)
+        frozen_on_gpu = held.total
+        if job.quant == "nf4":
+            base = {"frozen_base_quantized": quantizable * NF4_BYTES_PER_PARAM}
+            notes.append("frozen base: NF4 with double quantization, 4.127 bits/param (QLoRA section 3); "
+                         "embeddings, norms and LM head stay 16-bit")
+        elif job.quant == "int8":
+            rows = on_gpu({k: dout * n for k, (din, dout, n) in shapes.items() if k in linears})
+            base = {"frozen_base_quantized": quantizable * INT8_BYTES_PER_PARAM + rows * 4}
+            notes.append("frozen base: LLM.int8, 1 byte/param + an fp32 scale per output row (Dettmers et al. "
+                         "2022); embeddings, norms and LM head stay 16-bit")
         else:
-            put("frozen_base", "weights", on_gpu * (4 if job.precision == "fp32" else 2))
+            base, quantizable = {}, 0.0
+        base_16 = 4 if job.precision == "fp32" else 2
+        base["frozen_base_16bit" if job.quant else "frozen_base"] = (frozen_on_gpu - quantizable) * base_16
+        if zero >= 3:  # FSDP/ZeRO-3 shards the frozen base too (FSDP-QLoRA); one layer is gathered at a time
+            gathered = sum(base.values()) * (1 / max(1, layers_here) if layers_here else 0)
+            base = {k: v / dense_shards for k, v in base.items()}
+            if layout.offload == "params":
+                cpu += sum(base.values())
+                base = {}
+            put("zero3_gathered_layers", "other", gathered)
+        for k, v in base.items():
+            put(k, "weights", v)
         # adapters: PEFT keeps them fp32 (autocast_adapter_dtype=True); the QLoRA reference code casts to bf16
         adapter_bytes = 2 if job.method == "qlora" and job.precision != "fp32" else 4
         put("adapters", "weights", trainable * adapter_bytes)
@@ -516,13 +628,12 @@ def _memory_at(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a
     g = trainable_sharded if zero >= recipe.grads_shard_stage else trainable
     if zero >= 3 and recipe.grads_only_in_flight_at_stage3:
         g = 0.0  # reduced straight into the fp32 partition; the module in flight is in the gathered buffer
-    cpu = 0.0
     if offload and recipe.name == "deepspeed":
         cpu += g * recipe.grads  # ZeRO-Offload streams the reduced 16-bit grads to the CPU, bucket by bucket
         g = 0.0
     put("gradients", "gradients", g * recipe.grads)
     opt_params = trainable_sharded if zero >= 1 else trainable
-    per_param = {"optimizer_states": _optimizer_bytes_per_param(job.optimizer, recipe, spec),
+    per_param = {"optimizer_states": _optimizer_bytes_per_param(job, recipe, spec),
                  "master_weights": recipe.master, "fp32_grad_copy": recipe.grad_copy}
     for name, bytes_per in per_param.items():
         if offload:
@@ -534,7 +645,7 @@ def _memory_at(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a
             put("zero3_gathered_largest_module", "other", 4 * largest / tp)  # its 16-bit params and grads
         elif layer_params:
             units = a.fsdp_units_in_flight if recipe.name == "fsdp" else 1
-            put("zero3_gathered_layers", "other", (2 * units + 2) * layer_params / tp)  # bf16 params + grads
+            put("zero3_gathered_layers", "other", (2 * units + 2) * layer_params)  # 16-bit params + grads
     if job.method == "full" and recipe.autocast_copy:
         put("autocast_weight_copies", "other", trainable * recipe.autocast_copy)
     if job.precision == "fp8-mixed" and job.method == "full":
@@ -545,17 +656,17 @@ def _memory_at(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a
     # ---------------------------------------------------------------- activations
     if spec is not None:
         e = 4.0 if job.precision == "fp32" else a.activation_bytes_per_element
-        in_flight = min(pp, job.grad_accumulation(dp)) if stage == "first" else 1
-        s_b = job.seq_len / layout.cp * job.micro_batch
+        in_flight = min(pp, _micro_batches(job, layout)) if stage == "first" else 1
+        s_b = job.seq_len / cp * job.micro_batch
         kept = sum(activation_bytes_per_layer(spec, job, layout, a).values())
         if job.recompute == "full":
             put("layer_inputs", "activations", kept * layers_here * in_flight)
-            working = sum(activation_bytes_per_layer(spec, replace(job, recompute="none"), layout, a).values())
-            put("recompute_working_layer", "activations", working)
+            put("recompute_working_layer", "activations", _working_layer_bytes(spec, job, layout, a))
         else:
             put("layer_activations", "activations", kept * layers_here * in_flight)
         if holds_head:
-            put("final_norm_and_head_inputs", "activations", 2 * s_b * spec.hidden_size * e / tp)
+            sp = tp if layout.sequence_parallel else 1
+            put("final_norm_and_head_inputs", "activations", 2 * s_b * spec.hidden_size * e / sp)
             per_logit = a.logits_bytes_per_element_megatron if recipe.name.startswith("megatron") \
                 else a.logits_bytes_per_element_hf
             put("logits_and_loss", "activations", s_b * spec.vocab_size * per_logit / tp)
@@ -563,9 +674,9 @@ def _memory_at(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a
     # ---------------------------------------------------------------- what the process also holds
     put("cuda_context", "other", a.cuda_context_bytes)
     put("cublas_workspace", "other", 32 * MiB if gpu.architecture.lower() in ("hopper", "blackwell") else 8_519_680)
-    communicators = sum(1 for n in (dp, tp, pp, layout.cp, ep) if n > 1)
+    communicators = sum(1 for n in (dp, tp, pp, cp, ep) if n > 1)
     put("nccl_buffers", "other", communicators * a.nccl_buffer_bytes_per_communicator)
-    if dp > 1 and job.method == "full":
+    if dp * cp > 1 and job.method == "full":
         if recipe.name == "amp" and zero == 0:
             put("ddp_gradient_buckets", "other", trainable * recipe.grads)  # gradient_as_bucket_view=False
         elif recipe.name == "deepspeed":
@@ -589,17 +700,33 @@ def _memory_at(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a
     return replace(report, reasons=(reason,))
 
 
-def _optimizer_bytes_per_param(optimizer: str, recipe: Recipe, spec: ModelSpec | None) -> float:
+def _working_layer_bytes(spec: ModelSpec, job: TrainingJob, layout: Parallelism, a: MemoryAssumptions) -> float:
+    """Full recomputation rebuilds one layer at a time: the largest layer kind's activations (MoE or dense)."""
+    e = 4.0 if job.precision == "fp32" else a.activation_bytes_per_element
+    no_recompute = replace(job, recompute="none")
+    kinds = [False] if spec.moe is None else ([True] + ([False] if spec.dense_layers else []))
+    return max(sum(t.bytes for t in layer_activation_terms(spec, no_recompute, layout, job.micro_batch, e,
+                                                           a.gated_mlp_saved_tensors, _trainable(spec, job), moe))
+               for moe in kinds)
+
+
+def _optimizer_bytes_per_param(job: TrainingJob, recipe: Recipe, spec: ModelSpec | None) -> float:
     """Optimizer-state bytes per trained parameter."""
-    if optimizer == "adamw-8bit":
+    if job.optimizer == "adamw-8bit":
         return ADAM_8BIT_BYTES_PER_PARAM
-    if optimizer == "adafactor":
+    if job.optimizer == "adafactor":
         # factored second moment: a row and a column vector per matrix (Shazeer & Stern 2018), no momentum
         if spec is None:
             return 0.0
         shapes = linear_shapes(spec)
-        weights = sum(din * dout * n for din, dout, n in shapes.values())
-        vectors = sum((din + dout) * n for din, dout, n in shapes.values())
+        if job.method == "full":
+            mats = [(din, dout, n) for din, dout, n in shapes.values()]
+        else:  # LoRA trains A (d_in x r) and B (r x d_out) of each target
+            names = _trainable(spec, job)
+            mats = [m for k, (din, dout, n) in shapes.items() if k in names
+                    for m in ((din, job.lora_rank, n), (job.lora_rank, dout, n))]
+        weights = sum(din * dout * n for din, dout, n in mats)
+        vectors = sum((din + dout) * n for din, dout, n in mats)
         return recipe.state * vectors / weights
-    n_states, _ = OPTIMIZER_STATES[optimizer]
+    n_states, _ = OPTIMIZER_STATES[job.optimizer]
     return n_states * recipe.state

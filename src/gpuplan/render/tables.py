@@ -258,9 +258,12 @@ def train_report(record: dict) -> Group:
                Text("does not fit: " + "; ".join(mem["reasons"]), style="bold red"))
     parts: list = [*head, t, verdict]
     mb = mem["max_micro_batch"]
-    parts.append(Text(f"largest micro-batch that fits: {mb}" if mb else
-                      "no micro-batch fits with this layout: add GPUs, shard more (--zero, --tp, --pp), recompute "
-                      "(--recompute full), or use LoRA/QLoRA"))
+    if mb is None:
+        parts.append(Text("largest micro-batch: not estimated (activations need the architecture)"))
+    else:
+        parts.append(Text(f"largest micro-batch that fits: {mb}" if mb else
+                          "no micro-batch fits with this layout: add GPUs, shard more (--zero, --tp, --pp), recompute "
+                          "(--recompute full), or use LoRA/QLoRA"))
     if mem["cpu_offload_bytes"]:
         parts.append(Text(f"offloaded to CPU memory: {mem['cpu_offload_bytes'] / GiB:.1f} GiB per GPU"))
     parts.append(Text(f"rule of thumb ({rule['formula']}): {rule['total_bytes'] / GB:,.0f} GB for the job, "
