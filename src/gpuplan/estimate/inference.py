@@ -25,7 +25,7 @@ from ..spec.model import ModelSpec, ParamsOnlyModel
 from ..spec.serving import KV_DTYPES, ServingJob, ServingLayout
 from ..units import GiB, MiB
 from .flops import attention_flops_forward, matmul_params
-from .memory import Assumption
+from .memory import Assumption, check_assumptions
 from .params import count_params, linear_shapes
 from .quant import WEIGHT_FORMATS, bytes_per_param
 
@@ -50,10 +50,11 @@ class InferenceAssumptions:
     SOURCES = MappingProxyType({
         "memory_bandwidth_efficiency": ("fraction of datasheet bandwidth", "gpt-fast README: ~1700 GB/s empirical "
                                         "peak on A100 80GB (2039 GB/s datasheet) = 0.83"),
-        "compute_efficiency": ("fraction of dense peak", "prefill as served: set from Databricks' MPT-7B time to "
-                               "first token at batch 1 on one A100-40GB (46 ms for 512 tokens; the calibration row; "
-                               "the other TTFT and throughput rows are predictions). Pope et al. 2022 reach 76 % "
-                               "for large-batch prefill on TPU v4: a well-tuned stack can beat this default"),
+        "compute_efficiency": ("fraction of dense peak", "prefill as served: chosen so Databricks' MPT-7B and "
+                               "Llama-2-70B time-to-first-token and static-batch throughput on A100 (2023) fall "
+                               "within 25 % together (those rows calibrate it; gpt-fast decode does not depend on "
+                               "it). Pope et al. 2022 reach 76 % for large-batch prefill on TPU v4: a well-tuned "
+                               "stack can beat this default"),
         "int8_kernel_bandwidth_factor": ("x weight bytes", "weight-only int8 GEMV reads at 1/1.2 of the 16-bit "
                                          "kernel's bandwidth: gpt-fast Llama-2-7B int8 vs bf16 on A100 (calibration "
                                          "row; the 70B rows are predictions)"),
@@ -63,21 +64,36 @@ class InferenceAssumptions:
         "layer_overhead_s": ("seconds per decoder layer per step", "kernel launch and small-kernel tail per layer: "
                              "gpt-fast Llama-2-7B bf16 batch 1 on A100 is 1.6 ms slower than its bytes at "
                              "1700 GB/s over 32 layers (calibration row)"),
-        "allreduce_latency_s": ("seconds per all-reduce", "NCCL small-message all-reduce on NVLink: ~6 us "
-                                "(nccl-tests all_reduce_perf at 8 KB on A100/H100)"),
+        "allreduce_latency_s": ("seconds per all-reduce", "small-message all-reduce on NVLink: ~6 us on H100 "
+                                "(NVIDIA/nccl issue #1259, NVLS, 128 B-64 KB), 10 us on A100 (issue #583); custom "
+                                "one-shot all-reduces reach 4-10 us (sgl-project/sglang PR #2904)"),
         "link_efficiency": ("fraction of link bandwidth", "NCCL ring bus bandwidth reaches ~75 % of NVLink peak "
                             "at large messages (nccl-tests on DGX A100/H100)"),
-        "engine_step_overhead_s": ("seconds per step", "scheduler, sampling and detokenization per engine step; 0 "
-                                   "for --engine compiled (gpt-fast: CUDA graphs, no scheduler)"),
-        "gpu_memory_utilization": ("fraction of GPU memory", "vLLM default gpu_memory_utilization=0.9: the engine "
-                                   "plans within 90 % of the memory"),
+        "engine_step_overhead_s": ("seconds per step", "CPU work per engine step (scheduling, input preparation, "
+                                   "sampling, detokenization): --engine server takes 4 ms, between vLLM before v0.6 "
+                                   "(GPU busy 38 % of a 13 ms step on Llama-3-8B/H100, vLLM blog 2024-09-05) and "
+                                   "overlap schedulers that hide it (SGLang v0.4, TensorRT-LLM); 0 for --engine "
+                                   "compiled (gpt-fast: CUDA graphs, no scheduler)"),
+        "gpu_memory_utilization": ("fraction of GPU memory", "vLLM's gpu_memory_utilization: 0.90 (0.92 in newer "
+                                   "releases, vllm/config/cache.py): the engine plans within that share of memory"),
         "cuda_context_bytes": ("bytes", "CUDA context with lazy loading: 0.47 GB on A100 + CUDA 12.1 "
                                "(stas00/ml-engineering)"),
-        "cuda_graph_bytes": ("bytes", "memory vLLM reports for captured CUDA graphs, typically 0.3-1 GiB "
-                             "('Graph capturing finished ... took X GiB' in its logs)"),
-        "prefill_chunk_tokens": ("tokens", "tokens a server prefills per step (vLLM chunked-prefill "
-                                 "max_num_batched_tokens); sizes the activation workspace"),
+        "cuda_graph_bytes": ("bytes", "captured CUDA graphs as vLLM logs them ('Graph capturing finished ... took X "
+                             "GiB'): 0.13-0.21 GiB for 1B-8B models, 1.4 GiB for Llama-4-Maverick (vLLM PR #11349, "
+                             "sglang issue #8538)"),
+        "prefill_chunk_tokens": ("tokens", "tokens a server prefills per step: vLLM's max_num_batched_tokens, 8192 "
+                                 "for its server on large GPUs (vllm/engine/arg_utils.py get_batch_defaults); sizes "
+                                 "the activation workspace"),
     })
+
+    def __post_init__(self) -> None:
+        check_assumptions(self, fractions=("memory_bandwidth_efficiency", "compute_efficiency", "link_efficiency",
+                                           "gpu_memory_utilization"),
+                          ranges={"int8_kernel_bandwidth_factor": (1, 10), "int4_kernel_bandwidth_factor": (1, 10),
+                                  "prefill_chunk_tokens": (1, 10**7)})
+        for name in ("memory_bandwidth_efficiency", "compute_efficiency", "link_efficiency", "gpu_memory_utilization"):
+            if getattr(self, name) == 0:
+                raise JobError(f"assumption {name} must be more than 0")
 
     def items(self) -> list[Assumption]:
         out = []
@@ -87,8 +103,14 @@ class InferenceAssumptions:
         return out
 
 
-#: Per-step overhead of a continuous-batching server (scheduler, sampling, detokenization, Python).
+#: Per-step overhead of a continuous-batching server (see engine_step_overhead_s's source).
 SERVER_STEP_OVERHEAD_S = 4e-3
+
+
+def decode_mbu(weight_bytes: float, kv_bytes: float, tpot_s: float, peak_bandwidth: float) -> float:
+    """Model bandwidth utilization: (weights + KV cache read per token) / TPOT / peak bandwidth
+    (Databricks, "LLM Inference Performance Engineering: Best Practices", 2023)."""
+    return (weight_bytes + kv_bytes) / tpot_s / peak_bandwidth
 
 
 def assumptions_for(job: ServingJob, base: InferenceAssumptions | None = None) -> InferenceAssumptions:

@@ -23,21 +23,26 @@ class WeightFormat:
 WEIGHT_FORMATS: Mapping[str, WeightFormat] = MappingProxyType({f.name: f for f in (
     WeightFormat("bf16", 16, True, "bfloat16: 2 bytes", "16bit"),
     WeightFormat("fp16", 16, True, "IEEE half: 2 bytes", "16bit"),
-    WeightFormat("fp8", 8, True, "fp8 e4m3 weights with a per-channel fp32 scale (negligible); vLLM fp8", "fp8"),
-    WeightFormat("int8", 8 + 32 / 4096, True, "weight-only int8 with one scale per output channel "
-                 "(gpt-fast quantize.py WeightOnlyInt8Linear; bf16 scale per row, ~0 bits/param)", "int8"),
-    WeightFormat("int4-g32", 4 + 32 / 32, True, "gpt-fast int4: groups of 32 with a bf16 scale and a bf16 zero "
-                 "(quantize.py, groupsize 32): 4 + 32/32 bits", "int4"),
+    WeightFormat("fp8", 8, True, "fp8 e4m3 with one scale per tensor or output channel; lm_head left in 16-bit "
+                 "(vLLM fp8 docs; llm-compressor FP8_DYNAMIC recipes ignore lm_head)", "fp8"),
+    WeightFormat("int8", 8 + 16 / 4096, True, "weight-only int8 with a bf16 scale per output channel: 8 + 16/d_in "
+                 "bits (gpt-fast quantize.py WeightOnlyInt8Linear; d_in = 4096 shown)", "int8"),
+    WeightFormat("int4-g32", 4 + 32 / 32, True, "gpt-fast int4, groups of 32 with bf16 scale and zero "
+                 "(quantize.py WeightOnlyInt4Linear scales_and_zeros): 4 + 32/32 bits", "int4"),
     WeightFormat("int4-awq", 4 + (16 + 4) / 128, True, "AWQ 4-bit, group 128: fp16 scale + packed int4 zero per "
-                 "group (AutoAWQ WQLinear_GEMM qzeros/scales)", "int4"),
-    WeightFormat("int4-gptq", 4 + (16 + 4) / 128, True, "GPTQ 4-bit, group 128: fp16 scale + packed int4 zero per "
-                 "group (AutoGPTQ QuantLinear); desc_act adds an int32 g_idx per input row, not counted", "int4"),
-    WeightFormat("gguf-q8_0", 8.5, False, "llama.cpp block_q8_0: 32 int8 + one fp16 scale = 34 bytes per 32", "gguf"),
-    WeightFormat("gguf-q6_k", 6.5625, False, "llama.cpp block_q6_K: 210 bytes per 256 weights", "gguf"),
-    WeightFormat("gguf-q5_k_m", 5.69, False, "llama.cpp quantize: Q5_K_M ~5.69 bits/weight average on LLaMA-7B", "gguf"),
-    WeightFormat("gguf-q4_k_m", 4.85, False, "llama.cpp quantize: Q4_K_M ~4.85 bits/weight average on LLaMA-7B "
-                 "(Q4_K, 4.5 bpw, with Q6_K for half of attn_v and ffn_down)", "gguf"),
-    WeightFormat("gguf-q4_0", 4.5, False, "llama.cpp block_q4_0: 16 bytes of nibbles + fp16 scale per 32", "gguf"),
+                 "group (AutoAWQ WQLinear_GEMM); embeddings and lm_head stay fp16", "int4"),
+    WeightFormat("int4-gptq", 4 + (16 + 4) / 128 + 32 / 4096, True, "GPTQ 4-bit, group 128: fp16 scale + packed "
+                 "int4 zero per group and an int32 g_idx per input channel (AutoGPTQ QuantLinear); lm_head fp16",
+                 "int4"),
+    WeightFormat("gguf-q8_0", 8.5008, False, "llama.cpp tools/quantize/README.md, Llama-3.1-8B: Q8_0 8.5008 bits "
+                 "per weight over the whole model (block_q8_0: 34 bytes per 32)", "gguf"),
+    WeightFormat("gguf-q6_k", 6.5633, False, "llama.cpp tools/quantize/README.md, Llama-3.1-8B: Q6_K 6.5633 bpw", "gguf"),
+    WeightFormat("gguf-q5_k_m", 5.7036, False, "llama.cpp tools/quantize/README.md, Llama-3.1-8B: Q5_K_M 5.7036 bpw",
+                 "gguf"),
+    WeightFormat("gguf-q4_k_m", 4.8944, False, "llama.cpp tools/quantize/README.md, Llama-3.1-8B: Q4_K_M 4.8944 bpw "
+                 "(Q4_K at 4.5 bpw, Q6_K for attn_v/ffn_down on half the layers and for the output)", "gguf"),
+    WeightFormat("gguf-q4_0", 4.6358, False, "llama.cpp block_q4_0 (18 bytes per 32) with the output tensor in Q6_K "
+                 "(llama-quant.cpp); 4.6358 bpw derived for Llama-3-8B (quantize.cpp lists 4.34 GB)", "gguf"),
 )})
 
 
