@@ -63,3 +63,14 @@ def test_serve_bad_input(run, args, fragment):
 
 def test_serve_needs_architecture(run):
     assert "need the architecture" in one_line_error(*run("serve", "7B", "--gpu", "h100"))
+
+
+def test_serve_rank(run):
+    rec = json.loads(run("serve", "llama-3.1-8b", "--gpu", "h100,l4,a100-sxm-80gb", "--rank", "--max-tpot", "50ms",
+                         "--json")[1])
+    assert rec["kind"] == "serve.rank" and rec["options"]
+    assert {o["gpu"] for o in rec["options"]} <= {"h100-sxm-80gb", "l4", "a100-sxm-80gb"}
+    assert {"gpu": "a100-sxm-80gb", "weights": "fp8", "reason": "no fp8"} in rec["not_possible"]
+    code, out, _ = run("serve", "llama-3.1-8b", "--gpu", "all", "--rank")
+    assert code == 0 and "tokens/s/GPU" in out
+    assert "unknown accelerator" in one_line_error(*run("serve", "llama-3.1-8b", "--gpu", "h100,nope", "--rank"))

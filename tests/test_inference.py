@@ -180,3 +180,23 @@ def test_fp8_needs_hardware_and_context_fits():
         serving_plan(MODELS.get("llama-3.1-8b"), ACCS.get("a100-sxm-80gb"), ServingLayout(), ServingJob(weights="fp8"))
     with pytest.raises(JobError, match="context length"):
         serving_plan(MODELS.get("gpt2"), ACCS.get("h100"), ServingLayout(), ServingJob(prompt_tokens=1000, output_tokens=100))
+
+
+def test_gpus_without_16bit_tensor_cores_use_fp32():
+    r = serving_plan(MODELS.get("llama-3.2-1b"), ACCS.get("k80"), ServingLayout(), ServingJob(batch=1))
+    assert r.tpot_s > 0 and r.ttft_s > 0
+
+
+def test_rank_orders_by_tokens_per_gpu_and_explains_the_rest():
+    from gpuplan.plan.serving import rank_serving
+
+    options, skipped = rank_serving(MODELS.get("llama-3.1-70b"), list(ACCS), ServingJob(max_tpot_s=0.05))
+    per_gpu = [o.tokens_per_s_per_gpu for o in options]
+    assert per_gpu == sorted(per_gpu, reverse=True) and len(options) > 20
+    assert all(o.report.fits and o.report.tpot_s <= 0.05 for o in options)
+    assert ("a100-sxm-80gb", "fp8", "no fp8") in skipped
+    for o in options:  # the smallest tp: one step down does not fit (or does not divide the heads)
+        if o.tp > 1:
+            smaller = serving_plan(MODELS.get("llama-3.1-70b"), o.gpu, ServingLayout(tp=o.tp // 2),
+                                   ServingJob(max_tpot_s=0.05, weights=o.weights))
+            assert not smaller.fits or smaller.reasons or smaller.max_concurrent_sequences < 1

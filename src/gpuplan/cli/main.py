@@ -342,14 +342,20 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
 @click.option("--engine", type=click.Choice(["server", "compiled"]), default="server", show_default=True,
               help="server: continuous-batching engine (vLLM-like); compiled: one CUDA-graph stream (gpt-fast-like).")
 @click.option("--assume", "assume", multiple=True, metavar="NAME=VALUE", help="Override an assumption.")
+@click.option("--rank", is_flag=True, help="Compare every GPU x weight format (bf16, fp8, int8, int4-awq) on the "
+              "smallest TP group that fits, by tokens/s per GPU.")
 @click.option("--require-fit", is_flag=True, help="Exit with code 3 when it does not fit or misses a target.")
 @_json_option
 @click.pass_context
 def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, replicas: int, weights: str,
           kv_cache: str, prompt_tokens: int, output_tokens: int, batch: int | None, concurrency: int | None,
           context: int | None, max_tpot: str | None, max_ttft: str | None, qps: str | None, qpm: str | None,
-          price: str | None, engine: str, assume: tuple[str, ...], require_fit: bool, as_json: bool) -> None:
-    """Serving MODEL: memory, latency (TTFT, TPOT), throughput, GPUs for a load, and $ per million tokens."""
+          price: str | None, engine: str, assume: tuple[str, ...], rank: bool, require_fit: bool,
+          as_json: bool) -> None:
+    """Serving MODEL: memory, latency (TTFT, TPOT), throughput, GPUs for a load, and $ per million tokens.
+
+    With --rank, --gpu names the GPUs to compare (comma-separated, or 'all').
+    """
     from ..catalog import resolve_model
     from ..estimate.inference import (InferenceAssumptions, assumptions_for, cost_per_million, fleet_for,
                                       serving_plan)
@@ -369,6 +375,19 @@ def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, 
     layout = ServingLayout(tp=tp, pp=pp, replicas=replicas)
     assumptions = _parse_assumptions(assume, assumptions_for(job)) if assume else None
     model = resolve_model(model_name, ctx.obj.models())
+    if rank:
+        from ..plan.serving import rank_serving
+        from ..spec.model import ModelSpec
+
+        if not isinstance(model, ModelSpec):
+            raise click.BadParameter("--rank needs the architecture; give a model id or config.json", param_hint="MODEL")
+        registry = ctx.obj.accelerators()
+        gpus = list(registry) if gpu_name == "all" else [registry.get(g.strip()) for g in gpu_name.split(",")]
+        options, skipped = rank_serving(model, gpus, job, assumptions=assumptions)
+        _emit(ctx, records.serving_rank(model, job, options, skipped), as_json, tables.serve_rank)
+        if require_fit and not options:
+            raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
+        return
     accelerator = ctx.obj.accelerators().get(gpu_name)
     report = serving_plan(model, accelerator, layout, job, assumptions)
     fleet = fleet_for(report, layout, job, rate)

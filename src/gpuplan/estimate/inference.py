@@ -227,9 +227,10 @@ SERVING_GROUPS = ("weights", "kv_cache", "activations", "other")
 
 
 def _compute_dtype(fmt: str, gpu: Accelerator) -> str:
-    if fmt == "fp8" and gpu.supports("fp8"):
-        return "fp8"
-    return "bf16" if gpu.supports("bf16") else "fp16"
+    """The dtype the matmuls run in: fp8 for fp8 weights where supported, else bf16, fp16, then fp32
+    (pre-Volta parts such as the K80 have no fast 16-bit path)."""
+    preferred = ("fp8",) if fmt == "fp8" else ()
+    return next(d for d in (*preferred, "bf16", "fp16", "fp32") if gpu.supports(d))
 
 
 def _kernel_factor(fmt: str, a: InferenceAssumptions) -> float:
@@ -379,9 +380,9 @@ def serving_plan(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: S
         what = "the weights alone" if w.total > planning else f"a batch of {batch} at {seq:,} tokens"
         reasons.append(f"need {report.total_bytes / GiB:.1f} GiB > {planning / GiB:.1f} GiB planned on {gpu.id} "
                        f"({what}); add tensor parallelism (--tp) or quantize (--weights, --kv-cache)")
-    if requested and job.max_tpot_s is not None and tpot > job.max_tpot_s:
+    if job.max_tpot_s is not None and tpot > job.max_tpot_s:
         reasons.append(f"time per output token {tpot * 1e3:.1f} ms > --max-tpot {job.max_tpot_s * 1e3:.1f} ms")
-    if requested and job.max_ttft_s is not None and ttft > job.max_ttft_s:
+    if job.max_ttft_s is not None and ttft > job.max_ttft_s:
         reasons.append(f"time to first token {ttft * 1e3:.0f} ms > --max-ttft {job.max_ttft_s * 1e3:.0f} ms")
     return replace(report, reasons=tuple(reasons))
 

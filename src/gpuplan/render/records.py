@@ -185,3 +185,19 @@ def serving_record(model, gpu: Accelerator, layout, job, report, fleet, cost, ru
         assumptions=[x.to_dict() for x in report.assumptions],
         notes=list(report.notes),
     )
+
+
+def serving_rank(model, job, options, skipped) -> dict:
+    """``gpuplan serve --rank``: options that fit, best tokens/s per GPU first; the rest with the reason."""
+    return envelope(
+        "serve.rank",
+        model={"id": model.id, "params": count_params(model).total},
+        job={"prompt_tokens": job.prompt_tokens, "output_tokens": job.output_tokens, "engine": job.engine,
+             "max_tpot_s": job.max_tpot_s, "max_ttft_s": job.max_ttft_s,
+             "batch": job.batch, "concurrency": job.concurrency},
+        options=[{"gpu": o.gpu.id, "weights": o.weights, "tp": o.tp, "batch": o.report.batch,
+                  "ttft_s": o.report.ttft_s, "tpot_s": o.report.tpot_s, "tokens_per_s": o.report.tokens_per_s,
+                  "tokens_per_s_per_gpu": o.tokens_per_s_per_gpu,
+                  "max_concurrent_sequences": o.report.max_concurrent_sequences} for o in options],
+        not_possible=[{"gpu": g, "weights": w, "reason": r} for g, w, r in skipped],
+    )

@@ -331,3 +331,26 @@ def _assumptions_line(record: dict) -> Text:
 
     return Text("assumptions: " + ", ".join(shown(x) for x in record["assumptions"])
                 + " (sources: --json; change with --assume NAME=VALUE)", style="dim")
+
+
+def serve_rank(record: dict) -> Group:
+    """``gpuplan serve --rank``: one row per GPU x format that fits, best throughput per GPU first."""
+    job = record["job"]
+    t = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    for col, just in (("#", "right"), ("gpu", "left"), ("weights", "left"), ("tp", "right"), ("batch", "right"),
+                      ("TTFT ms", "right"), ("TPOT ms", "right"), ("tokens/s", "right"), ("tokens/s/GPU", "right")):
+        t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+    for i, o in enumerate(record["options"], 1):
+        t.add_row(str(i), o["gpu"], o["weights"], str(o["tp"]), str(o["batch"]), f"{o['ttft_s'] * 1e3:,.0f}",
+                  f"{o['tpot_s'] * 1e3:,.1f}", f"{o['tokens_per_s']:,.0f}", f"{o['tokens_per_s_per_gpu']:,.0f}")
+    targets = ", ".join(x for x in (f"TPOT <= {job['max_tpot_s'] * 1e3:g} ms" if job["max_tpot_s"] else "",
+                                    f"TTFT <= {job['max_ttft_s'] * 1e3:g} ms" if job["max_ttft_s"] else "") if x)
+    head = Text(f"{record['model']['id']}: {job['prompt_tokens']:,} + {job['output_tokens']:,} tokens, engine "
+                f"{job['engine']}" + (f", {targets}" if targets else "") + "; smallest TP that fits", style="bold")
+    parts: list = [head, t]
+    if record["not_possible"]:
+        parts.append(Text(f"{len(record['not_possible'])} GPU x format combinations do not fit or miss the targets "
+                          "(listed in --json under not_possible)", style="dim"))
+    parts.append(Text("Costs need per-GPU prices: pass one GPU with --usd-per-gpu-hour, or wait for the offers catalog.",
+                      style="dim"))
+    return Group(*parts)

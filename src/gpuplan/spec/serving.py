@@ -34,7 +34,8 @@ class ServingJob:
     """What is served: weight and KV formats, request shape, batch, and latency targets.
 
     ``batch`` is a static batch (all prompts prefilled together); ``concurrency`` is continuous batching
-    with that many sequences decoding at once, a new request's prompt prefilled alone.
+    with that many sequences decoding at once, a new request's prompt prefilled alone. With neither, a
+    server engine batches continuously and a compiled single stream statically.
     """
 
     weights: str = "bf16"
@@ -82,4 +83,5 @@ class ServingJob:
 
     @property
     def continuous(self) -> bool:
-        return self.concurrency is not None
+        """Continuous batching: --concurrency, or a server engine when no static --batch is given."""
+        return self.concurrency is not None or (self.batch is None and self.engine == "server")

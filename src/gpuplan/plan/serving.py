@@ -1,0 +1,67 @@
+"""Rank serving options: every accelerator x weight format, on the smallest tensor-parallel group that fits.
+
+Pure: it takes the catalog's values and returns ranked rows; the CLI prints them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Iterable
+
+from ..errors import GpuplanError
+from ..estimate.inference import InferenceAssumptions, ServingReport, serving_plan
+from ..spec.accelerator import Accelerator
+from ..spec.model import ModelSpec
+from ..spec.serving import ServingJob, ServingLayout
+
+RANK_FORMATS = ("bf16", "fp8", "int8", "int4-awq")
+TP_CHOICES = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class ServingOption:
+    gpu: Accelerator
+    weights: str
+    tp: int
+    report: ServingReport
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        return self.report.tokens_per_s / self.tp
+
+
+def rank_serving(model: ModelSpec, gpus: Iterable[Accelerator], job: ServingJob,
+                 formats: Iterable[str] = RANK_FORMATS, assumptions: InferenceAssumptions | None = None,
+                 ) -> tuple[list[ServingOption], list[tuple[str, str, str]]]:
+    """(options that fit and meet the targets, best first by tokens/s per GPU; (gpu, format, why not) for the rest).
+
+    Each option uses the smallest tp in 1, 2, 4, 8 (dividing the model's heads, within the device's
+    scale-up link: tp > 1 needs one) at which the weights and one sequence fit.
+    """
+    options: list[ServingOption] = []
+    skipped: list[tuple[str, str, str]] = []
+    for gpu in gpus:
+        for fmt in formats:
+            if fmt == "fp8" and not gpu.supports("fp8"):
+                skipped.append((gpu.id, fmt, "no fp8"))
+                continue
+            found = None
+            why = "does not fit on 8"
+            for tp in TP_CHOICES:
+                if model.attention_heads % tp or (tp > 1 and gpu.interconnect is None):
+                    continue
+                try:
+                    r = serving_plan(model, gpu, ServingLayout(tp=tp), replace(job, weights=fmt), assumptions)
+                except GpuplanError as e:
+                    why = str(e)
+                    break
+                if r.fits and not r.reasons and r.max_concurrent_sequences >= 1:
+                    found = ServingOption(gpu, fmt, tp, r)
+                    break
+                why = r.reasons[0] if r.reasons else "no room for one sequence"
+            if found:
+                options.append(found)
+            else:
+                skipped.append((gpu.id, fmt, why))
+    options.sort(key=lambda o: -o.tokens_per_s_per_gpu)
+    return options, skipped
