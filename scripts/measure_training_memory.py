@@ -89,10 +89,10 @@ def build_model(config: dict, case: Case, device: str):
         import tempfile
 
         with tempfile.TemporaryDirectory() as d:
-            transformers.AutoModelForCausalLM.from_config(hf_config, torch_dtype=torch.bfloat16).save_pretrained(d)
+            transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.bfloat16).save_pretrained(d)
             model = transformers.AutoModelForCausalLM.from_pretrained(d, device_map={"": device}, **kwargs)
     else:
-        model = transformers.AutoModelForCausalLM.from_config(hf_config, torch_dtype=dtype).to(device)
+        model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=dtype).to(device)
     if case.recompute == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if case.method in ("lora", "qlora"):

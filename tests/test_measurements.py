@@ -42,3 +42,33 @@ def test_training_memory_within_10_percent_of_measured(rec, row):
     r = training_memory(spec, gpu, Parallelism(), TrainingJob(**job), find_max_batch=False)
     allocator = r.total_bytes - sum(r.parts.get(k, 0) for k in OUTSIDE_ALLOCATOR)
     assert allocator == pytest.approx(row["measured"]["max_memory_allocated_bytes"], rel=0.10)
+
+
+INFERENCE = sorted(MEASUREMENTS.glob("inference_*.json"))
+
+
+def _inference_rows():
+    for path in INFERENCE:
+        rec = json.loads(path.read_text())
+        for row in rec["rows"]:
+            if "max_memory_allocated_bytes" in row["measured"] and row["engine"] == "compiled":
+                yield pytest.param(rec, row, id=f"{path.stem}:{row['model']}-b{row['batch']}-p{row['prompt_tokens']}")
+
+
+INFERENCE_ROWS = list(_inference_rows())
+
+
+@pytest.mark.skipif(not INFERENCE_ROWS, reason="no GPU inference recordings in docs/measurements yet "
+                                               "(run scripts/measure_inference.py on a GPU)")
+@pytest.mark.parametrize("rec,row", INFERENCE_ROWS or [pytest.param(None, None, id="none")])
+def test_inference_within_tolerance_of_measured(rec, row):
+    """Issue #5: TPOT within 20 %, memory within 10 % (allocator view: weights + KV + workspace)."""
+    from gpuplan.estimate.inference import serving_plan
+    from gpuplan.spec.serving import ServingJob, ServingLayout
+
+    r = serving_plan(load_models().get(row["model"]), load_accelerators().get(rec["gpu_id"]), ServingLayout(),
+                     ServingJob(prompt_tokens=row["prompt_tokens"], output_tokens=row["output_tokens"],
+                                batch=row["batch"], engine="compiled"))
+    assert r.tpot_s == pytest.approx(row["measured"]["tpot_s"], rel=0.20)
+    allocator = r.parts["weights"] + r.parts["kv_cache"] + r.parts["activations_workspace"]
+    assert allocator == pytest.approx(row["measured"]["max_memory_allocated_bytes"], rel=0.10)
