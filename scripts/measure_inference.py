@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from gpuplan.catalog import load_accelerators, load_models  # noqa: E402
+from gpuplan.catalog.models import bundled_configs  # noqa: E402
 from gpuplan.estimate.inference import serving_plan  # noqa: E402
 from gpuplan.spec.serving import ServingJob, ServingLayout  # noqa: E402
 
@@ -98,9 +99,7 @@ def main() -> None:
     import transformers
 
     models = args.model or ["llama-3.2-1b", "llama-3.1-8b"]
-    raw = {}
-    for f in (ROOT / "src" / "gpuplan" / "data" / "models").glob("*.json"):
-        raw.update({m["id"]: m["config"] for m in json.loads(f.read_text())["models"]})
+    raw = bundled_configs()
     gpu_name = torch.cuda.get_device_name(0) if args.device == "cuda" else platform.processor() or "cpu"
     gpu_id = args.gpu_id or ("h100-sxm-80gb" if "H100" in gpu_name else "h200-sxm-141gb" if "H200" in gpu_name else None)
     compile_decode = not args.no_compile and args.device == "cuda"

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from gpuplan.catalog import load_accelerators, load_models  # noqa: E402
+from gpuplan.catalog.models import bundled_configs  # noqa: E402
 from gpuplan.estimate.memory import training_memory  # noqa: E402
 from gpuplan.spec.training import Parallelism, TrainingJob  # noqa: E402
 
@@ -174,9 +175,7 @@ def main() -> None:
                   "max_position_embeddings": 8192, "tie_word_embeddings": True}
     else:
         model_id = args.model
-        raw = {}
-        for f in (ROOT / "src" / "gpuplan" / "data" / "models").glob("*.json"):
-            raw.update({m["id"]: m["config"] for m in json.loads(f.read_text())["models"]})
+        raw = bundled_configs()
         config = {k: v for k, v in raw[model_id].items() if k != "architectures"}
     gpu_name = torch.cuda.get_device_name(0) if args.device == "cuda" else platform.processor() or "cpu"
     gpu_id = args.gpu_id or ("h100-sxm-80gb" if "H100" in gpu_name else "h200-sxm-141gb" if "H200" in gpu_name else None)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpuplan.catalog import load_models
+from gpuplan.catalog.models import bundled_configs
 from gpuplan.catalog.hf_config import spec_from_hf_config
 from gpuplan.estimate.params import count_params
 
@@ -40,17 +41,7 @@ def test_fixture_config_counts_match_transformers(path):
     assert count_params(spec_from_hf_config(config, id=path.stem)).total == transformers_count(config)
 
 
-def _raw_configs() -> dict[str, dict]:
-    from gpuplan.catalog.models import BUNDLED_DIR
-
-    out = {}
-    for f in BUNDLED_DIR.glob("*.json"):
-        for m in json.loads(f.read_text())["models"]:
-            out[m["id"]] = m["config"]
-    return out
-
-
-RAW = _raw_configs()
+RAW = bundled_configs()
 
 
 @pytest.mark.parametrize("spec", MODELS, ids=[m.id for m in MODELS])

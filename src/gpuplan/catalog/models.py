@@ -56,6 +56,14 @@ def read_model_file(path: Path, origin: str | None = None) -> list[ModelSpec]:
     return out
 
 
+def bundled_configs() -> dict[str, dict]:
+    """The bundled models' raw Hugging Face configs by id (for tools that build the models themselves)."""
+    out: dict[str, dict] = {}
+    for path in sorted(BUNDLED_DIR.glob("*.json")):
+        out.update({m["id"]: m["config"] for m in json.loads(path.read_text(encoding="utf-8"))["models"]})
+    return out
+
+
 def user_model_files() -> list[Path]:
     d = user_config_dir()
     files = sorted((d / "models").glob("*.json")) if (d / "models").is_dir() else []

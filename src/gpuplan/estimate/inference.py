@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
-from typing import Mapping
+from typing import ClassVar, Mapping
 
 from ..errors import JobError
 from ..spec.accelerator import Accelerator
@@ -25,7 +25,7 @@ from ..spec.model import ModelSpec, ParamsOnlyModel
 from ..spec.serving import KV_DTYPES, ServingJob, ServingLayout
 from ..units import GiB, MiB
 from .flops import attention_flops_forward, matmul_params
-from .memory import Assumption, check_assumptions
+from .memory import Assumption, Itemized, check_assumptions
 from .params import count_params, linear_shapes
 from .quant import WEIGHT_FORMATS, bytes_per_param
 
@@ -190,7 +190,10 @@ def weight_bytes(model: ModelSpec | ParamsOnlyModel, fmt: str, layout: ServingLa
 
 
 @dataclass(frozen=True)
-class ServingReport:
+class ServingReport(Itemized):
+    """One replica's memory per GPU (itemized), latency and throughput."""
+
+    group_order: ClassVar[tuple[str, ...]] = ("weights", "kv_cache", "activations", "other")
     parts: Mapping[str, float]
     groups: Mapping[str, str]
     capacity_bytes: int
@@ -208,19 +211,12 @@ class ServingReport:
     assumptions: tuple[Assumption, ...]
     notes: tuple[str, ...] = ()
 
-    def group_bytes(self, group: str) -> int:
-        return int(round(sum(v for k, v in self.parts.items() if self.groups[k] == group)))
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(self.group_bytes(g) for g in SERVING_GROUPS)
-
     @property
     def fits(self) -> bool:
         return self.total_bytes <= self.planning_bytes
 
 
-SERVING_GROUPS = ("weights", "kv_cache", "activations", "other")
+SERVING_GROUPS = ServingReport.group_order
 
 
 # ------------------------------------------------------------------------------------------- latency

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import Mapping
+from typing import ClassVar, Mapping
 
 from ..errors import JobError
 from ..spec.accelerator import Accelerator
@@ -344,9 +344,27 @@ def _mlp_terms(ffn: int, gated: bool, gated_saved: int, needs, prefix: str) -> t
 # ----------------------------------------------------------------------------------------- the result
 
 
+class Itemized:
+    """Reports that name their parts: ``parts`` (name -> bytes) and ``groups`` (name -> group); the
+    per-group and total bytes derive from them, in the order of ``group_order``."""
+
+    group_order: ClassVar[tuple[str, ...]] = ()
+    parts: Mapping[str, float]
+    groups: Mapping[str, str]
+
+    def group_bytes(self, group: str) -> int:
+        return int(round(sum(v for k, v in self.parts.items() if self.groups[k] == group)))
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.group_bytes(g) for g in self.group_order)
+
+
 @dataclass(frozen=True)
-class MemoryReport:
+class MemoryReport(Itemized):
     """Memory of the most loaded GPU, itemized; totals derive from the parts."""
+
+    group_order: ClassVar[tuple[str, ...]] = ("weights", "gradients", "optimizer", "activations", "other")
 
     parts: Mapping[str, float]
     groups: Mapping[str, str]
@@ -361,19 +379,12 @@ class MemoryReport:
     cpu_offload_bytes: float = 0.0
     notes: tuple[str, ...] = ()
 
-    def group_bytes(self, group: str) -> int:
-        return int(round(sum(v for k, v in self.parts.items() if self.groups[k] == group)))
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(self.group_bytes(g) for g in GROUPS)
-
     @property
     def fits(self) -> bool:
         return self.total_bytes <= self.capacity_bytes
 
 
-GROUPS = ("weights", "gradients", "optimizer", "activations", "other")
+GROUPS = MemoryReport.group_order
 
 
 # --------------------------------------------------------------------------------------- the estimate
