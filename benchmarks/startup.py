@@ -18,6 +18,9 @@ COMMANDS = [
     ["gpus", "list", "--json"],
     ["model", "show", "llama-3.1-70b"],
     ["model", "list", "--json"],
+    ["train", "llama-3.1-70b", "--gpu", "h100", "--gpus", "64", "--tp", "8", "--pp", "4", "--global-batch", "512"],
+    ["serve", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--max-tpot", "40ms"],
+    ["serve", "llama-3.1-70b", "--gpu", "all", "--rank"],
 ]
 
 
