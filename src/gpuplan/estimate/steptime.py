@@ -1,0 +1,227 @@
+"""Training step time from the layout: a predicted MFU instead of a guessed one.
+
+One iteration on the busiest GPU, by part:
+- matmuls at the fraction of dense peak the GPU reaches on large GEMMs (Bekman's "maximum achievable
+  matmul FLOPS" table, stas00/ml-engineering compute/accelerator);
+- attention: flash attention at its own efficiency (causal: half the score FLOPs), or the materialized
+  s x s scores of eager/Megatron-2021 attention, whose softmax and dropout are memory-bound traffic;
+- element-wise kernels (norms, residual adds, activation, dropout) as HBM traffic per token;
+- tensor-parallel collectives: two all-reduces per layer forward and two backward (Megatron-LM, Shoeybi
+  et al. 2019, section 3), at NCCL bus bandwidth (nccl-tests PERFORMANCE.md: t = S x 2(n-1)/n / busbw);
+- the pipeline bubble: (p - 1) / v micro-batch times for p stages and v interleaved chunks (Narayanan et
+  al. 2021, section 2.2), plus point-to-point sends between stages;
+- data-parallel gradient reduction over the scale-out network (one NIC per GPU), exposed unless the
+  framework overlaps it with backward;
+- the optimizer step, memory-bound (about 30 bytes read and written per locally held parameter);
+- recomputation re-runs the forward (full) or the attention core (selective).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from types import MappingProxyType
+from typing import Mapping
+
+from ..spec.accelerator import Accelerator
+from ..spec.model import ModelSpec, ParamsOnlyModel
+from ..spec.training import Parallelism, TrainingJob
+from .flops import flops_per_token
+from .memory import Assumption, check_assumptions, resolve_recipe, stage_layers
+from .params import count_params, linear_shapes
+from .time import peak_for
+
+#: Achievable fraction of the dense 16-bit peak on the best GEMM shapes (MAMF table, ml-engineering).
+MATMUL_EFFICIENCY = MappingProxyType({
+    "a100": 271.2 / 312, "h100": 794.5 / 989, "h200": 794.5 / 989, "gh200": 828.6 / 989, "b200": 1745.0 / 2250,
+    "mi300x": 668.4 / 1300, "mi325x": 784.9 / 1300, "mi250x": 147.0 / 191.5,
+})
+DEFAULT_MATMUL_EFFICIENCY = 0.75
+
+
+def matmul_efficiency(gpu: Accelerator) -> tuple[float, str]:
+    """The MAMF fraction for this GPU family, and where it comes from."""
+    for key, value in MATMUL_EFFICIENCY.items():
+        if gpu.id.startswith(key):
+            return value, f"Bekman's MAMF table: {key} reaches {value:.1%} of dense peak on the best GEMM shape"
+    return DEFAULT_MATMUL_EFFICIENCY, "no MAMF measurement for this GPU: 75 % (the table's range is 51-87 %)"
+
+
+@dataclass(frozen=True)
+class StepAssumptions:
+    """Efficiencies and traffic constants of the step-time model; each overridable, each with a source."""
+
+    matmul_efficiency: float = 0.0  # 0: the GPU's MAMF fraction x model_shape_factor
+    model_shape_factor: float = 0.85
+    flash_attention_efficiency: float = 0.55
+    hbm_efficiency: float = 0.85
+    elementwise_bytes_per_token_hidden: float = 46.0
+    score_bytes_per_element: float = 9.0
+    link_efficiency: float = 0.77
+    scale_out_bytes_per_s_per_gpu: float = 0.0  # 0: 24 GB/s (HDR) before Hopper, 48 GB/s (NDR) from Hopper on
+    gpus_per_node: int = 8
+    collective_latency_s: float = 10e-6
+    optimizer_bytes_per_param: float = 30.0
+
+    SOURCES = MappingProxyType({
+        "matmul_efficiency": ("fraction of dense peak", "Bekman, ml-engineering 'Maximum Achievable Matmul FLOPS' "
+                              "table (A100 SXM 271.2/312, H100 794.5/989, B200 1745/2250, MI300X 668.4/1300)"),
+        "model_shape_factor": ("x best-shape MAMF", "a model's GEMMs run below the best shape MAMF finds (tile and wave "
+                               "quantization, Anthony et al. 2024; older cuBLAS): one global factor, calibrated on "
+                               "Megatron-LM Table 1 (10 rows, MAE 4 %); Megatron Table 2 and Korthikanti Table 5 are "
+                               "the out-of-sample check"),
+        "flash_attention_efficiency": ("fraction of dense peak", "FlashAttention-2 (Dao 2023) reaches 50-73 % of "
+                                       "A100 peak forward and less backward; 0.55 for forward + backward"),
+        "hbm_efficiency": ("fraction of memory bandwidth", "element-wise kernels stream at ~85 % of HBM peak "
+                           "(device-copy benchmarks; gpt-fast's ~1700 of 2039 GB/s on A100)"),
+        "elementwise_bytes_per_token_hidden": ("bytes per token per hidden unit, forward", "GPT layer op list: "
+                                               "2 norms (read+write, 8h), 2 residual adds (12h), bias-GeLU on 4h "
+                                               "(16h), 2 dropouts with masks (10h) in 16-bit = 46h; backward is "
+                                               "taken as twice the forward"),
+        "score_bytes_per_element": ("bytes per s x s score element, forward", "eager attention: fused "
+                                    "scale-mask-softmax reads and writes 16-bit scores (4 B), dropout writes a "
+                                    "1-byte mask and a 16-bit output after reading (5 B); 4 B without dropout"),
+        "link_efficiency": ("fraction of scale-up link bandwidth", "NCCL all-reduce bus bandwidth on one DGX A100 "
+                            "node: 232.5 GB/s of NVLink 3's 300 GB/s per direction (NVIDIA/nccl-tests#175); "
+                            "~370 of 450 GB/s on H100 (nccl-tests#212)"),
+        "scale_out_bytes_per_s_per_gpu": ("bytes/s", "one NIC per GPU: ~24 GB/s per HDR 200 Gb/s NIC "
+                                          "(NVIDIA/nccl#412), 46-49 GB/s per NDR 400 Gb/s NIC (nccl-tests#290)"),
+        "gpus_per_node": ("GPUs", "DGX/HGX nodes hold 8 GPUs on one NVLink domain"),
+        "collective_latency_s": ("seconds", "small-message NCCL collective latency, ~6-10 us (nccl issues #583, "
+                                 "#1259)"),
+        "optimizer_bytes_per_param": ("bytes", "fused Adam reads fp32 master, grad, m, v (16 B) and writes master, "
+                                      "m, v and the 16-bit copy (14 B)"),
+    })
+
+    def __post_init__(self) -> None:
+        check_assumptions(self, fractions=("matmul_efficiency", "flash_attention_efficiency", "hbm_efficiency",
+                                           "link_efficiency", "model_shape_factor"), ranges={"gpus_per_node": (1, 1024)})
+
+    def items(self) -> list[Assumption]:
+        out = []
+        for f in fields(self):
+            unit, source = self.SOURCES[f.name]
+            out.append(Assumption(f.name, getattr(self, f.name), unit, source))
+        return out
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One iteration, seconds by part (they add up to ``iteration_s``), and the rates it implies."""
+
+    parts: Mapping[str, float]
+    tokens_per_iteration: float
+    gpus: int
+    model_flops_per_iteration: float
+    peak_flops_per_s: float
+    matmul_efficiency: float
+    matmul_efficiency_source: str
+    micro_batches: int
+
+    @property
+    def iteration_s(self) -> float:
+        return sum(self.parts.values())
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_iteration / self.iteration_s
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOPs (PaLM appendix B, no recompute) / (time x GPUs x dense peak)."""
+        return self.model_flops_per_iteration / (self.iteration_s * self.gpus * self.peak_flops_per_s)
+
+
+def _allreduce_s(message: float, n: int, busbw: float, latency: float) -> float:
+    """Ring all-reduce: S x 2(n-1)/n / bus bandwidth (nccl-tests PERFORMANCE.md) plus latency."""
+    return 0.0 if n <= 1 else latency + message * 2 * (n - 1) / n / busbw
+
+
+def training_step(model: ModelSpec, gpu: Accelerator, layout: Parallelism, job: TrainingJob,
+                  a: StepAssumptions = StepAssumptions(), virtual_stages: int = 1,
+                  overlap_dp: bool | None = None) -> StepTime:
+    """Predict one training iteration of ``job`` on ``layout`` (see the module docstring for the parts)."""
+    peak = peak_for(gpu, job.precision)
+    if a.matmul_efficiency:
+        eta_mm, eta_src = a.matmul_efficiency, "--assume matmul_efficiency"
+    else:
+        best, eta_src = matmul_efficiency(gpu)
+        eta_mm, eta_src = best * a.model_shape_factor, f"{eta_src}, x {a.model_shape_factor:g} for a model's shapes"
+    bw = gpu.memory_bandwidth_bytes_per_s * a.hbm_efficiency
+    tp, pp, cp, dp = layout.tp, layout.pp, layout.cp, layout.dp
+    link = gpu.interconnect.bandwidth_bytes_per_s * a.link_efficiency if gpu.interconnect else 24e9
+    scale_out = a.scale_out_bytes_per_s_per_gpu or (48e9 if gpu.architecture.lower() in
+                                                    ("hopper", "blackwell", "cdna3", "cdna4") else 24e9)
+    recipe, _ = resolve_recipe(job, layout)
+    bytes_e = 4 if job.precision == "fp32" else 2
+
+    micro = job.micro_batch
+    m = job.grad_accumulation(dp) if job.global_batch is not None else max(1, pp)
+    tokens_mb = micro * job.seq_len / cp  # tokens per micro-batch on one rank
+    h, L = model.hidden_size, model.layers
+    layers_here = stage_layers(L, pp, "first")
+
+    # ---- per layer, per micro-batch, forward, on one TP rank
+    shapes = linear_shapes(model)
+    layer_linear = sum(din * dout * n for k, (din, dout, n) in shapes.items()
+                       if k not in ("lm_head",) and not k.startswith("expert_")) / L
+    if model.moe is not None:  # the experts each token visits
+        per_expert = sum(din * dout for k, (din, dout, n) in shapes.items() if k.startswith("expert_"))
+        layer_linear += per_expert * model.moe.experts_per_token * model.moe.layers / L
+    mm_f = 2 * tokens_mb * layer_linear / tp / (eta_mm * peak)
+    score_flops = 2 * tokens_mb * model.attention_heads * (model.qk_head_dim + model.v_head_dim) * job.seq_len / tp
+    if job.flash_attention:
+        attn_f = 0.5 * score_flops / (a.flash_attention_efficiency * peak)  # causal: half the scores
+        score_traffic = 0.0
+    else:
+        attn_f = score_flops / (eta_mm * peak)
+        per_element = a.score_bytes_per_element if job.dropout else 4.0
+        score_traffic = micro * model.attention_heads / tp * (job.seq_len / cp) * job.seq_len * per_element / bw
+    sp = tp if layout.sequence_parallel else 1
+    ew_f = tokens_mb * h * a.elementwise_bytes_per_token_hidden * (bytes_e / 2) / sp / bw + score_traffic
+    comm = 2 * _allreduce_s(tokens_mb * h * bytes_e, tp, link, a.collective_latency_s)
+    fwd = {"matmul": mm_f, "attention": attn_f, "elementwise": ew_f, "tp_comm": comm}
+    bwd = {k: 2 * v if k != "tp_comm" else v for k, v in fwd.items()}
+    if job.recompute == "full":
+        recompute = sum(fwd.values())
+    elif job.recompute == "selective":
+        recompute = attn_f + score_traffic
+    else:
+        recompute = 0.0
+
+    # ---- the stage's work per micro-batch, and the head on the last stage
+    per_mb = {k: (fwd[k] + bwd[k]) * layers_here for k in fwd}
+    per_mb["recompute"] = recompute * layers_here
+    head_flops = 2 * tokens_mb * model.vocab_size * model.token_embedding_dim / tp
+    per_mb["matmul"] += 3 * head_flops / (eta_mm * peak) / (1 if pp == 1 else 1)
+    t_mb = sum(per_mb.values())
+
+    parts = {k: v * m for k, v in per_mb.items()}
+    # ---- pipeline: bubble and point-to-point
+    if pp > 1:
+        parts["pp_bubble"] = (pp - 1) / virtual_stages * t_mb
+        send = tokens_mb * h * bytes_e / tp  # scatter-gather: each TP rank sends its slice
+        p2p_bw = scale_out if tp * pp > a.gpus_per_node else link
+        parts["pp_p2p"] = 2 * virtual_stages * m * (a.collective_latency_s + send / p2p_bw)
+    # ---- data parallel: gradient reduction of the parameters this GPU holds
+    b = count_params(model)
+    local_params = (b.total - b.parts.get("experts", 0)) / (tp * pp) + b.parts.get("experts", 0) / (tp * pp * layout.ep)
+    dp_group = dp * cp
+    if dp_group > 1 and job.method == "full":
+        grad_bytes = local_params * (recipe.grads if recipe.grads_shard_stage <= 3 else 2)
+        inter_node = tp * pp * cp < a.gpus_per_node and dp_group * tp * pp * cp > a.gpus_per_node or \
+            tp * pp * cp >= a.gpus_per_node
+        dp_bw = scale_out if inter_node else link
+        t_dp = _allreduce_s(grad_bytes, dp_group, dp_bw, a.collective_latency_s)
+        overlap = (recipe.name == "amp") if overlap_dp is None else overlap_dp
+        hidden = min(t_dp, sum(bwd.values()) * layers_here) if overlap else 0.0  # the last micro-batch's backward
+        parts["dp_comm"] = t_dp - hidden
+    # ---- optimizer step
+    opt_params = local_params / (dp_group if layout.zero >= 1 else 1)
+    parts["optimizer"] = opt_params * a.optimizer_bytes_per_param / bw
+
+    tokens_iter = m * micro * job.seq_len * dp
+    model_flops = flops_per_token(model, job.seq_len).training_flops * tokens_iter
+    return StepTime(parts=MappingProxyType({k: v for k, v in parts.items() if v}), tokens_per_iteration=tokens_iter,
+                    gpus=layout.gpus, model_flops_per_iteration=model_flops, peak_flops_per_s=peak,
+                    matmul_efficiency=eta_mm, matmul_efficiency_source=eta_src, micro_batches=m)

@@ -1,0 +1,91 @@
+"""Training time, GPU count for a deadline, GPU-hours and cost, from FLOPs and a (predicted or given) MFU.
+
+- Total model FLOPs = training FLOPs per token (PaLM appendix B, ``flops.py``) x tokens x epochs.
+- Time = total FLOPs / (GPUs x dense peak of the training dtype x MFU) (DESIGN.md; Narayanan et al.
+  2021 eq. 4 is the same relation with their hardware-FLOPs convention).
+- The seed rule: GPUs = tokens x epochs x params x C / hours with tokens and params in billions, where
+  C = 6e18 / (3600 x peak x MFU) = 13.35 for an A100 (312 dense bf16 TFLOP/s) at 40 % MFU.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import JobError
+from ..spec.accelerator import Accelerator
+from ..spec.model import ModelSpec, ParamsOnlyModel
+from .flops import flops_per_token
+
+HOUR_S = 3600.0
+
+
+def training_dtype(precision: str) -> str:
+    """The dtype whose dense peak bounds a recipe's matmuls (MFU is against it)."""
+    return {"fp32": "tf32", "fp16-mixed": "fp16", "bf16-mixed": "bf16", "bf16": "bf16", "fp8-mixed": "fp8"}[precision]
+
+
+def peak_for(gpu: Accelerator, precision: str) -> float:
+    dtype = training_dtype(precision)
+    peak = gpu.peak(dtype) or (gpu.peak("fp32") if dtype == "tf32" else None)
+    if not peak:
+        raise JobError(f"{gpu.id} has no {dtype} peak in the catalog; pick another --precision or GPU")
+    return peak
+
+
+@dataclass(frozen=True)
+class TrainingCompute:
+    """Model FLOPs of a whole run."""
+
+    flops_per_token: float
+    tokens: float
+    epochs: float
+
+    @property
+    def total_flops(self) -> float:
+        return self.flops_per_token * self.tokens * self.epochs
+
+
+def training_compute(model: ModelSpec | ParamsOnlyModel, seq_len: int, tokens: float, epochs: float = 1.0
+                     ) -> TrainingCompute:
+    """6N + attention FLOPs per token (PaLM appendix B) over tokens x epochs."""
+    if tokens <= 0 or epochs <= 0:
+        raise JobError("--tokens and --epochs must be more than zero")
+    return TrainingCompute(flops_per_token(model, seq_len).training_flops, tokens, epochs)
+
+
+@dataclass(frozen=True)
+class TrainingTime:
+    seconds: float
+    gpus: int
+    mfu: float
+    peak_flops_per_s: float
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.seconds * self.gpus / HOUR_S
+
+
+def time_to_train(total_flops: float, gpus: int, peak: float, mfu: float) -> TrainingTime:
+    """Seconds = FLOPs / (GPUs x peak x MFU)."""
+    if not 0 < mfu <= 1:
+        raise JobError(f"MFU must be in (0, 1], got {mfu}")
+    return TrainingTime(total_flops / (gpus * peak * mfu), gpus, mfu, peak)
+
+
+def gpus_for_deadline(total_flops: float, deadline_s: float, peak: float, mfu: float, granularity: int = 1) -> int:
+    """Fewest GPUs (a multiple of ``granularity``: the model-parallel group, or a node) to finish in time."""
+    if deadline_s <= 0:
+        raise JobError("--deadline must be more than zero")
+    need = total_flops / (deadline_s * peak * mfu)
+    return max(granularity, math.ceil(need / granularity - 1e-9) * granularity)
+
+
+def seed_rule_constant(peak: float, mfu: float) -> float:
+    """C in GPUs = tokens_B x epochs x params_B x C / hours: 6e18 / (3600 x peak x MFU)."""
+    return 6e18 / (HOUR_S * peak * mfu)
+
+
+def seed_rule_gpus(params: float, tokens: float, epochs: float, hours: float, peak: float, mfu: float) -> float:
+    """The seed rule, with its constant derived for this GPU and MFU (13.35 for A100 bf16 at 40 %)."""
+    return tokens / 1e9 * epochs * params / 1e9 * seed_rule_constant(peak, mfu) / hours
