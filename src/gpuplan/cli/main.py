@@ -28,23 +28,25 @@ class Ctx:
     def __init__(self, catalog_files: Sequence[Path], as_json: bool):
         self.catalog_files = tuple(catalog_files)
         self.as_json = as_json
-        self._split: tuple[list[Path], list[Path]] | None = None
+        self._split: tuple[list[Path], list[Path], list[Path]] | None = None
 
-    def _files(self) -> tuple[list[Path], list[Path]]:
+    def _files(self) -> tuple[list[Path], list[Path], list[Path]]:
         if self._split is None:
             from ..catalog.schema import read_structured
 
-            accs, models = [], []
+            accs, models, offers = [], [], []
             for path in self.catalog_files:
                 data = read_structured(path)
                 if isinstance(data, dict) and ("accelerator" in data or "accelerators" in data):
                     accs.append(path)
                 elif isinstance(data, dict) and "models" in data:
                     models.append(path)
+                elif isinstance(data, dict) and "offer" in data:
+                    offers.append(path)
                 else:
                     raise CatalogError(f"{path}: not a gpuplan catalog: expected an 'accelerator' list "
-                                       "(accelerators) or a 'models' list; see docs/catalog-schema.md")
-            self._split = (accs, models)
+                                       "(accelerators), a 'models' list or an 'offer' list; see docs/catalog-schema.md")
+            self._split = (accs, models, offers)
         return self._split
 
     def accelerators(self):
@@ -56,6 +58,11 @@ class Ctx:
         from ..catalog import load_models
 
         return load_models(self._files()[1])
+
+    def offers(self):
+        from ..catalog.offers import load_offers
+
+        return load_offers(self.accelerators(), self._files()[2])
 
 
 def _json_option(f: Callable) -> Callable:
@@ -175,6 +182,43 @@ def gpus_compare(ctx: click.Context, gpus: tuple[str, ...], as_json: bool) -> No
     _emit(ctx, records.accelerator_compare([reg.get(g) for g in gpus]), as_json, tables.gpus_compare)
 
 
+# --------------------------------------------------------------------------------------------- offers
+
+@cli.group()
+def offers() -> None:
+    """Cloud offers: instances, GPUs, prices (dated and sourced); add your own quotes with --catalog."""
+
+
+@offers.command("list")
+@click.option("--gpu", "gpu_name", help="Only offers of this accelerator (id or alias).")
+@click.option("--provider", help="Only this provider (aws, azure, gcp, lambda, ...).")
+@click.option("--pricing", help="Only this pricing: on-demand, spot, reserved-1y, reserved-3y, subscription.")
+@click.option("--sort", "sort_key", type=click.Choice(["gpu-hour", "hour", "provider", "gpu"]), default="gpu-hour",
+              show_default=True)
+@_json_option
+@click.pass_context
+def offers_list(ctx: click.Context, gpu_name: str | None, provider: str | None, pricing: str | None, sort_key: str,
+                as_json: bool) -> None:
+    """List offers, cheapest GPU-hour first."""
+    from ..render import records, tables
+
+    rows = list(ctx.obj.offers())
+    if gpu_name:
+        gid = ctx.obj.accelerators().get(gpu_name).id
+        rows = [o for o in rows if o.gpu == gid]
+    if provider:
+        providers = sorted({o.provider for o in rows})
+        if provider.lower() not in providers:
+            raise click.BadParameter(f"no offers from '{provider}'; providers: {', '.join(providers)}",
+                                     param_hint="--provider")
+        rows = [o for o in rows if o.provider == provider.lower()]
+    if pricing:
+        rows = [o for o in rows if o.pricing == pricing]
+    key = {"gpu-hour": lambda o: o.usd_per_gpu_hour, "hour": lambda o: o.usd_per_hour,
+           "provider": lambda o: (o.provider, o.instance), "gpu": lambda o: (o.gpu, o.usd_per_gpu_hour)}[sort_key]
+    _emit(ctx, records.offer_list(sorted(rows, key=key)), as_json, tables.offers_table)
+
+
 # ---------------------------------------------------------------------------------------------- model
 
 @cli.group()
@@ -249,7 +293,7 @@ def _parse_assumptions(items: tuple[str, ...], base=None):
 @cli.command()
 @click.argument("model_name", metavar="MODEL")
 @click.option("--gpu", "gpu_name", required=True, help="Accelerator id or alias (gpuplan gpus list).")
-@click.option("--gpus", type=int, default=1, show_default=True, help="Number of GPUs.")
+@click.option("--gpus", type=int, help="Number of GPUs [default: tp x pp x cp, or what --deadline needs].")
 @click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel degree.")
 @click.option("--pp", type=int, default=1, show_default=True, help="Pipeline-parallel degree.")
 @click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel degree.")
@@ -279,6 +323,16 @@ def _parse_assumptions(items: tuple[str, ...], base=None):
 @click.option("--quant", type=click.Choice(["nf4", "int8"]), help="Quantized frozen base (qlora implies nf4).")
 @click.option("--assume", "assume", multiple=True, metavar="NAME=VALUE",
               help="Override an assumption, e.g. cuda_context_bytes=1GiB (names in the --json output).")
+@click.option("--tokens", help="Training tokens, e.g. 2T: adds FLOPs, time, GPU-hours and cost.")
+@click.option("--epochs", type=float, default=1.0, show_default=True)
+@click.option("--mfu", type=float, help="Model FLOPs utilization to assume instead of predicting it (0-1).")
+@click.option("--deadline", help="Finish within, e.g. 30d: picks the GPU count (instead of --gpus).")
+@click.option("--offer", "offer_id", help="Price with this offer (gpuplan offers list).")
+@click.option("--usd-per-gpu-hour", "price", help="Price per GPU-hour, e.g. $2.5/h (instead of --offer).")
+@click.option("--virtual-stages", type=int, default=1, show_default=True,
+              help="Interleaved pipeline chunks per GPU (Megatron virtual pipeline).")
+@click.option("--rank", is_flag=True, help="Rank every offer that can run the job by cost and time.")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="With --rank: write an HTML chart.")
 @click.option("--require-fit", is_flag=True, help="Exit with code 3 when the job does not fit.")
 @_json_option
 @click.pass_context
@@ -286,8 +340,14 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
           sequence_parallel: bool, zero: int, fsdp: bool, offload: str, micro_batch: int, global_batch: int | None,
           seq_len: int | None, recompute: str, flash_attention: bool, dropout: bool, precision: str, recipe: str,
           optimizer: str, method: str, lora_rank: int, lora_targets: str, quant: str | None,
-          assume: tuple[str, ...], require_fit: bool, as_json: bool) -> None:
-    """Will training or fine-tuning MODEL fit? Memory per GPU, itemized, with the largest micro-batch."""
+          assume: tuple[str, ...], tokens: str | None, epochs: float, mfu: float | None, deadline: str | None,
+          offer_id: str | None, price: str | None, virtual_stages: int, rank: bool, plot: Path | None,
+          require_fit: bool, as_json: bool) -> None:
+    """Will training or fine-tuning MODEL fit, how long will it take and what will it cost?
+
+    Memory per GPU, itemized, with the largest micro-batch; with --tokens also FLOPs, predicted step time
+    and MFU, time to train, GPU-hours and cost; --deadline picks the GPU count; --rank compares offers.
+    """
     from ..catalog import resolve_model
     from ..estimate.memory import training_memory
     from ..estimate.params import count_params
@@ -296,7 +356,28 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
     from ..spec.model import ModelSpec
     from ..spec.training import Parallelism, TrainingJob
 
-    assumptions = _parse_assumptions(assume)
+    from ..estimate.memory import MemoryAssumptions
+    from ..estimate.steptime import StepAssumptions
+    from ..units import parse_duration, parse_tokens, parse_usd_per_hour
+
+    memory_names = set(MemoryAssumptions.SOURCES)
+    assumptions = _parse_assumptions(tuple(x for x in assume if x.partition("=")[0] in memory_names))
+    step_assumptions = _parse_assumptions(tuple(x for x in assume if x.partition("=")[0] not in memory_names),
+                                          StepAssumptions())
+    if (deadline or rank or mfu is not None or offer_id or price or plot) and not tokens:
+        raise click.BadParameter("--deadline, --rank, --mfu, --offer, --usd-per-gpu-hour and --plot need --tokens",
+                                 param_hint="--tokens")
+    if deadline and gpus is not None:
+        raise click.BadParameter("give --gpus or --deadline (which picks the GPU count), not both", param_hint="--deadline")
+    if offer_id and price:
+        raise click.BadParameter("give --offer or --usd-per-gpu-hour, not both", param_hint="--offer")
+    if plot and not rank:
+        raise click.BadParameter("--plot draws the --rank comparison; add --rank", param_hint="--plot")
+    if mfu is not None and not 0 < mfu <= 1:
+        raise click.BadParameter(f"{mfu} is not a fraction in (0, 1]", param_hint="--mfu")
+    if virtual_stages < 1:
+        raise click.BadParameter("must be 1 or more", param_hint="--virtual-stages")
+    gpus = gpus if gpus is not None else tp * pp * cp
     if fsdp:
         if zero not in (0, 3):
             raise click.BadParameter("--fsdp is ZeRO-3 sharding; drop --zero or use --zero 3", param_hint="--fsdp")
@@ -310,10 +391,40 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
                       lora_targets=tuple(t.strip() for t in lora_targets.split(",") if t.strip()), quant=quant,
                       recompute=recompute, flash_attention=flash_attention, dropout=dropout, fsdp=fsdp)
     accelerator = ctx.obj.accelerators().get(gpu_name)
+    plan = None
+    if tokens:
+        from ..plan.training import plan_training, rank_offers
+
+        n_tokens = parse_tokens(tokens)
+        deadline_s = parse_duration(deadline, "--deadline") if deadline else None
+        if rank:
+            ranked = rank_offers(model, [o for o in ctx.obj.offers()], ctx.obj.accelerators(), layout, job, n_tokens,
+                                 epochs, mfu=mfu, deadline_s=deadline_s, memory_assumptions=assumptions,
+                                 step_assumptions=step_assumptions)
+            record = records.offer_ranking(model, layout, job, n_tokens, epochs, ranked)
+            if plot:
+                from ..render.plot import ranking_html
+
+                plot.write_text(ranking_html(record), encoding="utf-8")
+            _emit(ctx, record, as_json, tables.offer_ranking)
+            if require_fit and not any(r.fits for r in ranked):
+                raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
+            return
+        offer = ctx.obj.offers().get(offer_id) if offer_id else None
+        if offer is not None and offer.gpu != accelerator.id:
+            raise click.BadParameter(f"offer '{offer.id}' is {offer.gpu_count} x {offer.gpu}, not {accelerator.id}",
+                                     param_hint="--offer")
+        plan = plan_training(model, accelerator, layout, job, n_tokens, epochs, mfu=mfu, deadline_s=deadline_s,
+                             usd_per_gpu_hour=parse_usd_per_hour(price, "--usd-per-gpu-hour") if price else None,
+                             offer=offer, step_assumptions=step_assumptions, virtual_stages=virtual_stages)
+        layout = plan.layout
     report = training_memory(model, accelerator, layout, job, assumptions)
     params = count_params(model).total if isinstance(model, ModelSpec) else model.params
     rule = (training_rule if job.method == "full" else inference_rule)(params, accelerator.usable_memory_bytes)
-    _emit(ctx, records.training_record(model, accelerator, layout, job, report, rule), as_json, tables.train_report)
+    record = records.training_record(model, accelerator, layout, job, report, rule)
+    if plan is not None:
+        record = records.with_training_plan(record, plan, step_assumptions)
+    _emit(ctx, record, as_json, tables.train_report)
     if require_fit and not report.fits:
         raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
 

@@ -213,7 +213,9 @@ def training_step(model: ModelSpec, gpu: Accelerator, layout: Parallelism, job: 
             tp * pp * cp >= a.gpus_per_node
         dp_bw = scale_out if inter_node else link
         t_dp = _allreduce_s(grad_bytes, dp_group, dp_bw, a.collective_latency_s)
-        overlap = (recipe.name == "amp") if overlap_dp is None else overlap_dp
+        # torch DDP buckets, DeepSpeed overlap_comm (set by Hugging Face's ZeRO configs) and FSDP overlap the
+        # reduction with backward; Megatron's default (overlap_grad_reduce=False) does not
+        overlap = recipe.name in ("amp", "deepspeed", "fsdp") if overlap_dp is None else overlap_dp
         hidden = min(t_dp, sum(bwd.values()) * layers_here) if overlap else 0.0  # the last micro-batch's backward
         parts["dp_comm"] = t_dp - hidden
     # ---- optimizer step

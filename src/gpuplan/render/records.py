@@ -201,3 +201,57 @@ def serving_rank(model, job, options, skipped) -> dict:
                   "max_concurrent_sequences": o.report.max_concurrent_sequences} for o in options],
         not_possible=[{"gpu": g, "weights": w, "reason": r} for g, w, r in skipped],
     )
+
+
+def offer_list(offers) -> dict:
+    return envelope("offers.list", offers=[o.to_dict() for o in offers])
+
+
+def _plan_dict(plan) -> dict:
+    step = plan.step
+    return {
+        "compute": {"flops_per_token": plan.compute.flops_per_token, "total_flops": plan.compute.total_flops,
+                    "tokens": plan.compute.tokens, "epochs": plan.compute.epochs,
+                    "convention": "model FLOPs, PaLM appendix B: 6N + 12*L*H*Q*T per token, no recompute"},
+        "time": {"step_s": step.iteration_s if step else None, "mfu": plan.time.mfu, "mfu_source": plan.mfu_source,
+                 "seconds": plan.time.seconds, "gpu_hours": plan.time.gpu_hours, "gpus": plan.time.gpus,
+                 "tokens_per_s": step.tokens_per_s if step else None,
+                 "step_parts_s": dict(step.parts) if step else None,
+                 "matmul_efficiency": step.matmul_efficiency if step else None,
+                 "matmul_efficiency_source": step.matmul_efficiency_source if step else None,
+                 "peak_flops_per_s": plan.time.peak_flops_per_s},
+        "cost": {"usd": plan.usd, "usd_per_gpu_hour": plan.usd_per_gpu_hour,
+                 "offer": plan.offer.to_dict() if plan.offer else None},
+        "seed_rule": {"constant": plan.seed_rule_constant, "gpus": plan.seed_rule_gpus,
+                      "formula": "GPUs = tokens_B x epochs x params_B x C / hours, C = 6e18 / (3600 x peak x MFU)"},
+    }
+
+
+def with_training_plan(record: dict, plan, step_assumptions) -> dict:
+    """``gpuplan train --tokens``: the memory record plus compute, time and cost."""
+    out = dict(record)
+    out.update(_plan_dict(plan))
+    out["assumptions"] = record["assumptions"] + [x.to_dict() for x in step_assumptions.items()]
+    return out
+
+
+def offer_ranking(model, layout, job, tokens, epochs, ranked) -> dict:
+    """``gpuplan train --rank``: offers that can run the job, cheapest first, and those that cannot."""
+    from ..plan.training import pareto_front
+
+    fit = [r for r in ranked if r.fits]
+    front = set(pareto_front([(r.plan.time.seconds, r.plan.usd) for r in fit]))
+    rows = []
+    for i, r in enumerate(fit):
+        rows.append({"offer": r.offer.to_dict(), "gpu": r.gpu.id, "gpus": r.plan.layout.gpus, "mfu": r.plan.time.mfu,
+                     "seconds": r.plan.time.seconds, "gpu_hours": r.plan.time.gpu_hours, "usd": r.plan.usd,
+                     "pareto": i in front})
+    return envelope(
+        "train.rank",
+        model={"id": model.id}, tokens=tokens, epochs=epochs,
+        layout={"gpus": layout.gpus, "tp": layout.tp, "pp": layout.pp, "cp": layout.cp, "zero": layout.zero},
+        job={"micro_batch": job.micro_batch, "seq_len": job.seq_len, "precision": job.precision,
+             "method": job.method},
+        options=rows,
+        cannot_run=[{"offer": r.offer.id, "gpu": r.gpu.id, "reason": r.reason} for r in ranked if not r.fits],
+    )

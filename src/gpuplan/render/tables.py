@@ -269,6 +269,8 @@ def train_report(record: dict) -> Group:
     parts.append(Text(f"rule of thumb ({rule['formula']}): {rule['total_bytes'] / GB:,.0f} GB for the job, "
                       f"{rule['per_gpu_bytes'] / GB:,.1f} GB per GPU over {lay['gpus']}; at least {rule['min_gpus']} "
                       f"x {gpu['id']}. {rule['explanation']}", style="dim"))
+    if "time" in record:
+        parts += _time_and_cost(record)
     for n in record["notes"]:
         parts.append(Text(f"note: {n}", style="dim"))
     parts.append(_assumptions_line(record))
@@ -353,4 +355,67 @@ def serve_rank(record: dict) -> Group:
                           "(listed in --json under not_possible)", style="dim"))
     parts.append(Text("Costs need per-GPU prices: pass one GPU with --usd-per-gpu-hour, or wait for the offers catalog.",
                       style="dim"))
+    return Group(*parts)
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 86400:
+        return f"{seconds / 86400:,.1f} days"
+    if seconds >= 3600:
+        return f"{seconds / 3600:,.1f} h"
+    return f"{seconds:,.1f} s"
+
+
+def _time_and_cost(record: dict) -> list:
+    """The --tokens part of ``train``: FLOPs, step time by part, MFU, time, GPU-hours, cost, seed rule."""
+    c, t, cost, seed = record["compute"], record["time"], record["cost"], record["seed_rule"]
+    out: list = [Text(f"compute: {c['tokens']:.3g} tokens x {c['epochs']:g} epochs x {c['flops_per_token']:.4g} "
+                      f"FLOPs/token = {c['total_flops']:.4g} FLOPs ({c['convention']})", style="bold")]
+    if t["step_parts_s"]:
+        out.append(Text(f"one step: {t['step_s']:,.2f} s ({t['tokens_per_s']:,.0f} tokens/s)", style="bold"))
+        st = Table(box=box.SIMPLE_HEAD, header_style="bold")
+        st.add_column("part")
+        st.add_column("seconds", justify="right")
+        st.add_column("share", justify="right")
+        for k, v in t["step_parts_s"].items():
+            st.add_row(k, f"{v:,.3f}", f"{100 * v / t['step_s']:.1f}%")
+        out.append(st)
+        out.append(Text(f"matmul efficiency {t['matmul_efficiency']:.1%}: {t['matmul_efficiency_source']}", style="dim"))
+    out.append(Text(f"MFU {t['mfu']:.1%} ({t['mfu_source']}); time to train {_duration(t['seconds'])} on "
+                    f"{t['gpus']:,} GPUs = {t['gpu_hours']:,.0f} GPU-hours", style="bold green"))
+    if cost["usd"] is not None:
+        o = cost["offer"]
+        where = f" ({o['provider']} {o['instance']}, {o['pricing']}, {o['price_date']})" if o else ""
+        out.append(Text(f"cost ${cost['usd']:,.0f} at ${cost['usd_per_gpu_hour']:.2f}/GPU-hour{where}", style="bold"))
+    rule = f"; for this deadline the rule says {seed['gpus']:.1f} GPUs" if seed["gpus"] else ""
+    out.append(Text(f"seed rule constant for this GPU and MFU: {seed['constant']:.2f} (13.3 for A100 at 40 %){rule}",
+                    style="dim"))
+    return out
+
+
+def offers_table(record: dict) -> Table:
+    t = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    headers = [("provider", "left"), ("instance", "left"), ("gpu", "left"), ("n", "right"), ("$/h", "right"),
+               ("$/GPU-h", "right"), ("pricing", "left"), ("date", "left"), ("region", "left")]
+    rows = [[o["provider"], o["instance"], o["gpu"], str(o["gpu_count"]), f"{o['usd_per_hour']:,.2f}",
+             f"{o['usd_per_gpu_hour']:,.2f}", o["pricing"], o["price_date"], o["region"]] for o in record["offers"]]
+    _fixed_columns(t, rows, headers, flexible="region")
+    t.caption = "Prices change: each row carries its date and source (--json)."
+    return t
+
+
+def offer_ranking(record: dict) -> Group:
+    t = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    headers = [("#", "right"), ("provider", "left"), ("instance", "left"), ("gpu", "left"), ("GPUs", "right"),
+               ("MFU", "right"), ("time", "right"), ("GPU-hours", "right"), ("cost $", "right"), ("pareto", "left")]
+    rows = [[str(i), o["offer"]["provider"], o["offer"]["instance"] + ("" if o["offer"]["pricing"] == "on-demand"
+                                                                       else f" ({o['offer']['pricing']})"),
+             o["gpu"], str(o["gpus"]), f"{o['mfu']:.0%}", _duration(o["seconds"]), f"{o['gpu_hours']:,.0f}",
+             f"{o['usd']:,.0f}", "*" if o["pareto"] else ""] for i, o in enumerate(record["options"], 1)]
+    _fixed_columns(t, rows, headers, flexible="instance")
+    parts: list = [Text(f"{record['model']['id']}: {record['tokens']:.3g} tokens; cheapest first; * = on the "
+                        "time/cost Pareto front", style="bold"), t]
+    if record["cannot_run"]:
+        parts.append(Text(f"{len(record['cannot_run'])} offers cannot run it as laid out (reasons in --json "
+                          "under cannot_run)", style="dim"))
     return Group(*parts)

@@ -1,0 +1,136 @@
+"""Plan a training run: step time and MFU (predicted from the layout, or given), time to train,
+GPUs for a deadline, GPU-hours and cost; and the ranking of offers that can run it. Pure."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Iterable
+
+from ..errors import GpuplanError, JobError
+from ..estimate.memory import MemoryAssumptions, training_memory
+from ..estimate.steptime import StepAssumptions, StepTime, training_step
+from ..estimate.time import (TrainingCompute, TrainingTime, gpus_for_deadline, peak_for, seed_rule_constant,
+                             seed_rule_gpus, time_to_train, training_compute)
+from ..spec.accelerator import Accelerator
+from ..spec.model import ModelSpec, ParamsOnlyModel
+from ..spec.offer import Offer
+from ..spec.training import Parallelism, TrainingJob
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    compute: TrainingCompute
+    step: StepTime | None
+    time: TrainingTime
+    mfu_source: str
+    layout: Parallelism
+    usd_per_gpu_hour: float | None
+    offer: Offer | None
+    seed_rule_constant: float
+    seed_rule_gpus: float | None
+
+    @property
+    def usd(self) -> float | None:
+        return None if self.usd_per_gpu_hour is None else self.time.gpu_hours * self.usd_per_gpu_hour
+
+
+def _job_for_step(job: TrainingJob, layout: Parallelism) -> TrainingJob:
+    """A job with a global batch (the step model needs micro-batches per step): at least pp micro-batches."""
+    if job.global_batch is not None:
+        return job
+    return replace(job, global_batch=job.micro_batch * layout.dp * max(1, layout.pp))
+
+
+def predict_mfu(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a: StepAssumptions,
+                virtual_stages: int = 1) -> tuple[float, StepTime | None, str]:
+    """MFU from the step-time model (needs the architecture); a bare count gets no prediction."""
+    if not isinstance(model, ModelSpec):
+        raise JobError("predicting MFU needs the architecture; give a model id or config.json, or pass --mfu")
+    step = training_step(model, gpu, layout, _job_for_step(job, layout), a, virtual_stages)
+    return step.mfu, step, "predicted from the layout (step-time model)"
+
+
+def plan_training(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: Parallelism, job: TrainingJob,
+                  tokens: float, epochs: float = 1.0, *, mfu: float | None = None, deadline_s: float | None = None,
+                  usd_per_gpu_hour: float | None = None, offer: Offer | None = None,
+                  step_assumptions: StepAssumptions = StepAssumptions(), virtual_stages: int = 1) -> TrainingPlan:
+    """Time and cost of training ``tokens`` x ``epochs``; with ``deadline_s`` the GPU count is chosen
+    (data parallelism grows over the layout's model-parallel group, in whole offers/nodes)."""
+    compute = training_compute(model, job.seq_len, tokens, epochs)
+    peak = peak_for(gpu, job.precision)
+    if offer is not None:
+        usd_per_gpu_hour = offer.usd_per_gpu_hour
+    if deadline_s is not None:
+        group = layout.tp * layout.pp * layout.cp
+        unit = math.lcm(group, offer.gpu_count if offer else 1)
+        gpus = unit
+        for _ in range(64):  # MFU falls as data parallelism grows: iterate to a fixed point
+            trial = replace(layout, gpus=gpus)
+            m = mfu if mfu is not None else predict_mfu(model, gpu, trial, job, step_assumptions, virtual_stages)[0]
+            need = gpus_for_deadline(compute.total_flops, deadline_s, peak, m, unit)
+            if need <= gpus:
+                break
+            gpus = need
+        layout = replace(layout, gpus=gpus)
+    if mfu is not None:
+        step, source = None, "given (--mfu)"
+        if isinstance(model, ModelSpec):
+            step = training_step(model, gpu, layout, _job_for_step(job, layout), step_assumptions, virtual_stages)
+    else:
+        mfu, step, source = predict_mfu(model, gpu, layout, job, step_assumptions, virtual_stages)
+    t = time_to_train(compute.total_flops, layout.gpus, peak, mfu)
+    params = model.params if isinstance(model, ParamsOnlyModel) else None
+    if params is None:
+        from ..estimate.params import count_params
+
+        params = count_params(model).total
+    rule = seed_rule_gpus(params, tokens, epochs, deadline_s / 3600, peak, mfu) if deadline_s else None
+    return TrainingPlan(compute, step, t, source, layout, usd_per_gpu_hour, offer, seed_rule_constant(peak, mfu), rule)
+
+
+@dataclass(frozen=True)
+class RankedOffer:
+    offer: Offer
+    gpu: Accelerator
+    plan: TrainingPlan | None
+    fits: bool
+    reason: str
+
+
+def rank_offers(model, offers: Iterable[Offer], accelerators, layout: Parallelism, job: TrainingJob, tokens: float,
+                epochs: float = 1.0, *, mfu: float | None = None, deadline_s: float | None = None,
+                memory_assumptions: MemoryAssumptions = MemoryAssumptions(),
+                step_assumptions: StepAssumptions = StepAssumptions()) -> list[RankedOffer]:
+    """Every offer that can run the job on ``layout`` (GPU count rounded to whole instances), by cost;
+    those whose GPU cannot hold it come last with the reason."""
+    out: list[RankedOffer] = []
+    for offer in offers:
+        gpu = accelerators.get(offer.gpu)
+        gpus = math.ceil(layout.gpus / offer.gpu_count) * offer.gpu_count
+        group = layout.tp * layout.pp * layout.cp
+        gpus = math.ceil(gpus / group) * group
+        try:
+            lay = replace(layout, gpus=gpus)
+            mem = training_memory(model, gpu, lay, job, memory_assumptions, find_max_batch=False)
+            if not mem.fits:
+                out.append(RankedOffer(offer, gpu, None, False, mem.reasons[0]))
+                continue
+            plan = plan_training(model, gpu, lay, job, tokens, epochs, mfu=mfu, deadline_s=deadline_s, offer=offer,
+                                 step_assumptions=step_assumptions)
+            out.append(RankedOffer(offer, gpu, plan, True, ""))
+        except GpuplanError as e:
+            out.append(RankedOffer(offer, gpu, None, False, str(e)))
+    out.sort(key=lambda r: (not r.fits, r.plan.usd if r.plan and r.plan.usd is not None else math.inf))
+    return out
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats on both (time, cost), lower being better: sorted by
+    time (then cost), a point is on the front when it is cheaper than every faster one. O(n log n)."""
+    front, best_cost = [], math.inf
+    for i in sorted(range(len(points)), key=lambda k: points[k]):
+        if points[i][1] < best_cost:
+            front.append(i)
+            best_cost = points[i][1]
+    return sorted(front)
