@@ -450,6 +450,7 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
 @click.option("--qps", help="Requests per second to serve (sizes the fleet).")
 @click.option("--qpm", help="Requests per minute to serve (sizes the fleet).")
 @click.option("--usd-per-gpu-hour", "price", help="GPU price, e.g. $2.5/h, for $ per million tokens.")
+@click.option("--offer", "offer_id", help="Price with this offer (gpuplan offers list) instead of --usd-per-gpu-hour.")
 @click.option("--engine", type=click.Choice(["server", "compiled"]), default="server", show_default=True,
               help="server: continuous-batching engine (vLLM-like); compiled: one CUDA-graph stream (gpt-fast-like).")
 @click.option("--assume", "assume", multiple=True, metavar="NAME=VALUE", help="Override an assumption.")
@@ -461,8 +462,8 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
 def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, replicas: int, weights: str,
           kv_cache: str, prompt_tokens: int, output_tokens: int, batch: int | None, concurrency: int | None,
           context: int | None, max_tpot: str | None, max_ttft: str | None, qps: str | None, qpm: str | None,
-          price: str | None, engine: str, assume: tuple[str, ...], rank: bool, require_fit: bool,
-          as_json: bool) -> None:
+          price: str | None, offer_id: str | None, engine: str, assume: tuple[str, ...], rank: bool,
+          require_fit: bool, as_json: bool) -> None:
     """Serving MODEL: memory, latency (TTFT, TPOT), throughput, GPUs for a load, and $ per million tokens.
 
     With --rank, --gpu names the GPUs to compare (comma-separated, or 'all').
@@ -487,14 +488,15 @@ def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, 
     assumptions = _parse_assumptions(assume, assumptions_for(job)) if assume else None
     model = resolve_model(model_name, ctx.obj.models())
     if rank:
-        from ..plan.serving import rank_serving
+        from ..plan.serving import cheapest_on_demand, rank_serving
         from ..spec.model import ModelSpec
 
         if not isinstance(model, ModelSpec):
             raise click.BadParameter("--rank needs the architecture; give a model id or config.json", param_hint="MODEL")
         registry = ctx.obj.accelerators()
         gpus = list(registry) if gpu_name == "all" else [registry.get(g.strip()) for g in gpu_name.split(",")]
-        options, skipped = rank_serving(model, gpus, job, assumptions=assumptions)
+        options, skipped = rank_serving(model, gpus, job, assumptions=assumptions,
+                                        prices=cheapest_on_demand(ctx.obj.offers()))
         _emit(ctx, records.serving_rank(model, job, options, skipped), as_json, tables.serve_rank)
         if require_fit and not options:
             raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
@@ -502,12 +504,80 @@ def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, 
     accelerator = ctx.obj.accelerators().get(gpu_name)
     report = serving_plan(model, accelerator, layout, job, assumptions)
     fleet = fleet_for(report, layout, job, rate)
-    cost = cost_per_million(report, layout, job, parse_usd_per_hour(price, "--usd-per-gpu-hour")) if price else None
+    if offer_id and price:
+        raise click.BadParameter("give --offer or --usd-per-gpu-hour, not both", param_hint="--offer")
+    cost = None
+    if offer_id:
+        offer = ctx.obj.offers().get(offer_id)
+        if offer.gpu != accelerator.id:
+            raise click.BadParameter(f"offer '{offer.id}' is {offer.gpu_count} x {offer.gpu}, not {accelerator.id}",
+                                     param_hint="--offer")
+        cost = cost_per_million(report, layout, job, offer.usd_per_gpu_hour) | {"offer": offer.to_dict()}
+    elif price:
+        cost = cost_per_million(report, layout, job, parse_usd_per_hour(price, "--usd-per-gpu-hour"))
     rule = inference_rule(count_params(model).total, accelerator.usable_memory_bytes)
     record = records.serving_record(model, accelerator, layout, job, report, fleet, cost, rule, rate)
     _emit(ctx, record, as_json, tables.serve_report)
     if require_fit and report.reasons:
         raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
+
+
+# ---------------------------------------------------------------------------------------------- tco
+
+@cli.command()
+@click.option("--gpu", "gpu_name", required=True, help="Accelerator id or alias.")
+@click.option("--gpus", type=int, default=8, show_default=True, help="GPUs bought (and rented instead).")
+@click.option("--years", type=float, help="Period compared [default: the depreciation life].")
+@click.option("--utilization", type=float, default=0.7, show_default=True,
+              help="Share of the hours the GPUs do paid work (0-1).")
+@click.option("--purchase-usd-per-gpu", "purchase", help="GPU price, e.g. 30000 [default: the data file's estimate].")
+@click.option("--server-usd-per-gpu", "server", help="Server share per GPU [default: data file, or the overhead fraction].")
+@click.option("--pue", type=float, help="Power usage effectiveness of the facility.")
+@click.option("--usd-per-kwh", type=float, help="Electricity price.")
+@click.option("--hosting-usd-per-kw-month", "hosting", type=float, help="Colocation price per kW of IT load.")
+@click.option("--staff-usd-per-gpu-year", "staff", type=float, default=0.0, show_default=True,
+              help="Operations staff per GPU per year (no sourced default: 0 unless given).")
+@click.option("--cost-of-capital", type=float, help="Annual interest rate on the purchase.")
+@_json_option
+@click.pass_context
+def tco(ctx: click.Context, gpu_name: str, gpus: int, years: float | None, utilization: float, purchase: str | None,
+        server: str | None, pue: float | None, usd_per_kwh: float | None, hosting: float | None, staff: float,
+        cost_of_capital: float | None, as_json: bool) -> None:
+    """Rent or buy: yearly cost of owning GPUs against every rental offer, and the break-even utilization."""
+    from ..catalog.ownership import load_ownership
+    from ..estimate.tco import Ownership, ownership_cost
+    from ..render import records, tables
+    from ..units import parse_usd_per_hour
+
+    if gpus < 1:
+        raise click.BadParameter("must be 1 or more", param_hint="--gpus")
+    accelerator = ctx.obj.accelerators().get(gpu_name)
+    data = load_ownership()
+    d = data.defaults
+    row = next((p for p in data.purchase if p.gpu == accelerator.id), None)
+    if purchase is None and row is None:
+        raise click.BadParameter(f"no purchase price on file for {accelerator.id}; give --purchase-usd-per-gpu",
+                                 param_hint="--purchase-usd-per-gpu")
+    if accelerator.tdp_w is None:
+        raise click.BadParameter(f"{accelerator.id} has no published TDP; its power cost cannot be estimated",
+                                 param_hint="--gpu")
+    price = parse_usd_per_hour(purchase, "--purchase-usd-per-gpu") if purchase else row.usd_per_gpu
+    if server is not None:
+        server_usd = parse_usd_per_hour(server, "--server-usd-per-gpu")
+    elif row is not None and row.server_usd_per_gpu and purchase is None:
+        server_usd = row.server_usd_per_gpu - row.usd_per_gpu  # the server price per GPU includes the GPU
+    else:
+        server_usd = price * d.server_overhead_fraction
+    case = Ownership(purchase_usd=price, server_usd=max(0.0, server_usd), tdp_w=accelerator.tdp_w,
+                     host_power_factor=d.host_power_factor, pue=pue if pue is not None else d.pue,
+                     usd_per_kwh=usd_per_kwh if usd_per_kwh is not None else d.usd_per_kwh,
+                     hosting_usd_per_kw_month=hosting if hosting is not None else d.hosting_usd_per_kw_month,
+                     staff_usd_per_year=staff, years=years if years is not None else d.depreciation_years,
+                     cost_of_capital=cost_of_capital if cost_of_capital is not None else d.cost_of_capital,
+                     utilization=utilization)
+    cost = ownership_cost(case)
+    offers = sorted((o for o in ctx.obj.offers() if o.gpu == accelerator.id), key=lambda o: o.usd_per_gpu_hour)
+    _emit(ctx, records.tco_record(accelerator, gpus, case, cost, offers, row, data), as_json, tables.tco_report)
 
 
 # ------------------------------------------------------------------------------------------- entry

@@ -46,6 +46,7 @@ class InferenceAssumptions:
     cuda_context_bytes: int = 500 * MiB
     cuda_graph_bytes: int = 512 * MiB
     prefill_chunk_tokens: int = 8192
+    max_num_seqs: int = 256
 
     SOURCES = MappingProxyType({
         "memory_bandwidth_efficiency": ("fraction of datasheet bandwidth", "gpt-fast README: ~1700 GB/s empirical "
@@ -84,13 +85,15 @@ class InferenceAssumptions:
         "prefill_chunk_tokens": ("tokens", "tokens a server prefills per step: vLLM's max_num_batched_tokens, 8192 "
                                  "for its server on large GPUs (vllm/engine/arg_utils.py get_batch_defaults); sizes "
                                  "the activation workspace"),
+        "max_num_seqs": ("sequences", "most sequences a server batches at once: vLLM's max_num_seqs, 256 "
+                         "(vllm/engine/arg_utils.py; 1024 on large GPUs in newer releases)"),
     })
 
     def __post_init__(self) -> None:
         check_assumptions(self, fractions=("memory_bandwidth_efficiency", "compute_efficiency", "link_efficiency",
                                            "gpu_memory_utilization"),
                           ranges={"int8_kernel_bandwidth_factor": (1, 10), "int4_kernel_bandwidth_factor": (1, 10),
-                                  "prefill_chunk_tokens": (1, 10**7)})
+                                  "prefill_chunk_tokens": (1, 10**7), "max_num_seqs": (1, 10**6)})
         for name in ("memory_bandwidth_efficiency", "compute_efficiency", "link_efficiency", "gpu_memory_utilization"):
             if getattr(self, name) == 0:
                 raise JobError(f"assumption {name} must be more than 0")
@@ -339,10 +342,11 @@ def serving_plan(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: S
 
     notes: list[str] = []
     requested = job.batch or job.concurrency
+    cap = max(1, min(max_seqs, a.max_num_seqs if job.engine == "server" else max_seqs))
     if requested:
         batch = requested
     elif job.max_tpot_s is not None or job.max_ttft_s is not None:
-        lo, hi = 0, max(1, max_seqs)  # largest batch in [1, max_seqs] that meets the targets (monotonic)
+        lo, hi = 0, cap  # largest batch in [1, cap] that meets the targets (latency grows with the batch)
         while lo < hi:
             mid = (lo + hi + 1) // 2
             if meets(mid):
@@ -352,6 +356,10 @@ def serving_plan(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: S
         batch = max(1, lo)
         if not lo:
             notes.append("no batch meets the latency targets; showing batch 1")
+    elif job.engine == "server":
+        batch = cap
+        notes.append(f"no --batch/--concurrency/--max-tpot: the server runs as many sequences as fit, up to "
+                     f"max_num_seqs={a.max_num_seqs}: {batch}")
     else:
         batch = 1
     parts["kv_cache"] = per_seq_kv * batch

@@ -24,16 +24,29 @@ class ServingOption:
     weights: str
     tp: int
     report: ServingReport
+    usd_per_gpu_hour: float | None = None
+    offer_id: str | None = None
 
     @property
     def tokens_per_s_per_gpu(self) -> float:
         return self.report.tokens_per_s / self.tp
 
+    @property
+    def usd_per_million_output_tokens(self) -> float | None:
+        """GPU cost of a million output tokens (the whole replica's time; prefill included)."""
+        if self.usd_per_gpu_hour is None:
+            return None
+        return self.usd_per_gpu_hour * self.tp / 3600 / self.report.tokens_per_s * 1e6
+
 
 def rank_serving(model: ModelSpec, gpus: Iterable[Accelerator], job: ServingJob,
                  formats: Iterable[str] = RANK_FORMATS, assumptions: InferenceAssumptions | None = None,
+                 prices: dict[str, tuple[float, str]] | None = None,
                  ) -> tuple[list[ServingOption], list[tuple[str, str, str]]]:
-    """(options that fit and meet the targets, best first by tokens/s per GPU; (gpu, format, why not) for the rest).
+    """(options that fit and meet the targets; (gpu, format, why not) for the rest).
+
+    Ordered by $ per million output tokens where ``prices`` (gpu id -> ($/GPU-hour, offer id)) has the
+    GPU, those without a price after, each group by tokens/s per GPU.
 
     Each option uses the smallest tp in 1, 2, 4, 8 (dividing the model's heads, within the device's
     scale-up link: tp > 1 needs one) at which the weights and one sequence fit.
@@ -60,8 +73,21 @@ def rank_serving(model: ModelSpec, gpus: Iterable[Accelerator], job: ServingJob,
                     break
                 why = r.reasons[0] if r.reasons else "no room for one sequence"
             if found:
+                price = (prices or {}).get(gpu.id)
+                if price:
+                    found = ServingOption(gpu, fmt, found.tp, found.report, price[0], price[1])
                 options.append(found)
             else:
                 skipped.append((gpu.id, fmt, why))
-    options.sort(key=lambda o: -o.tokens_per_s_per_gpu)
+    options.sort(key=lambda o: (o.usd_per_million_output_tokens is None, o.usd_per_million_output_tokens or 0.0,
+                                -o.tokens_per_s_per_gpu))
     return options, skipped
+
+
+def cheapest_on_demand(offers) -> dict[str, tuple[float, str]]:
+    """gpu id -> (lowest on-demand $ per GPU-hour, its offer id)."""
+    out: dict[str, tuple[float, str]] = {}
+    for o in offers:
+        if o.pricing == "on-demand" and (o.gpu not in out or o.usd_per_gpu_hour < out[o.gpu][0]):
+            out[o.gpu] = (o.usd_per_gpu_hour, o.id)
+    return out

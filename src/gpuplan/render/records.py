@@ -196,6 +196,8 @@ def serving_rank(model, job, options, skipped) -> dict:
              "max_tpot_s": job.max_tpot_s, "max_ttft_s": job.max_ttft_s,
              "batch": job.batch, "concurrency": job.concurrency},
         options=[{"gpu": o.gpu.id, "weights": o.weights, "tp": o.tp, "batch": o.report.batch,
+                  "usd_per_gpu_hour": o.usd_per_gpu_hour, "offer": o.offer_id,
+                  "usd_per_million_output_tokens": o.usd_per_million_output_tokens,
                   "ttft_s": o.report.ttft_s, "tpot_s": o.report.tpot_s, "tokens_per_s": o.report.tokens_per_s,
                   "tokens_per_s_per_gpu": o.tokens_per_s_per_gpu,
                   "max_concurrent_sequences": o.report.max_concurrent_sequences} for o in options],
@@ -254,4 +256,30 @@ def offer_ranking(model, layout, job, tokens, epochs, ranked) -> dict:
              "method": job.method},
         options=rows,
         cannot_run=[{"offer": r.offer.id, "gpu": r.gpu.id, "reason": r.reason} for r in ranked if not r.fits],
+    )
+
+
+def tco_record(gpu, gpus, case, cost, offers, purchase_row, data) -> dict:
+    """``gpuplan tco``: owning vs renting ``gpus`` GPUs over ``case.years``."""
+    hours_used = 8760 * case.utilization * case.years * gpus
+    owned_total = cost.per_year * case.years * gpus
+    rentals = []
+    for o in offers:
+        u = cost.break_even_utilization(o.usd_per_gpu_hour)
+        rentals.append({"offer": o.id, "provider": o.provider, "instance": o.instance, "pricing": o.pricing,
+                        "price_date": o.price_date, "usd_per_gpu_hour": o.usd_per_gpu_hour,
+                        "rent_usd": o.usd_per_gpu_hour * hours_used, "owning_saves_usd":
+                        o.usd_per_gpu_hour * hours_used - owned_total, "break_even_utilization": u})
+    sources = {k: v.model_dump() for k, v in data.defaults_sources.items()}
+    return envelope(
+        "tco", gpu={"id": gpu.id, "tdp_w": gpu.tdp_w}, gpus=gpus,
+        inputs={k: getattr(case, k) for k in case.__dataclass_fields__},
+        purchase_source=purchase_row.model_dump() if purchase_row else {"kind": "given"},
+        owned={"capital_usd_per_gpu_year": cost.capital_per_year, "hosting_usd_per_gpu_year": cost.hosting_per_year,
+               "staff_usd_per_gpu_year": cost.staff_per_year, "energy_usd_per_used_gpu_hour": cost.energy_per_used_hour,
+               "usd_per_gpu_year": cost.per_year, "usd_per_used_gpu_hour": cost.per_used_hour,
+               "total_usd": owned_total, "used_gpu_hours": hours_used},
+        rentals=rentals, sources=sources,
+        method="capital recovery factor r/(1-(1+r)^-n) x (GPU + server); energy TDP x host factor x PUE x $/kWh while "
+               "busy; colocation $/kW-month on capacity; break-even u* = fixed/(8760 (rent - energy per hour))",
     )

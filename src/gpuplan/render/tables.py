@@ -340,11 +340,15 @@ def serve_rank(record: dict) -> Group:
     job = record["job"]
     t = Table(box=box.SIMPLE_HEAD, header_style="bold")
     for col, just in (("#", "right"), ("gpu", "left"), ("weights", "left"), ("tp", "right"), ("batch", "right"),
-                      ("TTFT ms", "right"), ("TPOT ms", "right"), ("tokens/s", "right"), ("tokens/s/GPU", "right")):
+                      ("TTFT ms", "right"), ("TPOT ms", "right"), ("tokens/s", "right"), ("tokens/s/GPU", "right"),
+                      ("$/GPU-h", "right"), ("$/M out", "right")):
         t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     for i, o in enumerate(record["options"], 1):
+        price = f"{o['usd_per_gpu_hour']:.2f}" if o["usd_per_gpu_hour"] else _DASH
+        per_m = f"{o['usd_per_million_output_tokens']:.3f}" if o["usd_per_million_output_tokens"] else _DASH
         t.add_row(str(i), o["gpu"], o["weights"], str(o["tp"]), str(o["batch"]), f"{o['ttft_s'] * 1e3:,.0f}",
-                  f"{o['tpot_s'] * 1e3:,.1f}", f"{o['tokens_per_s']:,.0f}", f"{o['tokens_per_s_per_gpu']:,.0f}")
+                  f"{o['tpot_s'] * 1e3:,.1f}", f"{o['tokens_per_s']:,.0f}", f"{o['tokens_per_s_per_gpu']:,.0f}",
+                  price, per_m)
     targets = ", ".join(x for x in (f"TPOT <= {job['max_tpot_s'] * 1e3:g} ms" if job["max_tpot_s"] else "",
                                     f"TTFT <= {job['max_ttft_s'] * 1e3:g} ms" if job["max_ttft_s"] else "") if x)
     head = Text(f"{record['model']['id']}: {job['prompt_tokens']:,} + {job['output_tokens']:,} tokens, engine "
@@ -353,8 +357,8 @@ def serve_rank(record: dict) -> Group:
     if record["not_possible"]:
         parts.append(Text(f"{len(record['not_possible'])} GPU x format combinations do not fit or miss the targets "
                           "(listed in --json under not_possible)", style="dim"))
-    parts.append(Text("Costs need per-GPU prices: pass one GPU with --usd-per-gpu-hour, or wait for the offers catalog.",
-                      style="dim"))
+    parts.append(Text("Priced at each GPU's cheapest on-demand offer (gpuplan offers list); GPUs without an offer "
+                      "come last, by throughput.", style="dim"))
     return Group(*parts)
 
 
@@ -418,4 +422,40 @@ def offer_ranking(record: dict) -> Group:
     if record["cannot_run"]:
         parts.append(Text(f"{len(record['cannot_run'])} offers cannot run it as laid out (reasons in --json "
                           "under cannot_run)", style="dim"))
+    return Group(*parts)
+
+
+def tco_report(record: dict) -> Group:
+    """``gpuplan tco``: the owned cost per GPU and the comparison with every rental offer."""
+    inp, own, gpu = record["inputs"], record["owned"], record["gpu"]
+    head = Text(f"{record['gpus']} x {gpu['id']} over {inp['years']:g} years at {inp['utilization']:.0%} utilization "
+                f"({own['used_gpu_hours']:,.0f} used GPU-hours)", style="bold")
+    t = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    t.add_column("owning, per GPU")
+    t.add_column("USD", justify="right")
+    t.add_row("purchase (GPU + server share)", f"{inp['purchase_usd'] + inp['server_usd']:,.0f}")
+    t.add_row(f"capital per year ({inp['cost_of_capital']:.1%} over {inp['years']:g} years)",
+              f"{own['capital_usd_per_gpu_year']:,.0f}")
+    t.add_row(f"colocation per year (${inp['hosting_usd_per_kw_month']:g}/kW-month)", f"{own['hosting_usd_per_gpu_year']:,.0f}")
+    t.add_row("staff per year", f"{own['staff_usd_per_gpu_year']:,.0f}")
+    t.add_row(f"energy per used hour (PUE {inp['pue']:g}, ${inp['usd_per_kwh']:g}/kWh)",
+              f"{own['energy_usd_per_used_gpu_hour']:,.3f}")
+    t.add_row(Text("cost per used GPU-hour", style="bold"), Text(f"{own['usd_per_used_gpu_hour']:,.2f}", style="bold"))
+    t.add_row(Text(f"total for {record['gpus']} GPUs", style="bold"), Text(f"{own['total_usd']:,.0f}", style="bold"))
+    r = Table(box=box.SIMPLE_HEAD, header_style="bold", title="renting instead", title_justify="left")
+    for col, just in (("provider", "left"), ("instance", "left"), ("pricing", "left"), ("$/GPU-h", "right"),
+                      ("rent total $", "right"), ("owning saves $", "right"), ("break-even use", "right")):
+        r.add_column(col, justify=just)  # type: ignore[arg-type]
+    for x in record["rentals"]:
+        be = f"{x['break_even_utilization']:.0%}" if x["break_even_utilization"] is not None else "never"
+        r.add_row(x["provider"], x["instance"], x["pricing"], f"{x['usd_per_gpu_hour']:.2f}", f"{x['rent_usd']:,.0f}",
+                  f"{x['owning_saves_usd']:,.0f}", be)
+    src = record["purchase_source"]
+    note = (f"purchase price: {src.get('kind', 'given')}" + (f", {src['source']['title']} ({src['date']})"
+                                                              if src.get("source") else ""))
+    parts: list = [head, t]
+    parts.append(r if record["rentals"] else Text("no rental offers on file for this GPU", style="dim"))
+    parts += [Text(note, style="dim"), Text("method: " + record["method"], style="dim"),
+              Text("staff: no sourced default, 0 unless --staff-usd-per-gpu-year is given; colocation may already "
+                   "include power in some contracts (then pass --usd-per-kwh 0)", style="dim")]
     return Group(*parts)
