@@ -27,10 +27,16 @@ def _scale(values: list[float], lo_px: float, hi_px: float, log: bool):
         return lo_px + (x - lo) / (hi - lo) * (hi_px - lo_px)
 
     def ticks() -> list[float]:
+        """'Nice' ticks: 1-2-5 steps; on a log axis, 1, 2 and 5 times each power of ten in range."""
         if log:
-            return [10 ** e for e in range(math.floor(lo), math.ceil(hi) + 1) if lo <= e <= hi] or [10 ** lo]
-        step = 10 ** math.floor(math.log10((hi - lo) / 4))
-        return [lo + i * step for i in range(int((hi - lo) / step) + 1)][:8]
+            out = [m * 10 ** e for e in range(math.floor(lo) - 1, math.ceil(hi) + 1) for m in (1, 2, 5)]
+            out = [t for t in out if lo <= math.log10(t) <= hi]
+            return out if len(out) >= 2 else [10 ** lo, 10 ** hi]
+        raw = (hi - lo) / 5
+        mag = 10 ** math.floor(math.log10(raw))
+        step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+        first = math.ceil(lo / step) * step
+        return [first + i * step for i in range(int((hi - first) / step) + 1)]
 
     return f, ticks
 
@@ -62,23 +68,23 @@ def _days(s: float) -> str:
 
 
 def _time_cost_svg(options: list[dict]) -> str:
-    xs = [o["seconds"] for o in options]
+    xs = [o["seconds"] / 86400 for o in options]  # days, so the ticks fall on round numbers of days
     ys = [o["usd"] for o in options]
     fx, xt = _scale(xs, PAD, W - 16, log=True)
     fy, yt = _scale(ys, H - PAD, 16, log=True)
     gpus = sorted({o["gpu"] for o in options})
     color = {g: COLORS[i % len(COLORS)] for i, g in enumerate(gpus)}
-    parts = [_axes("time to train (days, log)", "cost in USD (log)", fx, fy, xt, yt, _days, _money)]
+    parts = [_axes("time to train (days, log)", "cost in USD (log)", fx, fy, xt, yt, lambda d: f"{d:g} d", _money)]
     front = sorted((o for o in options if o["pareto"]), key=lambda o: o["seconds"])
     if len(front) > 1:
-        pts = " ".join(f"{fx(o['seconds']):.1f},{fy(o['usd']):.1f}" for o in front)
+        pts = " ".join(f"{fx(o['seconds'] / 86400):.1f},{fy(o['usd']):.1f}" for o in front)
         parts.append(f'<polyline points="{pts}" fill="none" stroke="#000" stroke-dasharray="4 3"/>')
     for o in options:
         tip = (f"{o['offer']['provider']} {o['offer']['instance']} ({o['offer']['pricing']}), {o['gpus']} x {o['gpu']}: "
                f"{_days(o['seconds'])}, {_money(o['usd'])}, MFU {o['mfu']:.0%}" + (" - Pareto" if o["pareto"] else ""))
         r = 6 if o["pareto"] else 4
         stroke = ' stroke="#000" stroke-width="1.5"' if o["pareto"] else ""
-        parts.append(f'<circle cx="{fx(o["seconds"]):.1f}" cy="{fy(o["usd"]):.1f}" r="{r}" fill="{color[o["gpu"]]}"'
+        parts.append(f'<circle cx="{fx(o["seconds"] / 86400):.1f}" cy="{fy(o["usd"]):.1f}" r="{r}" fill="{color[o["gpu"]]}"'
                      f'{stroke}><title>{html.escape(tip)}</title></circle>')
     legend = "".join(f'<tspan fill="{color[g]}">&#9679; {html.escape(g)}  </tspan>' for g in gpus)
     parts.append(f'<text x="{PAD + 8}" y="28" font-size="12">{legend}</text>')
@@ -111,7 +117,9 @@ def _tiers_svg(options: list[dict], tokens: float) -> str:
 def ranking_html(record: dict) -> str:
     """The ``train --rank`` record as an HTML page with two charts (hover a point for its details)."""
     options = [o for o in record["options"] if o["usd"] is not None]
-    title = f"gpuplan: {record['model']['id']}, {record['tokens']:.3g} tokens"
+    from ..units import format_count
+
+    title = f"gpuplan: {record['model']['id']}, {format_count(record['tokens'])} training tokens"
     if not options:
         body = "<p>No offer can run this job as laid out.</p>"
     else:
