@@ -124,3 +124,14 @@ def test_user_quote_is_listed(tmp_path, run):
     f.write_text(_offers({}))
     rec = json.loads(run("--catalog", str(f), "offers", "list", "--provider", "me", "--json")[1])
     assert rec["offers"][0]["gpu"] == "h100-sxm-80gb" and rec["offers"][0]["usd_per_gpu_hour"] == 2.0
+
+
+def test_deadline_respects_the_global_batch(run):
+    rec = json.loads(run("train", "llama-3.1-70b", "--gpu", "h100", "--tp", "8", "--pp", "2", "--sequence-parallel",
+                         "--zero", "1", "--global-batch", "1024", "--tokens", "15T", "--deadline", "90d",
+                         "--offer", H100_AWS, "--json")[1])
+    dp = rec["layout"]["dp"]
+    assert 1024 % dp == 0 and rec["layout"]["gpus"] % 8 == 0 and rec["time"]["seconds"] <= 90 * 86400
+    line = one_line_error(*run("train", "llama-3.1-70b", "--gpu", "h100", "--tp", "8", "--pp", "2",
+                               "--global-batch", "64", "--tokens", "15T", "--deadline", "10d"))
+    assert "raise --global-batch" in line

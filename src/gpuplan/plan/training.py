@@ -62,17 +62,8 @@ def plan_training(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: 
     if offer is not None:
         usd_per_gpu_hour = offer.usd_per_gpu_hour
     if deadline_s is not None:
-        group = layout.tp * layout.pp * layout.cp
-        unit = math.lcm(group, offer.gpu_count if offer else 1)
-        gpus = unit
-        for _ in range(64):  # MFU falls as data parallelism grows: iterate to a fixed point
-            trial = replace(layout, gpus=gpus)
-            m = mfu if mfu is not None else predict_mfu(model, gpu, trial, job, step_assumptions, virtual_stages)[0]
-            need = gpus_for_deadline(compute.total_flops, deadline_s, peak, m, unit)
-            if need <= gpus:
-                break
-            gpus = need
-        layout = replace(layout, gpus=gpus)
+        layout = _layout_for_deadline(model, gpu, layout, job, compute.total_flops, deadline_s, peak, mfu, offer,
+                                      step_assumptions, virtual_stages)
     if mfu is not None:
         step, source = None, "given (--mfu)"
         if isinstance(model, ModelSpec):
@@ -87,6 +78,40 @@ def plan_training(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: 
         params = count_params(model).total
     rule = seed_rule_gpus(params, tokens, epochs, deadline_s / 3600, peak, mfu) if deadline_s else None
     return TrainingPlan(compute, step, t, source, layout, usd_per_gpu_hour, offer, seed_rule_constant(peak, mfu), rule)
+
+
+def _layout_for_deadline(model, gpu, layout, job, total_flops, deadline_s, peak, mfu, offer, a, virtual_stages):
+    """The smallest data-parallel degree that meets the deadline: a multiple of whole instances, and a
+    divisor of --global-batch / --micro-batch when a global batch is given. MFU falls as data parallelism
+    grows, so each candidate is checked with its own predicted MFU."""
+    from ..estimate.memory import _divisors
+
+    group = layout.tp * layout.pp * layout.cp
+    per_instance = offer.gpu_count if offer else 1
+    if job.global_batch is not None:
+        if job.global_batch % job.micro_batch:
+            raise JobError(f"--global-batch {job.global_batch} is not divisible by --micro-batch {job.micro_batch}")
+        candidates = _divisors(job.global_batch // job.micro_batch)
+    else:
+        candidates = None
+    dp = 1
+    for _ in range(256):
+        if candidates is not None:
+            fitting = [d for d in candidates if d >= dp and (d * group) % per_instance == 0]
+            if not fitting:
+                raise JobError(f"the deadline needs data parallelism >= {dp}, but --global-batch {job.global_batch} / "
+                               f"--micro-batch {job.micro_batch} allows no such degree in whole instances; raise "
+                               "--global-batch, or give more time")
+            dp = fitting[0]
+        else:
+            dp = math.ceil(dp * group / per_instance) * per_instance // group if (dp * group) % per_instance else dp
+        trial = replace(layout, gpus=dp * group)
+        m = mfu if mfu is not None else predict_mfu(model, gpu, trial, job, a, virtual_stages)[0]
+        need = gpus_for_deadline(total_flops, deadline_s, peak, m)
+        if need <= trial.gpus:
+            return trial
+        dp = max(dp + 1, math.ceil(need / group))
+    raise JobError("no GPU count meets the deadline (the search did not converge); give more time")
 
 
 @dataclass(frozen=True)
