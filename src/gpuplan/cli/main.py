@@ -580,6 +580,25 @@ def tco(ctx: click.Context, gpu_name: str, gpus: int, years: float | None, utili
     _emit(ctx, records.tco_record(accelerator, gpus, case, cost, offers, row, data), as_json, tables.tco_report)
 
 
+# -------------------------------------------------------------------------------------------- local
+
+@cli.group()
+def local() -> None:
+    """This machine: what it has (detect) and what it really achieves (bench)."""
+
+
+@local.command("detect")
+@_json_option
+@click.pass_context
+def local_detect(ctx: click.Context, as_json: bool) -> None:
+    """GPUs (NVML), links, topology, driver; CPU cores, RAM, NUMA nodes and disks. Works without a GPU."""
+    from ..local.detect import detect, detection_dict
+    from ..render import records, tables
+
+    d = detect(ctx.obj.accelerators())
+    _emit(ctx, records.envelope("local.detect", **detection_dict(d)), as_json, tables.detect_report)
+
+
 # ------------------------------------------------------------------------------------------- entry
 
 def _fail(message: str) -> int:

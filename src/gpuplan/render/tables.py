@@ -459,3 +459,50 @@ def tco_report(record: dict) -> Group:
               Text("staff: no sourced default, 0 unless --staff-usd-per-gpu-year is given; colocation may already "
                    "include power in some contracts (then pass --usd-per-kwh 0)", style="dim")]
     return Group(*parts)
+
+
+def detect_report(record: dict) -> Group:
+    """``gpuplan local detect``: the host, then each GPU with its catalog match and warnings, and topology."""
+    h = record["host"]
+    facts = Table(box=None, show_header=False, padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column()
+    facts.add_row("host", f"{h['hostname']} ({h['os']}, Python {h['python']})")
+    facts.add_row("CPU", f"{h['cpu_model']}: {h['cores_physical']} cores, {h['cores_logical']} threads, "
+                         f"{h['numa_nodes']} NUMA node{'s' if h['numa_nodes'] > 1 else ''}")
+    facts.add_row("memory", f"{h['memory_bytes'] / GiB:.1f} GiB")
+    for d in h["disks"]:
+        facts.add_row("disk", f"{d['mount']} ({d['fstype']}): {d['free_bytes'] / GB:,.0f} GB free of "
+                              f"{d['total_bytes'] / GB:,.0f} GB")
+    facts.add_row("GPUs", record["gpu_status"] + (f"; driver {record['driver_version']}, CUDA {record['cuda_version']}"
+                                                  if record["driver_version"] else ""))
+    parts: list = [facts]
+    if record["gpus"]:
+        t = Table(box=box.SIMPLE_HEAD, header_style="bold")
+        for col in ("#", "name", "catalog id", "memory GiB", "free GiB", "CC", "SM MHz", "power W", "PCIe", "NVLink"):
+            t.add_column(col)
+        for g in record["gpus"]:
+            pcie = f"Gen{g['pcie_gen']}/{g['pcie_gen_max']} x{g['pcie_width']}/{g['pcie_width_max']}" if g["pcie_gen"] else _DASH
+            cc = ".".join(map(str, g["compute_capability"])) if g["compute_capability"] else _DASH
+            clocks = f"{g['sm_clock_mhz']}/{g['sm_clock_max_mhz']}" if g["sm_clock_mhz"] is not None else _DASH
+            t.add_row(str(g["index"]), g["name"], g["catalog_id"] or "unknown", f"{g['memory_total_bytes'] / GiB:.1f}",
+                      f"{g['memory_free_bytes'] / GiB:.1f}", cc, clocks,
+                      f"{g['power_limit_w']:.0f}" if g["power_limit_w"] else _DASH, pcie,
+                      str(g["nvlink_active_links"]) if g["nvlink_active_links"] is not None else _DASH)
+        parts.append(t)
+        for g in record["gpus"]:
+            parts.append(Text(f"GPU {g['index']}: {g['match']}", style="dim"))
+            for w in g["warnings"]:
+                parts.append(Text(f"GPU {g['index']}: {w}", style="yellow"))
+    if len(record["topology"]) > 1:
+        topo = Table(box=box.SIMPLE_HEAD, header_style="bold", title="topology (like nvidia-smi topo -m)",
+                     title_justify="left")
+        topo.add_column("")
+        for i in range(len(record["topology"])):
+            topo.add_column(f"GPU{i}")
+        for i, row in enumerate(record["topology"]):
+            topo.add_row(f"GPU{i}", *row)
+        parts.append(topo)
+    for n in record["notes"]:
+        parts.append(Text(f"note: {n}", style="dim"))
+    return Group(*parts)
