@@ -331,6 +331,8 @@ def _parse_assumptions(items: tuple[str, ...], base=None):
 @click.option("--usd-per-gpu-hour", "price", help="Price per GPU-hour, e.g. $2.5/h (instead of --offer).")
 @click.option("--virtual-stages", type=int, default=1, show_default=True,
               help="Interleaved pipeline chunks per GPU (Megatron virtual pipeline).")
+@click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path),
+              help="A profile from 'gpuplan local bench --save': measured efficiencies replace datasheet ones.")
 @click.option("--rank", is_flag=True, help="Rank every offer that can run the job by cost and time.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="With --rank: write an HTML chart.")
 @click.option("--require-fit", is_flag=True, help="Exit with code 3 when the job does not fit.")
@@ -341,8 +343,8 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
           seq_len: int | None, recompute: str, flash_attention: bool, dropout: bool, precision: str, recipe: str,
           optimizer: str, method: str, lora_rank: int, lora_targets: str, quant: str | None,
           assume: tuple[str, ...], tokens: str | None, epochs: float, mfu: float | None, deadline: str | None,
-          offer_id: str | None, price: str | None, virtual_stages: int, rank: bool, plot: Path | None,
-          require_fit: bool, as_json: bool) -> None:
+          offer_id: str | None, price: str | None, virtual_stages: int, calibration: Path | None, rank: bool,
+          plot: Path | None, require_fit: bool, as_json: bool) -> None:
     """Will training or fine-tuning MODEL fit, how long will it take and what will it cost?
 
     Memory per GPU, itemized, with the largest micro-batch; with --tokens also FLOPs, predicted step time
@@ -364,8 +366,9 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
     assumptions = _parse_assumptions(tuple(x for x in assume if x.partition("=")[0] in memory_names))
     step_assumptions = _parse_assumptions(tuple(x for x in assume if x.partition("=")[0] not in memory_names),
                                           StepAssumptions())
-    if (deadline or rank or mfu is not None or offer_id or price or plot) and not tokens:
-        raise click.BadParameter("--deadline, --rank, --mfu, --offer, --usd-per-gpu-hour and --plot need --tokens",
+    if (deadline or rank or mfu is not None or offer_id or price or plot or calibration) and not tokens:
+        raise click.BadParameter("--deadline, --rank, --mfu, --offer, --usd-per-gpu-hour, --plot and --calibration "
+                                 "need --tokens",
                                  param_hint="--tokens")
     if deadline and gpus is not None:
         raise click.BadParameter("give --gpus or --deadline (which picks the GPU count), not both", param_hint="--deadline")
@@ -410,6 +413,11 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
             if require_fit and not any(r.fits for r in ranked):
                 raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
             return
+        calibrated: list[str] = []
+        if calibration:
+            from ..local.calibration import apply_to_step, read_profile
+
+            step_assumptions, calibrated = apply_to_step(read_profile(calibration), step_assumptions, accelerator.id)
         offer = ctx.obj.offers().get(offer_id) if offer_id else None
         if offer is not None and offer.gpu != accelerator.id:
             raise click.BadParameter(f"offer '{offer.id}' is {offer.gpu_count} x {offer.gpu}, not {accelerator.id}",
@@ -424,6 +432,7 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
     record = records.training_record(model, accelerator, layout, job, report, rule)
     if plan is not None:
         record = records.with_training_plan(record, plan, step_assumptions)
+        record["calibration"] = {"file": str(calibration), "replaced": calibrated} if calibration else None
     _emit(ctx, record, as_json, tables.train_report)
     if require_fit and not report.fits:
         raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
@@ -451,6 +460,8 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
 @click.option("--qpm", help="Requests per minute to serve (sizes the fleet).")
 @click.option("--usd-per-gpu-hour", "price", help="GPU price, e.g. $2.5/h, for $ per million tokens.")
 @click.option("--offer", "offer_id", help="Price with this offer (gpuplan offers list) instead of --usd-per-gpu-hour.")
+@click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path),
+              help="A profile from 'gpuplan local bench --save': measured bandwidth replaces the default efficiency.")
 @click.option("--engine", type=click.Choice(["server", "compiled"]), default="server", show_default=True,
               help="server: continuous-batching engine (vLLM-like); compiled: one CUDA-graph stream (gpt-fast-like).")
 @click.option("--assume", "assume", multiple=True, metavar="NAME=VALUE", help="Override an assumption.")
@@ -462,8 +473,8 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
 def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, replicas: int, weights: str,
           kv_cache: str, prompt_tokens: int, output_tokens: int, batch: int | None, concurrency: int | None,
           context: int | None, max_tpot: str | None, max_ttft: str | None, qps: str | None, qpm: str | None,
-          price: str | None, offer_id: str | None, engine: str, assume: tuple[str, ...], rank: bool,
-          require_fit: bool, as_json: bool) -> None:
+          price: str | None, offer_id: str | None, calibration: Path | None, engine: str, assume: tuple[str, ...],
+          rank: bool, require_fit: bool, as_json: bool) -> None:
     """Serving MODEL: memory, latency (TTFT, TPOT), throughput, GPUs for a load, and $ per million tokens.
 
     With --rank, --gpu names the GPUs to compare (comma-separated, or 'all').
@@ -502,6 +513,12 @@ def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, 
             raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
         return
     accelerator = ctx.obj.accelerators().get(gpu_name)
+    calibrated: list[str] = []
+    if calibration:
+        from ..local.calibration import apply_to_inference, read_profile
+
+        assumptions, calibrated = apply_to_inference(read_profile(calibration), assumptions or assumptions_for(job),
+                                                     accelerator.id)
     report = serving_plan(model, accelerator, layout, job, assumptions)
     fleet = fleet_for(report, layout, job, rate)
     if offer_id and price:
@@ -517,6 +534,7 @@ def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, 
         cost = cost_per_million(report, layout, job, parse_usd_per_hour(price, "--usd-per-gpu-hour"))
     rule = inference_rule(count_params(model).total, accelerator.usable_memory_bytes)
     record = records.serving_record(model, accelerator, layout, job, report, fleet, cost, rule, rate)
+    record["calibration"] = {"file": str(calibration), "replaced": calibrated} if calibration else None
     _emit(ctx, record, as_json, tables.serve_report)
     if require_fit and report.reasons:
         raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
@@ -597,6 +615,71 @@ def local_detect(ctx: click.Context, as_json: bool) -> None:
 
     d = detect(ctx.obj.accelerators())
     _emit(ctx, records.envelope("local.detect", **detection_dict(d)), as_json, tables.detect_report)
+
+
+@local.command("bench")
+@click.argument("which", type=click.Choice(["matmul", "memory", "pcie", "allreduce", "disk", "all"]), default="all")
+@click.option("--quick/--full", default=True, show_default=True, help="Fewer shapes and iterations, or the full runs.")
+@click.option("--dtype", "dtypes", multiple=True, type=click.Choice(["bf16", "fp16", "tf32", "fp32"]),
+              help="Matmul dtypes [default: bf16, and tf32 with --full].")
+@click.option("--path", "disk_path", type=click.Path(path_type=Path), default=Path("."), show_default=True,
+              help="Folder on the disk to test.")
+@click.option("--save", type=click.Path(dir_okay=False, path_type=Path), help="Write a calibration profile (JSON).")
+@_json_option
+@click.pass_context
+def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, ...], disk_path: Path,
+                save: Path | None, as_json: bool) -> None:
+    """Measure what this machine achieves, beside the datasheet; --save a profile for --calibration."""
+    import json as _json
+    import sys as _sys
+
+    from ..local import bench
+    from ..local.calibration import make_profile
+    from ..local.detect import detect, detection_dict
+    from ..render import records, tables
+
+    if which in ("disk", "all") and not disk_path.is_dir():
+        raise click.BadParameter(f"{disk_path}: not a directory; give a folder on the disk to test", param_hint="--path")
+    det = detect(ctx.obj.accelerators())
+    gpu0 = det.gpus[0] if det.gpus else None
+    acc = ctx.obj.accelerators().get(gpu0.catalog_id) if gpu0 and gpu0.catalog_id else None
+    results = []
+    todo = ["matmul", "memory", "pcie", "allreduce", "disk"] if which == "all" else [which]
+    for name in todo:
+        click.echo(f"gpuplan: running {name} ...", err=True)
+        try:
+            if name == "matmul":
+                for d in dtypes or (("bf16",) if quick else ("bf16", "tf32")):
+                    results.append(bench.bench_matmul(d, quick, acc.peak(d) if acc else None))
+            elif name == "memory":
+                results.append(bench.bench_memory(quick, acc.memory_bandwidth_bytes_per_s if acc else None))
+            elif name == "pcie":
+                results += bench.bench_pcie(quick)
+            elif name == "allreduce":
+                results += bench.bench_allreduce(quick)
+            elif name == "disk":
+                results += bench.bench_disk(disk_path, quick=quick)
+        except bench.BenchUnavailable as e:
+            if which != "all":
+                raise
+            click.echo(f"gpuplan: skipped {name}: {e}", err=True)
+    versions = {}
+    try:
+        import torch as _t
+
+        versions = {"torch": _t.__version__, "cuda": _t.version.cuda}
+    except ImportError:
+        pass
+    gpu_info = ({"name": gpu0.reading.name, "catalog_id": gpu0.catalog_id, "driver": det.driver_version,
+                 "cuda": det.cuda_version} if gpu0 else None)
+    profile = make_profile([r.to_dict() for r in results], gpu_info, detection_dict(det)["host"], versions)
+    if save:
+        try:
+            save.write_text(_json.dumps(profile, indent=2) + "\n", encoding="utf-8")
+        except OSError as e:
+            raise click.BadParameter(f"can't write {save}: {e.strerror or e}", param_hint="--save") from None
+        click.echo(f"gpuplan: saved calibration profile to {save}", err=True)
+    _emit(ctx, profile, as_json, tables.bench_report)  # the profile is the record (kind "calibration")
 
 
 # ------------------------------------------------------------------------------------------- entry

@@ -271,6 +271,9 @@ def train_report(record: dict) -> Group:
                       f"x {gpu['id']}. {rule['explanation']}", style="dim"))
     if "time" in record:
         parts += _time_and_cost(record)
+    if record.get("calibration"):
+        parts.append(Text(f"calibration {record['calibration']['file']}: " +
+                          ("; ".join(record["calibration"]["replaced"]) or "nothing applicable"), style="cyan"))
     for n in record["notes"]:
         parts.append(Text(f"note: {n}", style="dim"))
     parts.append(_assumptions_line(record))
@@ -315,6 +318,9 @@ def serve_report(record: dict) -> Group:
         rule = fleet["rule_of_thumb_gpus"]
         parts.append(Text(f"fleet for {fleet['qps']:g} requests/s: {fleet['replicas']} replicas = {fleet['gpus']} GPUs "
                           f"(seed rule output_tokens / throughput x qpm / 60: {rule:.1f} GPUs)"))
+    if record.get("calibration"):
+        parts.append(Text(f"calibration {record['calibration']['file']}: " +
+                          ("; ".join(record["calibration"]["replaced"]) or "nothing applicable"), style="cyan"))
     if cost:
         parts.append(Text(f"cost at ${cost['usd_per_gpu_hour']:g}/GPU-hour: ${cost['usd_per_hour']:,.2f}/h per replica; "
                           f"${cost['usd_per_million_output_tokens']:,.2f} per million output tokens, "
@@ -506,3 +512,22 @@ def detect_report(record: dict) -> Group:
     for n in record["notes"]:
         parts.append(Text(f"note: {n}", style="dim"))
     return Group(*parts)
+
+
+def bench_report(record: dict) -> Group:
+    """``gpuplan local bench``: each result beside the datasheet, and how long it took."""
+    t = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    for col, just in (("benchmark", "left"), ("measured", "right"), ("unit", "left"), ("datasheet", "right"),
+                      ("achieved", "right"), ("took", "right"), ("detail", "left")):
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for r in record["results"]:
+        d = r["detail"]
+        detail = ", ".join(f"{k}={v}" for k, v in d.items() if v is not None and k in
+                           ("device", "best_shape_mnk", "shapes_tried", "ranks", "writers", "path", "dtype_run"))
+        t.add_row(r["name"], f"{r['value']:,.1f}", r["unit"], f"{r['datasheet']:,.1f}" if r["datasheet"] else _DASH,
+                  f"{r['fraction_of_datasheet']:.1%}" if r["fraction_of_datasheet"] else _DASH,
+                  f"{r['seconds']:.2f} s", detail)
+    gpu = record["gpu"]
+    head = Text(f"{gpu['name']} ({gpu['catalog_id'] or 'not in the catalog'})" if gpu else
+                "no GPU: CPU figures (they test the harness, not a GPU)", style="bold")
+    return Group(head, t)
