@@ -135,3 +135,39 @@ def test_deadline_respects_the_global_batch(run):
     line = one_line_error(*run("train", "llama-3.1-70b", "--gpu", "h100", "--tp", "8", "--pp", "2",
                                "--global-batch", "64", "--tokens", "15T", "--deadline", "10d"))
     assert "raise --global-batch" in line
+
+
+# ------------------------------------------------------------ regressions from the review of the planners
+
+def test_offer_rounds_to_whole_instances(run):
+    rec = json.loads(run("train", "llama-3.1-8b", "--gpu", "h100", "--offer", H100_AWS, "--tokens", "1T", "--json")[1])
+    assert rec["layout"]["gpus"] == 8 and any("whole p5.48xlarge instances" in n for n in rec["notes"])
+
+
+def test_more_gpus_never_slower_at_fixed_global_batch(run):
+    times = [json.loads(run("train", "llama-3.1-8b", "--gpu", "h100", "--zero", "1", "--tokens", "1T", "--gpus", str(g),
+                            "--global-batch", "256", "--json")[1])["time"]["seconds"] for g in (8, 16, 32)]
+    assert times == sorted(times, reverse=True)
+
+
+def test_long_context_mfu_note(run):
+    rec = json.loads(run("train", "llama-3.2-1b", "--gpu", "h100", "--seq-len", "131072", "--cp", "8", "--gpus", "64",
+                         "--tokens", "10B", "--global-batch", "64", "--json")[1])
+    assert any("counting attention as executed" in n for n in rec["notes"])
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (("--tokens", "1T", "--assume", "hbm_efficiency=0"), "must be more than 0"),
+    (("--tokens", "1T", "--epochs", "nan"), "finite"),
+    (("--tokens", "1T", "--usd-per-gpu-hour", "1e308", "--json"), "not a finite number"),
+    (("--tokens", "1T", "--deadline", "1ms"), "shorter than one step"),
+    (("--gpus", "8", "--zero", "1", "--tokens", "1T", "--rank", "--plot", "/nonexistent/x.html"), "can't write"),
+])
+def test_planner_bad_input(run, args, fragment):
+    assert fragment in one_line_error(*run("train", "llama-3.1-8b", "--gpu", "h100", *args))
+
+
+def test_pareto_keeps_ties():
+    from gpuplan.plan.training import pareto_front
+
+    assert pareto_front([(1, 3), (1, 3), (2, 2), (2, 5), (3, 2)]) == [0, 1, 2]

@@ -200,3 +200,14 @@ def test_rank_orders_by_tokens_per_gpu_and_explains_the_rest():
             smaller = serving_plan(MODELS.get("llama-3.1-70b"), o.gpu, ServingLayout(tp=o.tp // 2),
                                    ServingJob(max_tpot_s=0.05, weights=o.weights))
             assert not smaller.fits or smaller.reasons or smaller.max_concurrent_sequences < 1
+
+
+def test_pipeline_parallel_does_not_cut_latency():
+    spec, gpu = MODELS.get("llama-3.1-70b"), ACCS.get("h100")
+    tpot = [serving_plan(spec, gpu, ServingLayout(pp=p), ServingJob(batch=1, engine="compiled")).tpot_s for p in (1, 2, 4)]
+    assert tpot == sorted(tpot)  # stages run in turn: pipelining buys memory, not speed
+
+
+def test_serve_rejects_tp_that_does_not_divide_heads():
+    with pytest.raises(JobError, match="must divide"):
+        serving_plan(MODELS.get("llama-3.1-8b"), ACCS.get("h100"), ServingLayout(tp=3), ServingJob())

@@ -77,3 +77,11 @@ def test_tco_cli(run):
 ])
 def test_tco_bad_input(run, args, fragment):
     assert fragment in one_line_error(*run("tco", *args))
+
+
+def test_tco_money_and_period(run):
+    rec = json.loads(run("tco", "--gpu", "h100", "--purchase-usd-per-gpu", "$30k", "--years", "1", "--json")[1])
+    assert rec["inputs"]["purchase_usd"] == 30000 and rec["period_years"] == 1 and rec["inputs"]["years"] == 5
+    longer = json.loads(run("tco", "--gpu", "h100", "--purchase-usd-per-gpu", "$30k", "--json")[1])
+    assert rec["owned"]["usd_per_used_gpu_hour"] == longer["owned"]["usd_per_used_gpu_hour"]  # same life, same rate
+    assert rec["owned"]["total_usd"] == pytest.approx(longer["owned"]["total_usd"] / 5)

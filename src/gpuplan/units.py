@@ -145,6 +145,20 @@ def parse_usd_per_hour(text: str | int | float, what: str = "price") -> float:
     return _check(_number(m.group(1)), what, str(text), "$2.5/h", True)
 
 
+_USD_RE = re.compile(rf"^\s*\$?\s*({_NUMBER})\s*([kmb]?)\s*$", re.IGNORECASE)
+
+
+def parse_usd(text: str | int | float, what: str = "amount") -> float:
+    """A dollar amount: ``30000``, ``$30,000``, ``$30k``, ``1.2M``."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return _check(float(text), what, str(text), "$30000 or $30k", True)
+    m = _USD_RE.match(str(text).replace(",", ""))
+    if not m:
+        raise QuantityError(f"can't read {what} '{text}': write dollars, like 30000, $30,000 or $30k")
+    value = _number(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "b": 1e9}[m.group(2).lower()]
+    return _check(value, what, str(text), "$30000 or $30k", True)
+
+
 # ---------------------------------------------------------------------------------------------
 # Display helpers (pure: they return strings; printing happens in the CLI).
 

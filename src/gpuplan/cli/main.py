@@ -72,7 +72,12 @@ def _json_option(f: Callable) -> Callable:
 def _emit(ctx: click.Context, record: dict, as_json: bool, render: Callable[[dict], Any]) -> None:
     """Print a record as JSON or as the table ``render`` draws from it."""
     if as_json or ctx.obj.as_json:
-        click.echo(json.dumps(record, indent=2, allow_nan=False))
+        try:
+            text = json.dumps(record, indent=2, allow_nan=False)
+        except ValueError:
+            raise GpuplanError("a result is not a finite number: an input is out of range (check prices, "
+                               "--epochs and the assumptions)") from None
+        click.echo(text)
         return
     from rich.console import Console
 
@@ -192,7 +197,8 @@ def offers() -> None:
 @offers.command("list")
 @click.option("--gpu", "gpu_name", help="Only offers of this accelerator (id or alias).")
 @click.option("--provider", help="Only this provider (aws, azure, gcp, lambda, ...).")
-@click.option("--pricing", help="Only this pricing: on-demand, spot, reserved-1y, reserved-3y, subscription.")
+@click.option("--pricing", type=click.Choice(["on-demand", "spot", "reserved-1y", "reserved-3y", "subscription", "quote"]),
+              help="Only this pricing.")
 @click.option("--sort", "sort_key", type=click.Choice(["gpu-hour", "hour", "provider", "gpu"]), default="gpu-hour",
               show_default=True)
 @_json_option
@@ -403,12 +409,15 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
         if rank:
             ranked = rank_offers(model, [o for o in ctx.obj.offers()], ctx.obj.accelerators(), layout, job, n_tokens,
                                  epochs, mfu=mfu, deadline_s=deadline_s, memory_assumptions=assumptions,
-                                 step_assumptions=step_assumptions)
+                                 step_assumptions=step_assumptions, virtual_stages=virtual_stages)
             record = records.offer_ranking(model, layout, job, n_tokens, epochs, ranked)
             if plot:
                 from ..render.plot import ranking_html
 
-                plot.write_text(ranking_html(record), encoding="utf-8")
+                try:
+                    plot.write_text(ranking_html(record), encoding="utf-8")
+                except OSError as e:
+                    raise click.BadParameter(f"can't write {plot}: {e.strerror or e}", param_hint="--plot") from None
             _emit(ctx, record, as_json, tables.offer_ranking)
             if require_fit and not any(r.fits for r in ranked):
                 raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
@@ -466,7 +475,7 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
               help="server: continuous-batching engine (vLLM-like); compiled: one CUDA-graph stream (gpt-fast-like).")
 @click.option("--assume", "assume", multiple=True, metavar="NAME=VALUE", help="Override an assumption.")
 @click.option("--rank", is_flag=True, help="Compare every GPU x weight format (bf16, fp8, int8, int4-awq) on the "
-              "smallest TP group that fits, by tokens/s per GPU.")
+              "smallest TP group that fits, by $ per million output tokens (then tokens/s per GPU).")
 @click.option("--require-fit", is_flag=True, help="Exit with code 3 when it does not fit or misses a target.")
 @_json_option
 @click.pass_context
@@ -520,10 +529,13 @@ def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, 
         assumptions, calibrated = apply_to_inference(read_profile(calibration), assumptions or assumptions_for(job),
                                                      accelerator.id)
     report = serving_plan(model, accelerator, layout, job, assumptions)
-    fleet = fleet_for(report, layout, job, rate)
+    fleet = fleet_for(report, layout, job, rate if report.fits else None)
     if offer_id and price:
         raise click.BadParameter("give --offer or --usd-per-gpu-hour, not both", param_hint="--offer")
     cost = None
+    offer_id_given = bool(offer_id or price)
+    if not report.fits:
+        offer_id = price = None  # no fleet or cost for a replica that does not fit
     if offer_id:
         offer = ctx.obj.offers().get(offer_id)
         if offer.gpu != accelerator.id:
@@ -533,7 +545,10 @@ def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, 
     elif price:
         cost = cost_per_million(report, layout, job, parse_usd_per_hour(price, "--usd-per-gpu-hour"))
     rule = inference_rule(count_params(model).total, accelerator.usable_memory_bytes)
-    record = records.serving_record(model, accelerator, layout, job, report, fleet, cost, rule, rate)
+    record = records.serving_record(model, accelerator, layout, job, report, fleet, cost, rule,
+                                    rate if report.fits else None)
+    if not report.fits and (rate or price or offer_id_given):
+        record["notes"].append("no fleet or cost: one replica does not fit")
     record["calibration"] = {"file": str(calibration), "replaced": calibrated} if calibration else None
     _emit(ctx, record, as_json, tables.serve_report)
     if require_fit and report.reasons:
@@ -545,7 +560,8 @@ def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, 
 @cli.command()
 @click.option("--gpu", "gpu_name", required=True, help="Accelerator id or alias.")
 @click.option("--gpus", type=int, default=8, show_default=True, help="GPUs bought (and rented instead).")
-@click.option("--years", type=float, help="Period compared [default: the depreciation life].")
+@click.option("--years", type=float, help="Period compared [default: the useful life].")
+@click.option("--life-years", type=float, help="Useful life the purchase is paid off over [default: data file, 5].")
 @click.option("--utilization", type=float, default=0.7, show_default=True,
               help="Share of the hours the GPUs do paid work (0-1).")
 @click.option("--purchase-usd-per-gpu", "purchase", help="GPU price, e.g. 30000 [default: the data file's estimate].")
@@ -558,14 +574,15 @@ def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, 
 @click.option("--cost-of-capital", type=float, help="Annual interest rate on the purchase.")
 @_json_option
 @click.pass_context
-def tco(ctx: click.Context, gpu_name: str, gpus: int, years: float | None, utilization: float, purchase: str | None,
+def tco(ctx: click.Context, gpu_name: str, gpus: int, years: float | None, life_years: float | None,
+        utilization: float, purchase: str | None,
         server: str | None, pue: float | None, usd_per_kwh: float | None, hosting: float | None, staff: float,
         cost_of_capital: float | None, as_json: bool) -> None:
     """Rent or buy: yearly cost of owning GPUs against every rental offer, and the break-even utilization."""
     from ..catalog.ownership import load_ownership
     from ..estimate.tco import Ownership, ownership_cost
     from ..render import records, tables
-    from ..units import parse_usd_per_hour
+    from ..units import parse_usd
 
     if gpus < 1:
         raise click.BadParameter("must be 1 or more", param_hint="--gpus")
@@ -579,9 +596,9 @@ def tco(ctx: click.Context, gpu_name: str, gpus: int, years: float | None, utili
     if accelerator.tdp_w is None:
         raise click.BadParameter(f"{accelerator.id} has no published TDP; its power cost cannot be estimated",
                                  param_hint="--gpu")
-    price = parse_usd_per_hour(purchase, "--purchase-usd-per-gpu") if purchase else row.usd_per_gpu
+    price = parse_usd(purchase, "--purchase-usd-per-gpu") if purchase else row.usd_per_gpu
     if server is not None:
-        server_usd = parse_usd_per_hour(server, "--server-usd-per-gpu")
+        server_usd = parse_usd(server, "--server-usd-per-gpu")
     elif row is not None and row.server_usd_per_gpu and purchase is None:
         server_usd = row.server_usd_per_gpu - row.usd_per_gpu  # the server price per GPU includes the GPU
     else:
@@ -590,12 +607,15 @@ def tco(ctx: click.Context, gpu_name: str, gpus: int, years: float | None, utili
                      host_power_factor=d.host_power_factor, pue=pue if pue is not None else d.pue,
                      usd_per_kwh=usd_per_kwh if usd_per_kwh is not None else d.usd_per_kwh,
                      hosting_usd_per_kw_month=hosting if hosting is not None else d.hosting_usd_per_kw_month,
-                     staff_usd_per_year=staff, years=years if years is not None else d.depreciation_years,
+                     staff_usd_per_year=staff, years=life_years if life_years is not None else d.depreciation_years,
                      cost_of_capital=cost_of_capital if cost_of_capital is not None else d.cost_of_capital,
                      utilization=utilization)
     cost = ownership_cost(case)
     offers = sorted((o for o in ctx.obj.offers() if o.gpu == accelerator.id), key=lambda o: o.usd_per_gpu_hour)
-    _emit(ctx, records.tco_record(accelerator, gpus, case, cost, offers, row, data), as_json, tables.tco_report)
+    period = years if years is not None else case.years
+    if period <= 0:
+        raise click.BadParameter("must be more than zero", param_hint="--years")
+    _emit(ctx, records.tco_record(accelerator, gpus, case, cost, offers, row, data, period), as_json, tables.tco_report)
 
 
 # -------------------------------------------------------------------------------------------- local

@@ -250,10 +250,28 @@ def _active_matmul_params(model) -> float:
     return model.params if isinstance(model, ParamsOnlyModel) else matmul_params(model)
 
 
+def _stage_share(model, layout: ServingLayout) -> tuple[int, float]:
+    """(decoder layers on the busiest pipeline stage, that stage's share of the model's layers)."""
+    if not isinstance(model, ModelSpec):
+        return 0, 1 / layout.pp
+    layers = math.ceil(model.layers / layout.pp)
+    return layers, layers / model.layers
+
+
+def _p2p_s(message: float, gpu: Accelerator, a: InferenceAssumptions) -> float:
+    link = gpu.interconnect.bandwidth_bytes_per_s if gpu.interconnect else 32e9
+    return a.allreduce_latency_s + message / (link * a.link_efficiency)
+
+
 def decode_step_s(model, gpu: Accelerator, layout: ServingLayout, job: ServingJob, a: InferenceAssumptions,
                   batch: int, context: int) -> tuple[float, str]:
-    """One decode step for ``batch`` sequences at ``context`` tokens each: (seconds, 'memory' or 'compute')."""
+    """One decode step for ``batch`` sequences at ``context`` tokens each: (seconds, 'memory' or 'compute').
+
+    A token passes through the pipeline stages in turn: the step takes pp x the busiest stage's time plus
+    the sends between stages (pipelining serves memory, not latency).
+    """
     w = weight_bytes(model, job.weights, layout)
+    stage_layers, share = _stage_share(model, layout)
     read = w.total
     if w.moe_layers_here and isinstance(model, ModelSpec):
         moe = model.moe
@@ -261,15 +279,15 @@ def decode_step_s(model, gpu: Accelerator, layout: ServingLayout, job: ServingJo
         read = w.total - w.experts + w.per_expert * touched * w.moe_layers_here
     read *= _kernel_factor(job.weights, a)
     if isinstance(model, ModelSpec):
-        read += batch * kv_cache_bytes(model, context, job.kv_cache, layout.tp) / layout.pp
+        read += batch * kv_cache_bytes(model, context, job.kv_cache, layout.tp) * share
     t_mem = read / (a.memory_bandwidth_efficiency * gpu.memory_bandwidth_bytes_per_s)
     attn = attention_flops_forward(model, context) if isinstance(model, ModelSpec) else 0.0
-    flops = batch * (2 * _active_matmul_params(model) + attn) / (layout.tp * layout.pp)
+    flops = batch * (2 * _active_matmul_params(model) + attn) * share / layout.tp
     t_comp = flops / (a.compute_efficiency * gpu.peak(_compute_dtype(job.weights, gpu)))
-    layers = model.layers if isinstance(model, ModelSpec) else 0
     hidden = model.hidden_size if isinstance(model, ModelSpec) else 0
-    comm = 2 * layers * _allreduce_s(batch * hidden * 2, layout.tp, gpu, a)
-    t = max(t_mem, t_comp) + layers * a.layer_overhead_s + comm + a.engine_step_overhead_s
+    comm = 2 * stage_layers * _allreduce_s(batch * hidden * 2, layout.tp, gpu, a)
+    t_stage = max(t_mem, t_comp) + stage_layers * a.layer_overhead_s + comm
+    t = layout.pp * t_stage + (layout.pp - 1) * _p2p_s(batch * hidden * 2, gpu, a) + a.engine_step_overhead_s
     return t, "memory" if t_mem >= t_comp else "compute"
 
 
@@ -278,17 +296,19 @@ def prefill_s(model, gpu: Accelerator, layout: ServingLayout, job: ServingJob, a
     """Prefill of ``batch`` prompts of ``prompt`` tokens: compute-bound at useful sizes.
 
     FLOPs = tokens x 2N + causal attention (each token attends to the ones before it: on average half
-    the prompt, PaLM appendix B's term halved).
+    the prompt, PaLM appendix B's term halved); stages in turn, as in decode.
     """
     w = weight_bytes(model, job.weights, layout).total * _kernel_factor(job.weights, a)
+    stage_layers, share = _stage_share(model, layout)
     attn = attention_flops_forward(model, max(1, prompt // 2)) if isinstance(model, ModelSpec) else 0.0
-    flops = batch * prompt * (2 * _active_matmul_params(model) + attn) / (layout.tp * layout.pp)
+    flops = batch * prompt * (2 * _active_matmul_params(model) + attn) * share / layout.tp
     t_comp = flops / (a.compute_efficiency * gpu.peak(_compute_dtype(job.weights, gpu)))
     t_mem = w / (a.memory_bandwidth_efficiency * gpu.memory_bandwidth_bytes_per_s)
-    layers = model.layers if isinstance(model, ModelSpec) else 0
     hidden = model.hidden_size if isinstance(model, ModelSpec) else 0
-    comm = 2 * layers * _allreduce_s(batch * prompt * hidden * 2, layout.tp, gpu, a)
-    return max(t_comp, t_mem) + layers * a.layer_overhead_s + comm + a.engine_step_overhead_s
+    comm = 2 * stage_layers * _allreduce_s(batch * prompt * hidden * 2, layout.tp, gpu, a)
+    t_stage = max(t_comp, t_mem) + stage_layers * a.layer_overhead_s + comm
+    return (layout.pp * t_stage + (layout.pp - 1) * _p2p_s(batch * prompt * hidden * 2, gpu, a)
+            + a.engine_step_overhead_s)
 
 
 # ----------------------------------------------------------------------------------------- the plan
@@ -304,12 +324,14 @@ def serving_plan(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: S
         raise JobError(f"{gpu.id} has no fp8 path; use --weights bf16, int8 or an int4 format")
     if layout.pp > model.layers:
         raise JobError(f"--pp {layout.pp} is more than the model's {model.layers} layers")
+    if model.attention_heads % layout.tp:
+        raise JobError(f"tp({layout.tp}) must divide {model.id}'s {model.attention_heads} attention heads")
     a = assumptions_for(job, assumptions)
     w = weight_bytes(model, job.weights, layout)
     seq = job.sequence_tokens
     if seq > model.context_length:
         raise JobError(f"prompt + output = {seq} tokens exceeds {model.id}'s context length {model.context_length}")
-    per_seq_kv = kv_cache_bytes(model, seq, job.kv_cache, layout.tp) / layout.pp
+    per_seq_kv = kv_cache_bytes(model, seq, job.kv_cache, layout.tp) * _stage_share(model, layout)[1]
     chunk = min(a.prefill_chunk_tokens, max(seq, job.prompt_tokens))
     ffn = max(model.ffn_size, model.moe.expert_ffn_size * model.moe.experts_per_token if model.moe else 0)
     act = chunk * (4 * model.hidden_size + 3 * ffn / layout.tp) * 2  # hidden states and the MLP's widest tensors
@@ -359,7 +381,8 @@ def serving_plan(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: S
     elif job.engine == "server":
         batch = cap
         notes.append(f"no --batch/--concurrency/--max-tpot: the server runs as many sequences as fit, up to "
-                     f"max_num_seqs={a.max_num_seqs}: {batch}")
+                     f"max_num_seqs={a.max_num_seqs}: {max_seqs if max_seqs < 1 else batch}"
+                     + (" (none fit; shown for 1)" if max_seqs < 1 else ""))
     else:
         batch = 1
     parts["kv_cache"] = per_seq_kv * batch

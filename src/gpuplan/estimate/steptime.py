@@ -96,6 +96,12 @@ class StepAssumptions:
     def __post_init__(self) -> None:
         check_assumptions(self, fractions=("matmul_efficiency", "flash_attention_efficiency", "hbm_efficiency",
                                            "link_efficiency", "model_shape_factor"), ranges={"gpus_per_node": (1, 1024)})
+        for name in ("flash_attention_efficiency", "hbm_efficiency", "link_efficiency", "model_shape_factor",
+                     "elementwise_bytes_per_token_hidden"):
+            if getattr(self, name) <= 0:
+                from ..errors import JobError
+
+                raise JobError(f"assumption {name} must be more than 0")
 
     def items(self) -> list[Assumption]:
         out = []
@@ -126,6 +132,8 @@ class StepTime:
     def tokens_per_s(self) -> float:
         return self.tokens_per_iteration / self.iteration_s
 
+    attention_flops_share: float = 0.0
+
     @property
     def mfu(self) -> float:
         """Model FLOPs (PaLM appendix B, no recompute) / (time x GPUs x dense peak)."""
@@ -135,6 +143,22 @@ class StepTime:
 def _allreduce_s(message: float, n: int, busbw: float, latency: float) -> float:
     """Ring all-reduce: S x 2(n-1)/n / bus bandwidth (nccl-tests PERFORMANCE.md) plus latency."""
     return 0.0 if n <= 1 else latency + message * 2 * (n - 1) / n / busbw
+
+
+def _data_parallel_busbw(gpu: Accelerator, layout: Parallelism, a: StepAssumptions, link: float,
+                         scale_out: float) -> float:
+    """Bus bandwidth of the data-parallel reduction.
+
+    Inside one node (or a TPU slice, whose chips reach each other over ICI) it is the scale-up link.
+    Across nodes each GPU has its own NIC and NCCL runs a ring per NIC, so the k members of a
+    data-parallel group that share a node move their data over k NICs at once: ~192 GB/s measured across
+    DGX A100 nodes with 8 HDR NICs (NVIDIA/nccl#812), one NIC's ~24 GB/s when tensor x pipeline
+    parallelism fills the node and each group has one GPU per node.
+    """
+    if gpu.vendor == "google" or layout.gpus <= a.gpus_per_node:
+        return link
+    per_node = max(1, a.gpus_per_node // (layout.tp * layout.pp))
+    return min(link, per_node * scale_out)
 
 
 def training_step(model: ModelSpec, gpu: Accelerator, layout: Parallelism, job: TrainingJob,
@@ -208,22 +232,31 @@ def training_step(model: ModelSpec, gpu: Accelerator, layout: Parallelism, job: 
     local_params = (b.total - b.parts.get("experts", 0)) / (tp * pp) + b.parts.get("experts", 0) / (tp * pp * layout.ep)
     dp_group = dp * cp
     if dp_group > 1 and job.method == "full":
+        dp_bw = _data_parallel_busbw(gpu, layout, a, link, scale_out)
         grad_bytes = local_params * (recipe.grads if recipe.grads_shard_stage <= 3 else 2)
-        inter_node = tp * pp * cp < a.gpus_per_node and dp_group * tp * pp * cp > a.gpus_per_node or \
-            tp * pp * cp >= a.gpus_per_node
-        dp_bw = scale_out if inter_node else link
         t_dp = _allreduce_s(grad_bytes, dp_group, dp_bw, a.collective_latency_s)
         # torch DDP buckets, DeepSpeed overlap_comm (set by Hugging Face's ZeRO configs) and FSDP overlap the
         # reduction with backward; Megatron's default (overlap_grad_reduce=False) does not
         overlap = recipe.name in ("amp", "deepspeed", "fsdp") if overlap_dp is None else overlap_dp
         hidden = min(t_dp, sum(bwd.values()) * layers_here) if overlap else 0.0  # the last micro-batch's backward
         parts["dp_comm"] = t_dp - hidden
+        if layout.zero >= 3:
+            # ZeRO-3/FSDP gather each layer's 16-bit parameters before its forward and again before its
+            # backward, every micro-batch (Rajbhandari et al. 2020, section 7: 1.5x the traffic of plain data
+            # parallelism); prefetching hides a gather behind the compute of the same pass
+            gather = local_params * 2 * (dp_group - 1) / dp_group / dp_bw + a.collective_latency_s * layers_here
+            fwd_compute = sum(fwd.values()) * layers_here
+            bwd_compute = sum(bwd.values()) * layers_here
+            exposed = max(0.0, gather - fwd_compute) + max(0.0, gather - bwd_compute)
+            parts["zero3_gather"] = exposed * m
     # ---- optimizer step
     opt_params = local_params / (dp_group if layout.zero >= 1 else 1)
     parts["optimizer"] = opt_params * a.optimizer_bytes_per_param / bw
 
     tokens_iter = m * micro * job.seq_len * dp
-    model_flops = flops_per_token(model, job.seq_len).training_flops * tokens_iter
+    per_token = flops_per_token(model, job.seq_len)
+    model_flops = per_token.training_flops * tokens_iter
     return StepTime(parts=MappingProxyType({k: v for k, v in parts.items() if v}), tokens_per_iteration=tokens_iter,
                     gpus=layout.gpus, model_flops_per_iteration=model_flops, peak_flops_per_s=peak,
-                    matmul_efficiency=eta_mm, matmul_efficiency_source=eta_src, micro_batches=m)
+                    matmul_efficiency=eta_mm, matmul_efficiency_source=eta_src, micro_batches=m,
+                    attention_flops_share=per_token.forward_attention_flops / per_token.forward_flops)

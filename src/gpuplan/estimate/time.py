@@ -49,8 +49,8 @@ class TrainingCompute:
 def training_compute(model: ModelSpec | ParamsOnlyModel, seq_len: int, tokens: float, epochs: float = 1.0
                      ) -> TrainingCompute:
     """6N + attention FLOPs per token (PaLM appendix B) over tokens x epochs."""
-    if tokens <= 0 or epochs <= 0:
-        raise JobError("--tokens and --epochs must be more than zero")
+    if not (math.isfinite(tokens) and math.isfinite(epochs)) or tokens <= 0 or epochs <= 0:
+        raise JobError("--tokens and --epochs must be finite and more than zero")
     return TrainingCompute(flops_per_token(model, seq_len).training_flops, tokens, epochs)
 
 

@@ -32,8 +32,9 @@ class ServingOption:
         return self.report.tokens_per_s / self.tp
 
     @property
-    def usd_per_million_output_tokens(self) -> float | None:
-        """GPU cost of a million output tokens (the whole replica's time; prefill included)."""
+    def usd_per_million_output_tokens_all_in(self) -> float | None:
+        """GPU cost of a million output tokens, all in: the whole replica's time, prefill included
+        (``serve --offer`` splits it between input and output tokens instead)."""
         if self.usd_per_gpu_hour is None:
             return None
         return self.usd_per_gpu_hour * self.tp / 3600 / self.report.tokens_per_s * 1e6
@@ -79,7 +80,7 @@ def rank_serving(model: ModelSpec, gpus: Iterable[Accelerator], job: ServingJob,
                 options.append(found)
             else:
                 skipped.append((gpu.id, fmt, why))
-    options.sort(key=lambda o: (o.usd_per_million_output_tokens is None, o.usd_per_million_output_tokens or 0.0,
+    options.sort(key=lambda o: (o.usd_per_million_output_tokens_all_in is None, o.usd_per_million_output_tokens_all_in or 0.0,
                                 -o.tokens_per_s_per_gpu))
     return options, skipped
 

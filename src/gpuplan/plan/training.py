@@ -29,10 +29,19 @@ class TrainingPlan:
     offer: Offer | None
     seed_rule_constant: float
     seed_rule_gpus: float | None
+    notes: tuple[str, ...] = ()
 
     @property
     def usd(self) -> float | None:
         return None if self.usd_per_gpu_hour is None else self.time.gpu_hours * self.usd_per_gpu_hour
+
+
+def offer_network(offer: Offer, a: StepAssumptions) -> StepAssumptions:
+    """The offer's node size and, where it publishes one, its scale-out bandwidth per GPU."""
+    changes = {"gpus_per_node": offer.gpu_count}
+    if offer.scale_out_bytes_per_s and not a.scale_out_bytes_per_s_per_gpu:
+        changes["scale_out_bytes_per_s_per_gpu"] = offer.scale_out_bytes_per_s / offer.gpu_count
+    return replace(a, **changes)
 
 
 def _job_for_step(job: TrainingJob, layout: Parallelism) -> TrainingJob:
@@ -59,8 +68,16 @@ def plan_training(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: 
     (data parallelism grows over the layout's model-parallel group, in whole offers/nodes)."""
     compute = training_compute(model, job.seq_len, tokens, epochs)
     peak = peak_for(gpu, job.precision)
+    notes: list[str] = []
     if offer is not None:
         usd_per_gpu_hour = offer.usd_per_gpu_hour
+        step_assumptions = offer_network(offer, step_assumptions)
+        unit = math.lcm(layout.tp * layout.pp * layout.cp, offer.gpu_count)
+        if deadline_s is None and layout.gpus % unit:
+            rounded = math.ceil(layout.gpus / unit) * unit
+            notes.append(f"{layout.gpus} GPUs rounded up to {rounded}: whole {offer.instance} instances of "
+                         f"{offer.gpu_count} (and whole model-parallel groups)")
+            layout = replace(layout, gpus=rounded)
     if deadline_s is not None:
         layout = _layout_for_deadline(model, gpu, layout, job, compute.total_flops, deadline_s, peak, mfu, offer,
                                       step_assumptions, virtual_stages)
@@ -77,7 +94,20 @@ def plan_training(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: 
 
         params = count_params(model).total
     rule = seed_rule_gpus(params, tokens, epochs, deadline_s / 3600, peak, mfu) if deadline_s else None
-    return TrainingPlan(compute, step, t, source, layout, usd_per_gpu_hour, offer, seed_rule_constant(peak, mfu), rule)
+    if step is not None and compute.tokens * compute.epochs < step.tokens_per_iteration:
+        raise JobError(f"the run ({compute.tokens * compute.epochs:.3g} tokens) is shorter than one step of this layout "
+                       f"({step.tokens_per_iteration:.3g} tokens); use fewer GPUs, a smaller --global-batch, or a "
+                       "longer --deadline")
+    if deadline_s is not None and job.global_batch is None and layout.dp > 1:
+        notes.append(f"no --global-batch: it grows with data parallelism (micro-batch x dp = "
+                     f"{job.micro_batch * layout.dp * max(1, layout.pp)} sequences per step)")
+    if step is not None and step.attention_flops_share > 0.1:
+        executed = t.mfu * (1 - step.attention_flops_share / 2)
+        notes.append(f"MFU counts full (non-causal) attention as PaLM appendix B does: attention is "
+                     f"{step.attention_flops_share:.0%} of the model FLOPs here and causal kernels execute about "
+                     f"half of it; counting attention as executed, MFU is {executed:.1%}")
+    return TrainingPlan(compute, step, t, source, layout, usd_per_gpu_hour, offer, seed_rule_constant(peak, mfu), rule,
+                        tuple(notes))
 
 
 def _layout_for_deadline(model, gpu, layout, job, total_flops, deadline_s, peak, mfu, offer, a, virtual_stages):
@@ -126,15 +156,14 @@ class RankedOffer:
 def rank_offers(model, offers: Iterable[Offer], accelerators, layout: Parallelism, job: TrainingJob, tokens: float,
                 epochs: float = 1.0, *, mfu: float | None = None, deadline_s: float | None = None,
                 memory_assumptions: MemoryAssumptions = MemoryAssumptions(),
-                step_assumptions: StepAssumptions = StepAssumptions()) -> list[RankedOffer]:
+                step_assumptions: StepAssumptions = StepAssumptions(), virtual_stages: int = 1) -> list[RankedOffer]:
     """Every offer that can run the job on ``layout`` (GPU count rounded to whole instances), by cost;
     those whose GPU cannot hold it come last with the reason."""
     out: list[RankedOffer] = []
     for offer in offers:
         gpu = accelerators.get(offer.gpu)
-        gpus = math.ceil(layout.gpus / offer.gpu_count) * offer.gpu_count
-        group = layout.tp * layout.pp * layout.cp
-        gpus = math.ceil(gpus / group) * group
+        unit = math.lcm(layout.tp * layout.pp * layout.cp, offer.gpu_count)  # whole instances and groups
+        gpus = math.ceil(layout.gpus / unit) * unit
         try:
             lay = replace(layout, gpus=gpus)
             mem = training_memory(model, gpu, lay, job, memory_assumptions, find_max_batch=False)
@@ -142,7 +171,7 @@ def rank_offers(model, offers: Iterable[Offer], accelerators, layout: Parallelis
                 out.append(RankedOffer(offer, gpu, None, False, mem.reasons[0]))
                 continue
             plan = plan_training(model, gpu, lay, job, tokens, epochs, mfu=mfu, deadline_s=deadline_s, offer=offer,
-                                 step_assumptions=step_assumptions)
+                                 step_assumptions=step_assumptions, virtual_stages=virtual_stages)
             out.append(RankedOffer(offer, gpu, plan, True, ""))
         except GpuplanError as e:
             out.append(RankedOffer(offer, gpu, None, False, str(e)))
@@ -152,10 +181,11 @@ def rank_offers(model, offers: Iterable[Offer], accelerators, layout: Parallelis
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     """Indices of the points no other point beats on both (time, cost), lower being better: sorted by
-    time (then cost), a point is on the front when it is cheaper than every faster one. O(n log n)."""
-    front, best_cost = [], math.inf
+    time (then cost), a point is on the front when it is cheaper than every faster one, or equal to a
+    front point. O(n log n)."""
+    front, best_cost, last = [], math.inf, None
     for i in sorted(range(len(points)), key=lambda k: points[k]):
-        if points[i][1] < best_cost:
+        if points[i][1] < best_cost or points[i] == last:  # exact ties of a front point are on it too
             front.append(i)
-            best_cost = points[i][1]
+            best_cost, last = points[i][1], points[i]
     return sorted(front)

@@ -99,7 +99,7 @@ def _tiers_svg(options: list[dict], tokens: float) -> str:
             best[g] = o
     rows = sorted(best.values(), key=lambda o: o["offer"]["usd_per_gpu_hour"])
     xs = [o["offer"]["usd_per_gpu_hour"] for o in rows]
-    ys = [tokens / o["seconds"] / o["gpus"] for o in rows]  # tokens per second per GPU
+    ys = [tokens / o["seconds"] / o["gpus"] for o in rows]  # tokens (x epochs) per second per GPU
     fx, xt = _scale(xs, PAD, W - 16, log=False)
     fy, yt = _scale(ys, H - PAD, 16, log=False)
     parts = [_axes("price per GPU-hour (USD, cheapest offer)", "training tokens/s per GPU", fx, fy, xt, yt,
@@ -127,7 +127,7 @@ def ranking_html(record: dict) -> str:
                 f"line joins the Pareto front: no other offer is both faster and cheaper.</p>{_time_cost_svg(options)}"
                 f"<h2>Cost vs performance across GPU tiers</h2><p>The cheapest offer of each GPU: price per "
                 f"GPU-hour against training throughput per GPU. Where the curve flattens, paying more per hour "
-                f"buys less extra speed.</p>{_tiers_svg(options, record['tokens'])}")
+                f"buys less extra speed.</p>{_tiers_svg(options, record['tokens'] * record['epochs'])}")
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
             f'<style>body{{font-family:sans-serif;max-width:760px;margin:2em auto}}svg{{background:#fafafa}}</style>'
             f'</head><body><h1>{html.escape(title)}</h1>{body}</body></html>')

@@ -197,7 +197,7 @@ def serving_rank(model, job, options, skipped) -> dict:
              "batch": job.batch, "concurrency": job.concurrency},
         options=[{"gpu": o.gpu.id, "weights": o.weights, "tp": o.tp, "batch": o.report.batch,
                   "usd_per_gpu_hour": o.usd_per_gpu_hour, "offer": o.offer_id,
-                  "usd_per_million_output_tokens": o.usd_per_million_output_tokens,
+                  "usd_per_million_output_tokens_all_in": o.usd_per_million_output_tokens_all_in,
                   "ttft_s": o.report.ttft_s, "tpot_s": o.report.tpot_s, "tokens_per_s": o.report.tokens_per_s,
                   "tokens_per_s_per_gpu": o.tokens_per_s_per_gpu,
                   "max_concurrent_sequences": o.report.max_concurrent_sequences} for o in options],
@@ -233,6 +233,7 @@ def with_training_plan(record: dict, plan, step_assumptions) -> dict:
     """``gpuplan train --tokens``: the memory record plus compute, time and cost."""
     out = dict(record)
     out.update(_plan_dict(plan))
+    out["notes"] = list(record["notes"]) + list(plan.notes)
     out["assumptions"] = record["assumptions"] + [x.to_dict() for x in step_assumptions.items()]
     return out
 
@@ -259,10 +260,11 @@ def offer_ranking(model, layout, job, tokens, epochs, ranked) -> dict:
     )
 
 
-def tco_record(gpu, gpus, case, cost, offers, purchase_row, data) -> dict:
-    """``gpuplan tco``: owning vs renting ``gpus`` GPUs over ``case.years``."""
-    hours_used = 8760 * case.utilization * case.years * gpus
-    owned_total = cost.per_year * case.years * gpus
+def tco_record(gpu, gpus, case, cost, offers, purchase_row, data, period_years: float) -> dict:
+    """``gpuplan tco``: owning vs renting ``gpus`` GPUs over ``period_years`` (the purchase paid off over
+    ``case.years``, its useful life)."""
+    hours_used = 8760 * case.utilization * period_years * gpus
+    owned_total = cost.per_year * period_years * gpus
     rentals = []
     for o in offers:
         u = cost.break_even_utilization(o.usd_per_gpu_hour)
@@ -272,7 +274,7 @@ def tco_record(gpu, gpus, case, cost, offers, purchase_row, data) -> dict:
                         o.usd_per_gpu_hour * hours_used - owned_total, "break_even_utilization": u})
     sources = {k: v.model_dump() for k, v in data.defaults_sources.items()}
     return envelope(
-        "tco", gpu={"id": gpu.id, "tdp_w": gpu.tdp_w}, gpus=gpus,
+        "tco", gpu={"id": gpu.id, "tdp_w": gpu.tdp_w}, gpus=gpus, period_years=period_years,
         inputs={k: getattr(case, k) for k in case.__dataclass_fields__},
         purchase_source=purchase_row.model_dump() if purchase_row else {"kind": "given"},
         owned={"capital_usd_per_gpu_year": cost.capital_per_year, "hosting_usd_per_gpu_year": cost.hosting_per_year,

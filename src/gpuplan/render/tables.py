@@ -314,7 +314,7 @@ def serve_report(record: dict) -> Group:
                f"{lat['request_latency_s']:,.2f} s", f"{thr['tokens_per_s']:,.1f}", f"{thr['tokens_per_s_per_gpu']:,.1f}",
                f"{thr['requests_per_s']:,.3g}")
     parts.append(lt)
-    if fleet["qps"]:
+    if fleet["qps"] and fleet["rule_of_thumb_gpus"] is not None:
         rule = fleet["rule_of_thumb_gpus"]
         parts.append(Text(f"fleet for {fleet['qps']:g} requests/s: {fleet['replicas']} replicas = {fleet['gpus']} GPUs "
                           f"(seed rule output_tokens / throughput x qpm / 60: {rule:.1f} GPUs)"))
@@ -347,11 +347,11 @@ def serve_rank(record: dict) -> Group:
     t = Table(box=box.SIMPLE_HEAD, header_style="bold")
     for col, just in (("#", "right"), ("gpu", "left"), ("weights", "left"), ("tp", "right"), ("batch", "right"),
                       ("TTFT ms", "right"), ("TPOT ms", "right"), ("tokens/s", "right"), ("tokens/s/GPU", "right"),
-                      ("$/GPU-h", "right"), ("$/M out", "right")):
+                      ("$/GPU-h", "right"), ("$/M out all-in", "right")):
         t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     for i, o in enumerate(record["options"], 1):
         price = f"{o['usd_per_gpu_hour']:.2f}" if o["usd_per_gpu_hour"] else _DASH
-        per_m = f"{o['usd_per_million_output_tokens']:.3f}" if o["usd_per_million_output_tokens"] else _DASH
+        per_m = f"{o['usd_per_million_output_tokens_all_in']:.3f}" if o["usd_per_million_output_tokens_all_in"] else _DASH
         t.add_row(str(i), o["gpu"], o["weights"], str(o["tp"]), str(o["batch"]), f"{o['ttft_s'] * 1e3:,.0f}",
                   f"{o['tpot_s'] * 1e3:,.1f}", f"{o['tokens_per_s']:,.0f}", f"{o['tokens_per_s_per_gpu']:,.0f}",
                   price, per_m)
@@ -363,8 +363,9 @@ def serve_rank(record: dict) -> Group:
     if record["not_possible"]:
         parts.append(Text(f"{len(record['not_possible'])} GPU x format combinations do not fit or miss the targets "
                           "(listed in --json under not_possible)", style="dim"))
-    parts.append(Text("Priced at each GPU's cheapest on-demand offer (gpuplan offers list); GPUs without an offer "
-                      "come last, by throughput.", style="dim"))
+    parts.append(Text("Ranked by $ per million output tokens, all in (the replica's whole time, prefill included), "
+                      "at each GPU's cheapest on-demand offer; GPUs without an offer come last, by throughput.",
+                      style="dim"))
     return Group(*parts)
 
 
@@ -434,8 +435,9 @@ def offer_ranking(record: dict) -> Group:
 def tco_report(record: dict) -> Group:
     """``gpuplan tco``: the owned cost per GPU and the comparison with every rental offer."""
     inp, own, gpu = record["inputs"], record["owned"], record["gpu"]
-    head = Text(f"{record['gpus']} x {gpu['id']} over {inp['years']:g} years at {inp['utilization']:.0%} utilization "
-                f"({own['used_gpu_hours']:,.0f} used GPU-hours)", style="bold")
+    head = Text(f"{record['gpus']} x {gpu['id']} over {record['period_years']:g} years at {inp['utilization']:.0%} "
+                f"utilization ({own['used_gpu_hours']:,.0f} used GPU-hours); purchase paid off over {inp['years']:g} "
+                "years", style="bold")
     t = Table(box=box.SIMPLE_HEAD, header_style="bold")
     t.add_column("owning, per GPU")
     t.add_column("USD", justify="right")
