@@ -489,8 +489,7 @@ def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, 
     With --rank, --gpu names the GPUs to compare (comma-separated, or 'all').
     """
     from ..catalog import resolve_model
-    from ..estimate.inference import (InferenceAssumptions, assumptions_for, cost_per_million, fleet_for,
-                                      serving_plan)
+    from ..estimate.inference import assumptions_for, cost_per_million, fleet_for, serving_plan
     from ..estimate.params import count_params
     from ..estimate.rules import inference_rule
     from ..render import records, tables
@@ -631,7 +630,7 @@ def local() -> None:
 def local_detect(ctx: click.Context, as_json: bool) -> None:
     """GPUs (NVML), links, topology, driver; CPU cores, RAM, NUMA nodes and disks. Works without a GPU."""
     from ..local.detect import detect, detection_dict
-    from ..render import records, tables
+    from ..render import tables
 
     d = detect(ctx.obj.accelerators())
     _emit(ctx, records.envelope("local.detect", **detection_dict(d)), as_json, tables.detect_report)
@@ -651,7 +650,6 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
                 save: Path | None, as_json: bool) -> None:
     """Measure what this machine achieves, beside the datasheet; --save a profile for --calibration."""
     import json as _json
-    import sys as _sys
 
     from ..local import bench
     from ..local.calibration import make_profile

@@ -15,7 +15,7 @@ Quantized weights are read through dequantizing kernels that reach a lower effec
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import ClassVar, Mapping
 
@@ -25,13 +25,14 @@ from ..spec.model import ModelSpec, ParamsOnlyModel
 from ..spec.serving import KV_DTYPES, ServingJob, ServingLayout
 from ..units import GiB, MiB
 from .flops import attention_flops_forward, matmul_params
-from .memory import Assumption, Itemized, check_assumptions
+from .assumptions import Assumption, AssumptionSet, check_assumptions
+from .memory import Itemized
 from .params import count_params, linear_shapes
 from .quant import WEIGHT_FORMATS, bytes_per_param
 
 
 @dataclass(frozen=True)
-class InferenceAssumptions:
+class InferenceAssumptions(AssumptionSet):
     """Efficiencies and overheads of real kernels and engines; each overridable, each with a source."""
 
     memory_bandwidth_efficiency: float = 0.83
@@ -93,17 +94,9 @@ class InferenceAssumptions:
         check_assumptions(self, fractions=("memory_bandwidth_efficiency", "compute_efficiency", "link_efficiency",
                                            "gpu_memory_utilization"),
                           ranges={"int8_kernel_bandwidth_factor": (1, 10), "int4_kernel_bandwidth_factor": (1, 10),
-                                  "prefill_chunk_tokens": (1, 10**7), "max_num_seqs": (1, 10**6)})
-        for name in ("memory_bandwidth_efficiency", "compute_efficiency", "link_efficiency", "gpu_memory_utilization"):
-            if getattr(self, name) == 0:
-                raise JobError(f"assumption {name} must be more than 0")
-
-    def items(self) -> list[Assumption]:
-        out = []
-        for f in fields(self):
-            unit, source = self.SOURCES[f.name]
-            out.append(Assumption(f.name, getattr(self, f.name), unit, source))
-        return out
+                                  "prefill_chunk_tokens": (1, 10**7), "max_num_seqs": (1, 10**6)},
+                          positive=("memory_bandwidth_efficiency", "compute_efficiency", "link_efficiency",
+                                    "gpu_memory_utilization"))
 
 
 #: Per-step overhead of a continuous-batching server (see engine_step_overhead_s's source).

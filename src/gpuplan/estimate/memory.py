@@ -19,7 +19,7 @@ Sources, by part:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import ClassVar, Mapping
 
@@ -28,6 +28,7 @@ from ..spec.accelerator import Accelerator
 from ..spec.model import ModelSpec, ParamsOnlyModel
 from ..spec.training import Parallelism, TrainingJob
 from ..units import GiB, MiB
+from .assumptions import Assumption, AssumptionSet, check_assumptions
 from .params import count_params, largest_module_params, linear_shapes
 
 # ------------------------------------------------------------------------------------------- recipes
@@ -131,18 +132,7 @@ def resolve_recipe(job: TrainingJob, layout: Parallelism) -> tuple[Recipe, str]:
 
 
 @dataclass(frozen=True)
-class Assumption:
-    name: str
-    value: float
-    unit: str
-    source: str
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "value": self.value, "unit": self.unit, "source": self.source}
-
-
-@dataclass(frozen=True)
-class MemoryAssumptions:
+class MemoryAssumptions(AssumptionSet):
     """Defaults for what the formulas cannot know; each is overridable and shown with its source."""
 
     cuda_context_bytes: int = 500 * MiB
@@ -188,26 +178,6 @@ class MemoryAssumptions:
                                   "activation_bytes_per_element": (1, 8), "logits_bytes_per_element_hf": (0, 64),
                                   "logits_bytes_per_element_megatron": (0, 64)})
 
-    def items(self) -> list[Assumption]:
-        out = []
-        for f in fields(self):
-            unit, source = self.SOURCES[f.name]
-            out.append(Assumption(f.name, getattr(self, f.name), unit, source))
-        return out
-
-
-def check_assumptions(obj, fractions: tuple[str, ...] = (), ranges: Mapping[str, tuple[float, float]] = MappingProxyType({})) -> None:
-    """Every assumption finite and >= 0; fractions in [0, 1]; named ones within their range."""
-    for f in fields(obj):
-        value = getattr(obj, f.name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise JobError(f"assumption {f.name} must be a finite number >= 0, got {value!r}")
-        if f.name in fractions and value > 1:
-            raise JobError(f"assumption {f.name} is a fraction: give a value between 0 and 1, got {value!r}")
-        if f.name in ranges:
-            lo, hi = ranges[f.name]
-            if not lo <= value <= hi:
-                raise JobError(f"assumption {f.name} must be between {lo:g} and {hi:g}, got {value!r}")
 
 
 # --------------------------------------------------------------------------------------- activations

@@ -18,16 +18,16 @@ One iteration on the busiest GPU, by part:
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping
 
 from ..spec.accelerator import Accelerator
-from ..spec.model import ModelSpec, ParamsOnlyModel
+from ..spec.model import ModelSpec
 from ..spec.training import Parallelism, TrainingJob
+from .assumptions import AssumptionSet, check_assumptions
 from .flops import flops_per_token
-from .memory import Assumption, check_assumptions, resolve_recipe, stage_layers
+from .memory import resolve_recipe, stage_layers
 from .params import count_params, linear_shapes
 from .time import peak_for
 
@@ -48,7 +48,7 @@ def matmul_efficiency(gpu: Accelerator) -> tuple[float, str]:
 
 
 @dataclass(frozen=True)
-class StepAssumptions:
+class StepAssumptions(AssumptionSet):
     """Efficiencies and traffic constants of the step-time model; each overridable, each with a source."""
 
     matmul_efficiency: float = 0.0  # 0: the GPU's MAMF fraction x model_shape_factor
@@ -95,20 +95,9 @@ class StepAssumptions:
 
     def __post_init__(self) -> None:
         check_assumptions(self, fractions=("matmul_efficiency", "flash_attention_efficiency", "hbm_efficiency",
-                                           "link_efficiency", "model_shape_factor"), ranges={"gpus_per_node": (1, 1024)})
-        for name in ("flash_attention_efficiency", "hbm_efficiency", "link_efficiency", "model_shape_factor",
-                     "elementwise_bytes_per_token_hidden"):
-            if getattr(self, name) <= 0:
-                from ..errors import JobError
-
-                raise JobError(f"assumption {name} must be more than 0")
-
-    def items(self) -> list[Assumption]:
-        out = []
-        for f in fields(self):
-            unit, source = self.SOURCES[f.name]
-            out.append(Assumption(f.name, getattr(self, f.name), unit, source))
-        return out
+                                           "link_efficiency", "model_shape_factor"), ranges={"gpus_per_node": (1, 1024)},
+                          positive=("flash_attention_efficiency", "hbm_efficiency", "link_efficiency",
+                                    "model_shape_factor", "elementwise_bytes_per_token_hidden"))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,52 @@
+"""Named assumptions: the defaults a formula cannot know, each overridable and shown with its source.
+
+An assumption set is a frozen dataclass whose class attribute ``SOURCES`` maps each field to (unit,
+source); ``items()`` lists them for the ``assumptions`` part of every record, and ``check_assumptions``
+rejects values that make no sense (one line, exit 2).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from types import MappingProxyType
+from typing import ClassVar, Mapping
+
+from ..errors import JobError
+
+
+@dataclass(frozen=True)
+class Assumption:
+    name: str
+    value: float
+    unit: str
+    source: str
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "value": self.value, "unit": self.unit, "source": self.source}
+
+
+class AssumptionSet:
+    """Mixin for the frozen dataclasses of assumptions."""
+
+    SOURCES: ClassVar[Mapping[str, tuple[str, str]]] = MappingProxyType({})
+
+    def items(self) -> list[Assumption]:
+        return [Assumption(f.name, getattr(self, f.name), *self.SOURCES[f.name]) for f in fields(self)]
+
+
+def check_assumptions(obj, fractions: tuple[str, ...] = (), ranges: Mapping[str, tuple[float, float]] = MappingProxyType({}),
+                      positive: tuple[str, ...] = ()) -> None:
+    """Every assumption finite and >= 0; fractions in [0, 1]; ``positive`` ones > 0; named ones in range."""
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise JobError(f"assumption {f.name} must be a finite number >= 0, got {value!r}")
+        if f.name in fractions and value > 1:
+            raise JobError(f"assumption {f.name} is a fraction: give a value between 0 and 1, got {value!r}")
+        if f.name in positive and value == 0:
+            raise JobError(f"assumption {f.name} must be more than 0")
+        if f.name in ranges:
+            lo, hi = ranges[f.name]
+            if not lo <= value <= hi:
+                raise JobError(f"assumption {f.name} must be between {lo:g} and {hi:g}, got {value!r}")
