@@ -79,7 +79,6 @@ def measure(config: dict, device: str, batch: int, prompt: int, steps: int, comp
     if device == "cuda":
         out["max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated()
         out["max_memory_reserved_bytes"] = torch.cuda.max_memory_reserved()
-    del model, cache
     return out
 
 

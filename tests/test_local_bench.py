@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from gpuplan.local import bench  # noqa: E402
-from gpuplan.local.calibration import apply_to_inference, apply_to_step, make_profile, read_profile  # noqa: E402
+from gpuplan.local.calibration import make_profile, read_profile  # noqa: E402
 from gpuplan.errors import CatalogError  # noqa: E402
 from test_cli import one_line_error  # noqa: E402
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from gpuplan.catalog import load_accelerators
-from gpuplan.local.detect import Detection, Disk, GpuReading, Host, detect, detection_dict, gpu_warnings, match_catalog
+from gpuplan.local.detect import Disk, GpuReading, Host, detect, detection_dict, gpu_warnings, match_catalog
 
 ACCS = load_accelerators()
 HOST = Host("node1", "Linux 6.8", "Intel Xeon Platinum 8480+", 112, 224, 2 * 1024**4, 2,

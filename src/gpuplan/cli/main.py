@@ -630,7 +630,7 @@ def local() -> None:
 def local_detect(ctx: click.Context, as_json: bool) -> None:
     """GPUs (NVML), links, topology, driver; CPU cores, RAM, NUMA nodes and disks. Works without a GPU."""
     from ..local.detect import detect, detection_dict
-    from ..render import tables
+    from ..render import records, tables
 
     d = detect(ctx.obj.accelerators())
     _emit(ctx, records.envelope("local.detect", **detection_dict(d)), as_json, tables.detect_report)
@@ -654,7 +654,7 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
     from ..local import bench
     from ..local.calibration import make_profile
     from ..local.detect import detect, detection_dict
-    from ..render import records, tables
+    from ..render import tables
 
     if which in ("disk", "all") and not disk_path.is_dir():
         raise click.BadParameter(f"{disk_path}: not a directory; give a folder on the disk to test", param_hint="--path")
