@@ -133,3 +133,21 @@ def test_gpus_for_deadline_rounds_to_the_group():
     n = gpus_for_deadline(flops, 30 * 86400, 989.5e12, 0.4, granularity=8)
     assert n % 8 == 0 and time_to_train(flops, n, 989.5e12, 0.4).seconds <= 30 * 86400
     assert time_to_train(flops, n - 8, 989.5e12, 0.4).seconds > 30 * 86400
+
+
+@pytest.mark.parametrize("rid,vstages", [("korthikanti-t5-22b", 1), ("korthikanti-t5-175b", 3),
+                                         ("korthikanti-t5-530b", 3), ("korthikanti-t5-1t", 1)])
+def test_korthikanti_iteration_times_predicted(validation, rid, vstages):
+    """Out of sample: iteration time with full recomputation, and with sequence parallelism + selective
+    recomputation, within 15 % each (the model lands within 11 %; it overstates the gain of the second
+    over the first: 1.38-1.51x predicted against 1.29-1.32x measured)."""
+    rec = next(r for r in validation("training_compute")["records"] if r["id"] == rid)
+    m, p = rec["model"], rec["parameters"] if "parameters" in rec else rec["parallelism"]
+    for recompute, sp, metric in (("full", False, "iteration_time_full_recompute"),
+                                  ("selective", True, "iteration_time_sp_plus_selective")):
+        job = TrainingJob(micro_batch=rec["batch"]["micro_batch_seqs"], seq_len=2048,
+                          global_batch=rec["batch"]["global_batch_seqs"], recompute=recompute, flash_attention=False,
+                          dropout=True, precision="fp16-mixed", recipe="megatron")
+        step = training_step(gpt(m), A100, Parallelism(gpus=rec["hardware"]["count"], tp=p["tp"], pp=p["pp"],
+                                                       sequence_parallel=sp), job, virtual_stages=vstages)
+        assert step.iteration_s == pytest.approx(value(rec, metric), rel=0.15), metric
