@@ -41,6 +41,7 @@ class InferenceAssumptions(AssumptionSet):
     int4_kernel_bandwidth_factor: float = 1.4
     layer_overhead_s: float = 50e-6
     allreduce_latency_s: float = 6e-6
+    allreduce_latency_large_s: float = 40e-6
     link_efficiency: float = 0.75
     engine_step_overhead_s: float = 0.0
     gpu_memory_utilization: float = 0.90
@@ -69,6 +70,10 @@ class InferenceAssumptions(AssumptionSet):
         "allreduce_latency_s": ("seconds per all-reduce", "small-message all-reduce on NVLink: ~6 us on H100 "
                                 "(NVIDIA/nccl issue #1259, NVLS, 128 B-64 KB), 10 us on A100 (issue #583); custom "
                                 "one-shot all-reduces reach 4-10 us (sgl-project/sglang PR #2904)"),
+        "allreduce_latency_large_s": ("seconds per all-reduce on 8 GPUs", "messages above 64 KiB leave NCCL's "
+                                      "low-latency protocol: 1 MiB takes ~46 us on 8 H200s (40 GB/s bus bandwidth "
+                                      "against 480 peak; ml-engineering network/benchmarks all-reduce-8xH200), "
+                                      "so ~40 us of fixed cost, scaled by (n-1)/7 for n GPUs"),
         "link_efficiency": ("fraction of link bandwidth", "NCCL ring bus bandwidth reaches ~75 % of NVLink peak "
                             "at large messages (nccl-tests on DGX A100/H100)"),
         "engine_step_overhead_s": ("seconds per step", "CPU work per engine step (scheduling, input preparation, "
@@ -231,12 +236,22 @@ def _kernel_factor(fmt: str, a: InferenceAssumptions) -> float:
             "gguf": a.int4_kernel_bandwidth_factor}.get(kernel, 1.0)
 
 
+#: NCCL switches from its low-latency protocol to the bandwidth protocols around here.
+SMALL_MESSAGE_BYTES = 64 * 1024
+
+
 def _allreduce_s(message_bytes: float, n: int, gpu: Accelerator, a: InferenceAssumptions) -> float:
-    """Ring all-reduce: latency + 2 (n-1)/n x message / (link bandwidth x efficiency) (Patarasuk & Yuan 2009)."""
+    """Ring all-reduce: latency + 2 (n-1)/n x message / (link bandwidth x efficiency) (Patarasuk & Yuan 2009).
+
+    The latency depends on the message: decode's few-KiB messages ride NCCL's low-latency protocol; the
+    megabyte messages of prefill pay a larger fixed cost that grows with the ring.
+    """
     if n <= 1:
         return 0.0
     link = gpu.interconnect.bandwidth_bytes_per_s if gpu.interconnect else 32e9  # PCIe Gen4 x16 per direction
-    return a.allreduce_latency_s + 2 * (n - 1) / n * message_bytes / (link * a.link_efficiency)
+    latency = a.allreduce_latency_s if message_bytes <= SMALL_MESSAGE_BYTES else \
+        a.allreduce_latency_large_s * (n - 1) / 7
+    return latency + 2 * (n - 1) / n * message_bytes / (link * a.link_efficiency)
 
 
 def _active_matmul_params(model) -> float:
