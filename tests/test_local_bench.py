@@ -108,3 +108,29 @@ def test_bench_cli_on_cpu(tmp_path, run):
                                                                                       "disk read (uncached)"}
     assert read_profile(out_file)["results"]
     assert "not a directory" in one_line_error(*run("local", "bench", "disk", "--path", str(tmp_path / "nope")))
+
+
+def test_sampler_names_throttling_and_ignores_benign_reasons():
+    from gpuplan.local.sampler import Sampler, decode_reasons
+
+    assert decode_reasons(0x4 | 0x40) == ["software power cap", "hardware thermal slowdown"]
+    readings = iter([(1980, 690.0, 0x0), (1755, 700.0, 0x4), (1650, 700.0, 0x4 | 0x20)])
+
+    def read(index):
+        try:
+            return next(readings)
+        except StopIteration:
+            raise RuntimeError("done")
+
+    import time
+
+    with Sampler(read, interval_s=0.001) as s:
+        time.sleep(0.05)
+    summary = s.summary()
+    assert summary["sm_clock_min_mhz"] == 1650 and summary["sm_clock_max_mhz"] == 1980
+    assert summary["throttled"] and "software power cap" in summary["throttled_by"]
+    idle = Sampler(lambda i: (1980, 100.0, 0x1), interval_s=0.001)
+    with idle:
+        time.sleep(0.02)
+    assert idle.summary()["throttled"] is False  # 'gpu idle' is not a problem
+    assert Sampler(read=None).summary() is None  # no NVML: nothing sampled

@@ -650,6 +650,7 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
                 save: Path | None, as_json: bool) -> None:
     """Measure what this machine achieves, beside the datasheet; --save a profile for --calibration."""
     import json as _json
+    import sys as _sys
 
     from ..local import bench
     from ..local.calibration import make_profile
@@ -661,26 +662,40 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
     det = detect(ctx.obj.accelerators())
     gpu0 = det.gpus[0] if det.gpus else None
     acc = ctx.obj.accelerators().get(gpu0.catalog_id) if gpu0 and gpu0.catalog_id else None
+    from dataclasses import replace as _replace
+
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from ..local.sampler import Sampler
+
     results = []
     todo = ["matmul", "memory", "pcie", "allreduce", "disk"] if which == "all" else [which]
-    for name in todo:
-        click.echo(f"gpuplan: running {name} ...", err=True)
-        try:
-            if name == "matmul":
-                for d in dtypes or (("bf16",) if quick else ("bf16", "tf32")):
-                    results.append(bench.bench_matmul(d, quick, acc.peak(d) if acc else None))
-            elif name == "memory":
-                results.append(bench.bench_memory(quick, acc.memory_bandwidth_bytes_per_s if acc else None))
-            elif name == "pcie":
-                results += bench.bench_pcie(quick)
-            elif name == "allreduce":
-                results += bench.bench_allreduce(quick)
-            elif name == "disk":
-                results += bench.bench_disk(disk_path, quick=quick)
-        except bench.BenchUnavailable as e:
-            if which != "all":
-                raise
-            click.echo(f"gpuplan: skipped {name}: {e}", err=True)
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True, disable=not _sys.stderr.isatty()) as progress:
+        for name in todo:
+            task = progress.add_task(f"{name}: running", total=None)
+            try:
+                with Sampler() as sampler:
+                    if name == "matmul":
+                        new = [bench.bench_matmul(d, quick, acc.peak(d) if acc else None,
+                                                  progress=lambda: progress.advance(task))
+                               for d in dtypes or (("bf16",) if quick else ("bf16", "tf32"))]
+                    elif name == "memory":
+                        new = [bench.bench_memory(quick, acc.memory_bandwidth_bytes_per_s if acc else None)]
+                    elif name == "pcie":
+                        new = bench.bench_pcie(quick)
+                    elif name == "allreduce":
+                        new = bench.bench_allreduce(quick)
+                    else:
+                        new = bench.bench_disk(disk_path, quick=quick)
+                clocks = sampler.summary()
+                results += [_replace(r, detail={**r.detail, "clocks": clocks}) if clocks else r for r in new]
+            except bench.BenchUnavailable as e:
+                if which != "all":
+                    raise
+                click.echo(f"gpuplan: skipped {name}: {e}", err=True)
+            progress.remove_task(task)
     versions = {}
     try:
         import torch as _t

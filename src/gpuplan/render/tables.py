@@ -532,4 +532,11 @@ def bench_report(record: dict) -> Group:
     gpu = record["gpu"]
     head = Text(f"{gpu['name']} ({gpu['catalog_id'] or 'not in the catalog'})" if gpu else
                 "no GPU: CPU figures (they test the harness, not a GPU)", style="bold")
-    return Group(head, t)
+    parts: list = [head, t]
+    for r in record["results"]:
+        c = r["detail"].get("clocks")
+        if c and c["throttled"]:
+            parts.append(Text(f"{r['name']}: throttled ({', '.join(c['throttled_by'])}); SM clock "
+                              f"{c['sm_clock_min_mhz']}-{c['sm_clock_max_mhz']} MHz, up to {c['power_max_w']:.0f} W",
+                              style="yellow"))
+    return Group(*parts)
