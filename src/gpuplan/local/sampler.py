@@ -7,7 +7,6 @@ throttle reasons seen (the NVML clocks-event bitmask, named). Without NVML it re
 from __future__ import annotations
 
 import threading
-import time
 
 #: nvmlClocksEventReasons bits (NVML API reference, "Clock Event Reasons").
 REASONS = {
