@@ -134,3 +134,9 @@ def test_sampler_names_throttling_and_ignores_benign_reasons():
         time.sleep(0.02)
     assert idle.summary()["throttled"] is False  # 'gpu idle' is not a problem
     assert Sampler(read=None).summary() is None  # no NVML: nothing sampled
+
+
+def test_bench_uses_the_models_shapes(run):
+    rec = json.loads(run("local", "bench", "matmul", "--model", "llama-3.2-1b", "--json")[1])
+    assert rec["results"][0]["detail"]["shapes_tried"] >= 3
+    assert "needs an architecture" in one_line_error(*run("local", "bench", "matmul", "--model", "7B"))

@@ -643,11 +643,12 @@ def local_detect(ctx: click.Context, as_json: bool) -> None:
               help="Matmul dtypes [default: bf16, and tf32 with --full].")
 @click.option("--path", "disk_path", type=click.Path(path_type=Path), default=Path("."), show_default=True,
               help="Folder on the disk to test.")
+@click.option("--model", "model_name", help="Benchmark the GEMM shapes of this model (4096 tokens x each linear layer).")
 @click.option("--save", type=click.Path(dir_okay=False, path_type=Path), help="Write a calibration profile (JSON).")
 @_json_option
 @click.pass_context
 def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, ...], disk_path: Path,
-                save: Path | None, as_json: bool) -> None:
+                model_name: str | None, save: Path | None, as_json: bool) -> None:
     """Measure what this machine achieves, beside the datasheet; --save a profile for --calibration."""
     import json as _json
     import sys as _sys
@@ -659,6 +660,16 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
 
     if which in ("disk", "all") and not disk_path.is_dir():
         raise click.BadParameter(f"{disk_path}: not a directory; give a folder on the disk to test", param_hint="--path")
+    shapes = None
+    if model_name:
+        from ..catalog import resolve_model
+        from ..estimate.params import linear_shapes
+        from ..spec.model import ModelSpec
+
+        model = resolve_model(model_name, ctx.obj.models())
+        if not isinstance(model, ModelSpec):
+            raise click.BadParameter("needs an architecture (a model id or config.json)", param_hint="--model")
+        shapes = sorted({(4096, dout, din) for din, dout, _ in linear_shapes(model).values()})
     det = detect(ctx.obj.accelerators())
     gpu0 = det.gpus[0] if det.gpus else None
     acc = ctx.obj.accelerators().get(gpu0.catalog_id) if gpu0 and gpu0.catalog_id else None
@@ -678,7 +689,7 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
             try:
                 with Sampler() as sampler:
                     if name == "matmul":
-                        new = [bench.bench_matmul(d, quick, acc.peak(d) if acc else None,
+                        new = [bench.bench_matmul(d, quick, acc.peak(d) if acc else None, shapes=shapes,
                                                   progress=lambda: progress.advance(task))
                                for d in dtypes or (("bf16",) if quick else ("bf16", "tf32"))]
                     elif name == "memory":
