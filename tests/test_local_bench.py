@@ -23,7 +23,7 @@ def test_time_fn_counts_iterations():
 
 
 def test_matmul_arithmetic_and_search():
-    r = bench.bench_matmul("bf16", quick=True, shapes=[(64, 64, 64), (128, 128, 128)])
+    r = bench.bench_matmul("bf16", quick=True)
     assert r.name == "matmul fp32 (cpu)" and r.unit == "TFLOP/s" and r.value > 0
     assert r.datasheet is None and r.fraction is None  # a CPU fp32 figure is not compared with a GPU's bf16 peak
     assert r.detail["shapes_tried"] >= 2 and len(r.detail["best_shape_mnk"]) == 3
@@ -37,7 +37,9 @@ def test_memory_counts_read_and_write():
 
 
 def test_allreduce_single_process_gloo():
-    rs = bench.bench_allreduce(quick=True, sizes=[2**16])
+    with pytest.raises(bench.BenchUnavailable, match="2 or more ranks"):
+        bench.bench_allreduce(quick=True)
+    rs = bench.bench_allreduce(quick=True, sizes=[2**16], allow_single=True)
     assert rs[0].detail["ranks"] == 1 and rs[0].value == 0.0  # busbw = algbw x 2(n-1)/n is 0 for one rank
     assert rs[0].detail["algbw_gbps"] > 0
 
@@ -140,3 +142,35 @@ def test_bench_uses_the_models_shapes(run):
     rec = json.loads(run("local", "bench", "matmul", "--model", "llama-3.2-1b", "--json")[1])
     assert rec["results"][0]["detail"]["shapes_tried"] >= 3
     assert "needs an architecture" in one_line_error(*run("local", "bench", "matmul", "--model", "7B"))
+
+
+
+def test_model_shapes_are_measured_not_climbed_away_from():
+    shapes = [(4096, 2048, 2048), (4096, 8192, 2048)]
+    r = bench.bench_matmul("bf16", quick=True, shapes=shapes)
+    assert r.detail["model_shapes"] == [[256, 128, 128], [256, 512, 128]]  # scaled down 16x on a CPU
+    assert r.detail["shapes_tried"] == 2
+
+
+@pytest.mark.parametrize("bad,fragment", [({"results": [1]}, "objects"), ({"gpu": "h100"}, "'gpu'"),
+                                          ({"results": [{"name": "matmul bf16", "fraction_of_datasheet": 2.0}]},
+                                           "fraction_of_datasheet")])
+def test_calibration_profile_is_checked(tmp_path, bad, fragment):
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({**make_profile([], None, {}, {}), **bad}))
+    with pytest.raises(CatalogError, match=fragment):
+        read_profile(f)
+
+
+def test_calibration_and_rank_do_not_mix(tmp_path, run):
+    f = _profile(tmp_path)
+    assert "--rank compares many" in one_line_error(*run("serve", "llama-3.1-8b", "--gpu", "h100,l4", "--rank",
+                                                         "--calibration", str(f)))
+    assert "--rank compares many" in one_line_error(*run("train", "llama-3.1-8b", "--gpu", "h100", "--tokens", "1T",
+                                                         "--rank", "--calibration", str(f)))
+
+
+def test_save_folder_is_checked_first(tmp_path, run):
+    line = one_line_error(*run("local", "bench", "disk", "--path", str(tmp_path), "--save",
+                               str(tmp_path / "no" / "such" / "p.json")))
+    assert "no folder" in line

@@ -112,3 +112,31 @@ def test_detect_on_a_real_gpu(run):
         pytest.skip("no NVIDIA GPU or driver here")
     rec = json.loads(run("local", "detect", "--json")[1])
     assert rec["gpus"] and all(g["memory_total_bytes"] > 0 for g in rec["gpus"])
+
+
+def test_every_nvml_name_used_exists_in_nvidia_ml_py():
+    """The real backend is not exercised without a GPU, so check its API names against pynvml itself."""
+    import re
+    from pathlib import Path
+
+    pynvml = pytest.importorskip("pynvml")
+    src = Path(__file__).resolve().parent.parent / "src" / "gpuplan" / "local"
+    names = set()
+    for f in ("detect.py", "sampler.py"):
+        names |= set(re.findall(r"\b(?:nv|pynvml)\.(nvml\w+|NVML_\w+)", (src / f).read_text()))
+    assert len(names) > 15
+    missing = sorted(n for n in names if not hasattr(pynvml, n))
+    assert not missing, missing
+
+
+def test_a_gpu_nvml_cannot_read_is_reported_not_fatal():
+    class HalfBroken(FakeBackend):
+        errors = ["GPU 1: NVML could not read it (GpuIsLost)"]
+
+    d = detect(ACCS, HalfBroken([H100]), HOST)
+    assert len(d.gpus) == 1 and "GpuIsLost" in d.notes[0]
+
+
+def test_remapped_rows_warnings():
+    assert "needs service" in " ".join(gpu_warnings(replace(H100, remapped_rows_failed=True)))
+    assert "reset the GPU" in " ".join(gpu_warnings(replace(H100, remapped_rows_pending=True)))

@@ -382,6 +382,8 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
         raise click.BadParameter("give --offer or --usd-per-gpu-hour, not both", param_hint="--offer")
     if plot and not rank:
         raise click.BadParameter("--plot draws the --rank comparison; add --rank", param_hint="--plot")
+    if rank and calibration:
+        raise click.BadParameter("a calibration profile describes one GPU; --rank compares many", param_hint="--calibration")
     if mfu is not None and not 0 < mfu <= 1:
         raise click.BadParameter(f"{mfu} is not a fraction in (0, 1]", param_hint="--mfu")
     if virtual_stages < 1:
@@ -506,6 +508,8 @@ def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, 
     layout = ServingLayout(tp=tp, pp=pp, replicas=replicas)
     assumptions = _parse_assumptions(assume, assumptions_for(job)) if assume else None
     model = resolve_model(model_name, ctx.obj.models())
+    if rank and calibration:
+        raise click.BadParameter("a calibration profile describes one GPU; --rank compares many", param_hint="--calibration")
     if rank:
         from ..plan.serving import cheapest_on_demand, rank_serving
         from ..spec.model import ModelSpec
@@ -636,6 +640,25 @@ def local_detect(ctx: click.Context, as_json: bool) -> None:
     _emit(ctx, records.envelope("local.detect", **detection_dict(d)), as_json, tables.detect_report)
 
 
+def _bench_gpu(det):
+    """The NVML reading of the GPU torch runs on (cuda:0, matched by UUID), or None without one."""
+    if not det.gpus:
+        return None
+    try:
+        import torch
+    except ImportError:
+        return det.gpus[0]
+    if not torch.cuda.is_available():
+        raise GpuplanError(f"NVML sees {len(det.gpus)} GPU(s) but torch cannot use CUDA (torch {torch.__version__}, "
+                           f"built for CUDA {torch.version.cuda}, driver {det.driver_version}): install a CUDA build "
+                           "of torch that this driver supports")
+    uuid = str(getattr(torch.cuda.get_device_properties(0), "uuid", "")).lower().removeprefix("gpu-")
+    for g in det.gpus:
+        if uuid and (g.reading.uuid or "").lower().removeprefix("gpu-") == uuid:
+            return g
+    return det.gpus[0]
+
+
 @local.command("bench")
 @click.argument("which", type=click.Choice(["matmul", "memory", "pcie", "allreduce", "disk", "all"]), default="all")
 @click.option("--quick/--full", default=True, show_default=True, help="Fewer shapes and iterations, or the full runs.")
@@ -670,8 +693,10 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
         if not isinstance(model, ModelSpec):
             raise click.BadParameter("needs an architecture (a model id or config.json)", param_hint="--model")
         shapes = sorted({(4096, dout, din) for din, dout, _ in linear_shapes(model).values()})
+    if save is not None and not (save.parent if str(save.parent) else Path(".")).is_dir():
+        raise click.BadParameter(f"can't write {save}: no folder {save.parent}", param_hint="--save")
     det = detect(ctx.obj.accelerators())
-    gpu0 = det.gpus[0] if det.gpus else None
+    gpu0 = _bench_gpu(det)
     acc = ctx.obj.accelerators().get(gpu0.catalog_id) if gpu0 and gpu0.catalog_id else None
     from dataclasses import replace as _replace
 
@@ -687,7 +712,7 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
         for name in todo:
             task = progress.add_task(f"{name}: running", total=None)
             try:
-                with Sampler() as sampler:
+                with Sampler(index=gpu0.reading.index if gpu0 else 0) as sampler:
                     if name == "matmul":
                         new = [bench.bench_matmul(d, quick, acc.peak(d) if acc else None, shapes=shapes,
                                                   progress=lambda: progress.advance(task))
@@ -706,6 +731,11 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
                 if which != "all":
                     raise
                 click.echo(f"gpuplan: skipped {name}: {e}", err=True)
+            except (RuntimeError, AssertionError) as e:  # CUDA failures: no kernel image, out of memory, busy GPU
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                if which != "all":
+                    raise GpuplanError(f"{name} benchmark failed: {first}") from None
+                click.echo(f"gpuplan: skipped {name}: {first}", err=True)
             progress.remove_task(task)
     versions = {}
     try:
@@ -714,6 +744,8 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
         versions = {"torch": _t.__version__, "cuda": _t.version.cuda}
     except ImportError:
         pass
+    if int(os.environ.get("RANK", 0)) != 0:
+        return  # under torchrun: rank 0 reports and saves
     gpu_info = ({"name": gpu0.reading.name, "catalog_id": gpu0.catalog_id, "driver": det.driver_version,
                  "cuda": det.cuda_version} if gpu0 else None)
     profile = make_profile([r.to_dict() for r in results], gpu_info, detection_dict(det)["host"], versions)

@@ -97,9 +97,12 @@ def matmul_tflops(torch, device: str, dtype: str, m: int, n: int, k: int, iters:
     td = getattr(torch, DTYPES[dtype])
     a = torch.randn(m, k, device=device, dtype=td)
     b = torch.randn(k, n, device=device, dtype=td)
-    if dtype == "tf32":
-        torch.backends.cuda.matmul.allow_tf32 = True
-    times = time_fn(lambda: a @ b, device, warmup=2, iters=iters, flush=flush)
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"  # fp32 must not silently run as TF32
+    try:
+        times = time_fn(lambda: a @ b, device, warmup=2, iters=iters, flush=flush)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
     return 2 * m * n * k / min(times) / 1e12
 
 
@@ -132,6 +135,14 @@ def bench_matmul(dtype: str = "bf16", quick: bool = True, datasheet: float | Non
                 progress()
         return seen[shape]
 
+    if shapes:
+        # a model's own GEMMs: report its FLOP-weighted rate over them, not the best shape nearby
+        flops = [2 * m * n * k for m, n, k in grid]
+        rate = sum(flops) / sum(f / (run(sh) * 1e12) for f, sh in zip(flops, grid)) / 1e12
+        return BenchResult(f"matmul {dtype_run}" + (" (cpu)" if device == "cpu" else ""), rate, "TFLOP/s",
+                           datasheet / 1e12 if datasheet and dtype_run == dtype and device == "cuda" else None,
+                           {"device": device, "dtype_run": dtype_run, "model_shapes": [list(sh) for sh in grid],
+                            "shapes_tried": len(seen)}, time.perf_counter() - t0)
     best = max(grid, key=run)
     step = 256 if device == "cuda" else 64
     improved = True
@@ -147,7 +158,7 @@ def bench_matmul(dtype: str = "bf16", quick: bool = True, datasheet: float | Non
                 if run(cand_t) > run(best):
                     best, improved = cand_t, True
     return BenchResult(f"matmul {dtype_run}" + (" (cpu)" if device == "cpu" else ""), run(best), "TFLOP/s",
-                       datasheet / 1e12 if datasheet and dtype_run == dtype else None,
+                       datasheet / 1e12 if datasheet and dtype_run == dtype and device == "cuda" else None,
                        {"device": device, "dtype_run": dtype_run, "best_shape_mnk": list(best),
                         "shapes_tried": len(seen)}, time.perf_counter() - t0)
 
@@ -187,24 +198,29 @@ def bench_pcie(quick: bool = True) -> list[BenchResult]:
     return out
 
 
-def bench_allreduce(quick: bool = True, sizes: list[int] | None = None) -> list[BenchResult]:
+def bench_allreduce(quick: bool = True, sizes: list[int] | None = None, allow_single: bool = False) -> list[BenchResult]:
     """all-reduce bus bandwidth vs payload: busbw = size / time x 2(n-1)/n (nccl-tests PERFORMANCE.md).
 
     Under torchrun it uses every rank (NCCL on GPUs, gloo on CPUs):
         torchrun --nproc-per-node 8 -m gpuplan local bench allreduce        (one node)
         srun --ntasks-per-node 8 torchrun ... (across nodes, with MASTER_ADDR set)
-    Run alone it makes a one-process group (the CPU-tested path; busbw is 0 with one rank).
+    Alone it refuses (a one-rank bus bandwidth is 0); ``allow_single`` runs the one-process path that the
+    CPU tests use.
     """
     torch = _torch()
     import torch.distributed as dist
 
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    if world < 2 and not allow_single:
+        raise BenchUnavailable("all-reduce needs 2 or more ranks: torchrun --nproc-per-node 8 -m gpuplan local bench "
+                               "allreduce")
     own_group = not dist.is_initialized()
     if own_group:
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", "29511")
         backend = "nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend, rank=int(os.environ.get("RANK", 0)),
-                                world_size=int(os.environ.get("WORLD_SIZE", 1)))
+        if world > 1:  # under torchrun: its MASTER_ADDR/PORT rendezvous
+            dist.init_process_group(backend, rank=int(os.environ.get("RANK", 0)), world_size=world)
+        else:  # one process (the CPU-tested path): an in-memory store, no port to collide on
+            dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
     try:
         n = dist.get_world_size()
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -233,15 +249,17 @@ def bench_disk(path: Path, writers: int = 4, file_bytes: int = 1 << 30, quick: b
     path = Path(path)
     if not path.is_dir():
         raise GpuplanError(f"{path}: not a directory; give --path a folder on the disk to test")
-    chunk = os.urandom(8 * 2**20)
+    chunks = [os.urandom(8 * 2**20) for _ in range(4)]  # varied data, so deduplicating filesystems cannot cheat
     files = [path / f".gpuplan-bench-{os.getpid()}-{i}" for i in range(writers)]
     per_file = file_bytes if not quick else min(file_bytes, 256 * 2**20)
 
     def write(p: Path) -> None:
         with open(p, "wb", buffering=0) as f:
-            left = per_file
+            left, i = per_file, 0
             while left > 0:
+                chunk = chunks[i % len(chunks)]
                 left -= f.write(chunk[:min(len(chunk), left)])
+                i += 1
             os.fsync(f.fileno())
 
     def read(p: Path) -> None:
@@ -265,7 +283,22 @@ def bench_disk(path: Path, writers: int = 4, file_bytes: int = 1 << 30, quick: b
         for p in files:
             p.unlink(missing_ok=True)
     total = per_file * writers
+    fstype = _fstype(path)
+    cached = fstype in ("tmpfs", "ramfs", "zfs", "overlay")  # these ignore (or sit above) page-cache drops
     return [BenchResult("disk write (fsync)", total / t_write / 1e9, "GB/s", None,
-                        {"path": str(path), "writers": writers, "bytes": total}, t_write),
-            BenchResult("disk read (uncached)", total / t_read / 1e9, "GB/s", None,
-                        {"path": str(path), "readers": writers, "bytes": total}, t_read)]
+                        {"path": str(path), "fstype": fstype, "writers": writers, "bytes": total}, t_write),
+            BenchResult("disk read (cached: the filesystem ignores cache drops)" if cached else "disk read (uncached)",
+                        total / t_read / 1e9, "GB/s", None,
+                        {"path": str(path), "fstype": fstype, "readers": writers, "bytes": total}, t_read)]
+
+
+def _fstype(path: Path) -> str | None:
+    """The filesystem type of the mount holding ``path`` (longest matching mount point)."""
+    try:
+        import psutil
+
+        real = str(path.resolve())
+        mounts = [p for p in psutil.disk_partitions(all=True) if real.startswith(p.mountpoint)]
+        return max(mounts, key=lambda p: len(p.mountpoint)).fstype if mounts else None
+    except Exception:
+        return None

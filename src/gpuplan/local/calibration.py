@@ -9,6 +9,7 @@ achieved share of memory bandwidth (training element-wise traffic and inference 
 from __future__ import annotations
 
 import json
+import math
 import platform
 import time
 from dataclasses import replace
@@ -35,16 +36,26 @@ def read_profile(path: Path) -> dict:
         raise CatalogError(f"{path}: not valid JSON: {e}") from None
     if not isinstance(data, dict) or data.get("kind") != "calibration" or data.get("schema_version") != SCHEMA_VERSION:
         raise CatalogError(f"{path}: not a gpuplan calibration profile (write one with gpuplan local bench --save)")
-    if not isinstance(data.get("results"), list):
-        raise CatalogError(f"{path}: field 'results': expected a list of benchmark results")
+    if not isinstance(data.get("results"), list) or not all(isinstance(r, dict) for r in data["results"]):
+        raise CatalogError(f"{path}: field 'results': expected a list of benchmark results (objects)")
+    if data.get("gpu") is not None and not isinstance(data["gpu"], dict):
+        raise CatalogError(f"{path}: field 'gpu': expected an object or null")
+    for i, r in enumerate(data["results"]):
+        f = r.get("fraction_of_datasheet")
+        if f is not None and (isinstance(f, bool) or not isinstance(f, (int, float)) or not math.isfinite(f)
+                              or not 0 < f <= 1.5):
+            raise CatalogError(f"{path}: results[{i}].fraction_of_datasheet must be a number in (0, 1.5], got {f!r}")
     return data
 
 
+def _result(profile: dict, name: str) -> dict | None:
+    return next((r for r in profile["results"] if r.get("name") == name
+                 and isinstance(r.get("fraction_of_datasheet"), (int, float))), None)
+
+
 def _fraction(profile: dict, name: str) -> float | None:
-    for r in profile["results"]:
-        if r.get("name") == name and isinstance(r.get("fraction_of_datasheet"), (int, float)):
-            return float(r["fraction_of_datasheet"])
-    return None
+    r = _result(profile, name)
+    return float(r["fraction_of_datasheet"]) if r else None
 
 
 def apply_to_step(profile: dict, a, gpu_id: str):
@@ -53,8 +64,13 @@ def apply_to_step(profile: dict, a, gpu_id: str):
     used = []
     mm = _fraction(profile, "matmul bf16")
     if mm:
-        a = replace(a, matmul_efficiency=min(1.0, mm * a.model_shape_factor))
-        used.append(f"matmul: measured {mm:.1%} of bf16 peak (x model_shape_factor {a.model_shape_factor:g})")
+        if (_result(profile, "matmul bf16").get("detail") or {}).get("model_shapes"):
+            # measured on the model's own GEMMs: the shape factor is already in the number
+            a = replace(a, matmul_efficiency=min(1.0, mm))
+            used.append(f"matmul: measured {mm:.1%} of bf16 peak on the model's own GEMM shapes")
+        else:
+            a = replace(a, matmul_efficiency=min(1.0, mm * a.model_shape_factor))
+            used.append(f"matmul: measured {mm:.1%} of bf16 peak (x model_shape_factor {a.model_shape_factor:g})")
     mem = _fraction(profile, "memory copy")
     if mem:
         a = replace(a, hbm_efficiency=min(1.0, mem))

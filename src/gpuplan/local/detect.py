@@ -42,6 +42,9 @@ class GpuReading:
     mig_enabled: bool | None = None
     ecc_uncorrected_errors: int | None = None
     retired_pages: int | None = None
+    remapped_rows_pending: bool | None = None   # Ampere and later remap rows instead of retiring pages
+    remapped_rows_failed: bool | None = None
+    uuid: str | None = None
 
 
 class GpuBackend(Protocol):
@@ -60,6 +63,7 @@ class PynvmlBackend:
     def __init__(self) -> None:
         self._nvml = None
         self._error = ""
+        self.errors: list[str] = []
         try:
             import pynvml
 
@@ -87,16 +91,23 @@ class PynvmlBackend:
         v = self._q(self._nvml.nvmlSystemGetCudaDriverVersion_v2) if self._nvml else None
         return f"{v // 1000}.{v % 1000 // 10}" if isinstance(v, int) else None
 
-    def _handles(self) -> list:
-        n = self._q(self._nvml.nvmlDeviceGetCount) or 0
-        return [self._nvml.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
-
     def readings(self) -> list[GpuReading]:
         nv = self._nvml
         if nv is None:
             return []
         out = []
-        for i, h in enumerate(self._handles()):
+        count = self._q(nv.nvmlDeviceGetCount) or 0
+        for i in range(count):
+            try:
+                out.append(self._reading(i))
+            except Exception as e:  # a lost GPU, no permission: report it and keep going
+                self.errors.append(f"GPU {i}: NVML could not read it ({type(e).__name__.replace('NVMLError_', '')})")
+        return out
+
+    def _reading(self, i: int) -> GpuReading:
+        nv = self._nvml
+        if True:
+            h = nv.nvmlDeviceGetHandleByIndex(i)
             pci = nv.nvmlDeviceGetPciInfo(h)
             mem = nv.nvmlDeviceGetMemoryInfo(h)
             name = nv.nvmlDeviceGetName(h)
@@ -108,7 +119,7 @@ class PynvmlBackend:
                     if kind == 2:  # NVML_NVLINK_DEVICE_TYPE_SWITCH
                         switch = True
                         continue
-                    remote = self._q(nv.nvmlDeviceGetNvLinkRemotePciInfo_v2, h, link)
+                    remote = self._q(nv.nvmlDeviceGetNvLinkRemotePciInfo, h, link)
                     if remote is not None:
                         bus = remote.busId.decode() if isinstance(remote.busId, bytes) else remote.busId
                         peers.append(bus)
@@ -116,7 +127,9 @@ class PynvmlBackend:
             limit = self._q(nv.nvmlDeviceGetEnforcedPowerLimit, h)
             retired = self._q(nv.nvmlDeviceGetRetiredPages, h, nv.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
             cc = self._q(nv.nvmlDeviceGetCudaComputeCapability, h)
-            out.append(GpuReading(
+            remap = self._q(nv.nvmlDeviceGetRemappedRows, h)  # (corrected, uncorrected, pending, failure)
+            uuid = self._q(nv.nvmlDeviceGetUUID, h)
+            return (GpuReading(
                 index=i, name=name.decode() if isinstance(name, bytes) else name,
                 pci_device_id=f"0x{pci.pciDeviceId >> 16:04x}",
                 pci_bus_id=pci.busId.decode() if isinstance(pci.busId, bytes) else pci.busId,
@@ -134,13 +147,18 @@ class PynvmlBackend:
                 ecc_uncorrected_errors=self._q(nv.nvmlDeviceGetTotalEccErrors, h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
                                                nv.NVML_VOLATILE_ECC),
                 retired_pages=len(retired) if retired is not None else None,
+                remapped_rows_pending=bool(remap[2]) if remap else None,
+                remapped_rows_failed=bool(remap[3]) if remap else None,
+                uuid=uuid.decode() if isinstance(uuid, bytes) else uuid,
             ))
-        return out
 
     def topology(self, i: int, j: int) -> str:
         nv = self._nvml
-        hs = self._handles()
-        level = self._q(nv.nvmlDeviceGetTopologyCommonAncestor, hs[i], hs[j])
+        try:
+            a, b = nv.nvmlDeviceGetHandleByIndex(i), nv.nvmlDeviceGetHandleByIndex(j)
+        except Exception:
+            return "?"
+        level = self._q(nv.nvmlDeviceGetTopologyCommonAncestor, a, b)
         return TOPOLOGY_LEVELS.get(level, "?") if level is not None else "?"
 
 
@@ -247,6 +265,10 @@ def gpu_warnings(r: GpuReading) -> tuple[str, ...]:
         out.append(f"{r.ecc_uncorrected_errors} uncorrected ECC errors since the driver loaded")
     if r.retired_pages:
         out.append(f"{r.retired_pages} memory pages retired for double-bit errors")
+    if r.remapped_rows_failed:
+        out.append("a memory row remapping failed: the GPU needs service")
+    elif r.remapped_rows_pending:
+        out.append("memory rows are waiting to be remapped: reset the GPU (or reboot) to apply them")
     if r.mig_enabled:
         out.append("MIG is enabled: each instance gets a slice of the GPU")
     return tuple(out)
@@ -260,6 +282,7 @@ def detect(accelerators, backend: GpuBackend | None = None, host: Host | None = 
     if not ok:
         return Detection(host=host, gpu_status=why, driver_version=None, cuda_version=None)
     readings = backend.readings()
+    errors = tuple(getattr(backend, "errors", ()))
     if not readings:
         return Detection(host=host, gpu_status="NVIDIA driver found, but no GPU is visible (CUDA_VISIBLE_DEVICES?)",
                          driver_version=backend.driver_version(), cuda_version=backend.cuda_version())
@@ -284,7 +307,7 @@ def detect(accelerators, backend: GpuBackend | None = None, host: Host | None = 
             row.append(f"NV{links}" if links else backend.topology(i, j))
         matrix.append(tuple(row))
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    notes = (f"CUDA_VISIBLE_DEVICES={visible} (NVML lists every GPU)",) if visible is not None else ()
+    notes = errors + ((f"CUDA_VISIBLE_DEVICES={visible} (NVML lists every GPU)",) if visible is not None else ())
     return Detection(host=host, gpu_status=f"{n} NVIDIA GPU{'s' if n > 1 else ''}", driver_version=backend.driver_version(),
                      cuda_version=backend.cuda_version(), gpus=tuple(found), topology=tuple(matrix), notes=notes)
 

@@ -43,11 +43,12 @@ class Sampler:
             self._thread.join(timeout=2)
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        failures = 0
+        while not self._stop.is_set() and failures < 5:
             try:
                 self.samples.append(self._read(self.index))
             except Exception:
-                return
+                failures += 1  # a transient NVML error should not end the sampling
             self._stop.wait(self.interval_s)
 
     def summary(self) -> dict | None:
@@ -71,10 +72,19 @@ def _nvml_reader():
     except Exception:
         return None
 
+    # the "clocks event" name replaces the deprecated "throttle" one (removed in CUDA 14); same bits
+    reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+        getattr(pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons")
+
+    def field(fn, *args, default=0):
+        try:
+            return fn(*args)
+        except Exception:
+            return default
+
     def read(index: int) -> tuple[int, float, int]:
         h = pynvml.nvmlDeviceGetHandleByIndex(index)
-        return (pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
-                pynvml.nvmlDeviceGetPowerUsage(h) / 1000,
-                pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(h))
+        return (field(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_SM),
+                field(pynvml.nvmlDeviceGetPowerUsage, h) / 1000, field(reasons, h))
 
     return read
