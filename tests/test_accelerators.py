@@ -93,3 +93,14 @@ def test_ambiguous_short_name_lists_choices():
 
 def test_h100_alias_is_the_sxm_part():
     assert ACCS.get("H100").id == "h100-sxm-80gb"
+
+
+@pytest.mark.parametrize("acc_id,expected_bytes_per_s", [
+    ("h100-sxm-80gb", 450e9),    # NVLink 4: the catalog's scale-up link
+    ("h100-pcie-80gb", 63e9),    # no NVLink in the catalog: PCIe Gen 5 x16, one direction
+    ("a100-pcie-80gb", 31.5e9),  # PCIe Gen 4 x16
+    ("t4", 15.75e9),             # PCIe Gen 3 x16
+])
+def test_scale_up_bandwidth_falls_back_to_pcie_by_generation(acc_id, expected_bytes_per_s):
+    """Tensor-parallel and all-reduce times use the scale-up link, else PCIe x16 of the card's generation."""
+    assert load_accelerators().get(acc_id).scale_up_bytes_per_s == pytest.approx(expected_bytes_per_s, rel=1e-9)

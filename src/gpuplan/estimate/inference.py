@@ -248,10 +248,9 @@ def _allreduce_s(message_bytes: float, n: int, gpu: Accelerator, a: InferenceAss
     """
     if n <= 1:
         return 0.0
-    link = gpu.interconnect.bandwidth_bytes_per_s if gpu.interconnect else 32e9  # PCIe Gen4 x16 per direction
     latency = a.allreduce_latency_s if message_bytes <= SMALL_MESSAGE_BYTES else \
         a.allreduce_latency_large_s * (n - 1) / 7
-    return latency + 2 * (n - 1) / n * message_bytes / (link * a.link_efficiency)
+    return latency + 2 * (n - 1) / n * message_bytes / (gpu.scale_up_bytes_per_s * a.link_efficiency)
 
 
 def _active_matmul_params(model) -> float:
@@ -267,8 +266,7 @@ def _stage_share(model, layout: ServingLayout) -> tuple[int, float]:
 
 
 def _p2p_s(message: float, gpu: Accelerator, a: InferenceAssumptions) -> float:
-    link = gpu.interconnect.bandwidth_bytes_per_s if gpu.interconnect else 32e9
-    return a.allreduce_latency_s + message / (link * a.link_efficiency)
+    return a.allreduce_latency_s + message / (gpu.scale_up_bytes_per_s * a.link_efficiency)
 
 
 def decode_step_s(model, gpu: Accelerator, layout: ServingLayout, job: ServingJob, a: InferenceAssumptions,

@@ -425,7 +425,7 @@ def training_memory(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
     return report
 
 
-def _micro_batches(job: TrainingJob, layout: Parallelism) -> int:
+def micro_batches_per_step(job: TrainingJob, layout: Parallelism) -> int:
     """Micro-batches per step per data-parallel rank (pp when a pipeline runs without --global-batch)."""
     if job.global_batch is None:
         return layout.pp
@@ -637,7 +637,7 @@ def _memory_at(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a
     # ---------------------------------------------------------------- activations
     if spec is not None:
         e = 4.0 if job.precision == "fp32" else a.activation_bytes_per_element
-        in_flight = min(pp, _micro_batches(job, layout)) if stage == "first" else 1
+        in_flight = min(pp, micro_batches_per_step(job, layout)) if stage == "first" else 1
         s_b = job.seq_len / cp * job.micro_batch
         kept = sum(activation_bytes_per_layer(spec, job, layout, a).values())
         if job.recompute == "full":

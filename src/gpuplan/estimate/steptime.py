@@ -27,7 +27,7 @@ from ..spec.model import ModelSpec
 from ..spec.training import Parallelism, TrainingJob
 from .assumptions import AssumptionSet, check_assumptions
 from .flops import flops_per_token
-from .memory import resolve_recipe, stage_layers
+from .memory import micro_batches_per_step, resolve_recipe, stage_layers
 from .params import count_params, linear_shapes
 from .time import peak_for
 
@@ -162,14 +162,14 @@ def training_step(model: ModelSpec, gpu: Accelerator, layout: Parallelism, job: 
         eta_mm, eta_src = best * a.model_shape_factor, f"{eta_src}, x {a.model_shape_factor:g} for a model's shapes"
     bw = gpu.memory_bandwidth_bytes_per_s * a.hbm_efficiency
     tp, pp, cp, dp = layout.tp, layout.pp, layout.cp, layout.dp
-    link = gpu.interconnect.bandwidth_bytes_per_s * a.link_efficiency if gpu.interconnect else 24e9
+    link = gpu.scale_up_bytes_per_s * a.link_efficiency
     scale_out = a.scale_out_bytes_per_s_per_gpu or (48e9 if gpu.architecture.lower() in
                                                     ("hopper", "blackwell", "cdna3", "cdna4") else 24e9)
     recipe, _ = resolve_recipe(job, layout)
     bytes_e = 4 if job.precision == "fp32" else 2
 
     micro = job.micro_batch
-    m = job.grad_accumulation(dp) if job.global_batch is not None else max(1, pp)
+    m = micro_batches_per_step(job, layout)
     tokens_mb = micro * job.seq_len / cp  # tokens per micro-batch on one rank
     h, L = model.hidden_size, model.layers
     layers_here = stage_layers(L, pp, "first")
@@ -206,7 +206,7 @@ def training_step(model: ModelSpec, gpu: Accelerator, layout: Parallelism, job: 
     per_mb = {k: (fwd[k] + bwd[k]) * layers_here for k in fwd}
     per_mb["recompute"] = recompute * layers_here
     head_flops = 2 * tokens_mb * model.vocab_size * model.token_embedding_dim / tp
-    per_mb["matmul"] += 3 * head_flops / (eta_mm * peak) / (1 if pp == 1 else 1)
+    per_mb["matmul"] += 3 * head_flops / (eta_mm * peak)
     t_mb = sum(per_mb.values())
 
     parts = {k: v * m for k, v in per_mb.items()}
@@ -222,7 +222,7 @@ def training_step(model: ModelSpec, gpu: Accelerator, layout: Parallelism, job: 
     dp_group = dp * cp
     if dp_group > 1 and job.method == "full":
         dp_bw = _data_parallel_busbw(gpu, layout, a, link, scale_out)
-        grad_bytes = local_params * (recipe.grads if recipe.grads_shard_stage <= 3 else 2)
+        grad_bytes = local_params * recipe.grads
         t_dp = _allreduce_s(grad_bytes, dp_group, dp_bw, a.collective_latency_s)
         # torch DDP buckets, DeepSpeed overlap_comm (set by Hugging Face's ZeRO configs) and FSDP overlap the
         # reduction with backward; Megatron's default (overlap_grad_reduce=False) does not

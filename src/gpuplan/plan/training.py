@@ -44,19 +44,12 @@ def offer_network(offer: Offer, a: StepAssumptions) -> StepAssumptions:
     return replace(a, **changes)
 
 
-def _job_for_step(job: TrainingJob, layout: Parallelism) -> TrainingJob:
-    """A job with a global batch (the step model needs micro-batches per step): at least pp micro-batches."""
-    if job.global_batch is not None:
-        return job
-    return replace(job, global_batch=job.micro_batch * layout.dp * max(1, layout.pp))
-
-
 def predict_mfu(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a: StepAssumptions,
                 virtual_stages: int = 1) -> tuple[float, StepTime | None, str]:
     """MFU from the step-time model (needs the architecture); a bare count gets no prediction."""
     if not isinstance(model, ModelSpec):
         raise JobError("predicting MFU needs the architecture; give a model id or config.json, or pass --mfu")
-    step = training_step(model, gpu, layout, _job_for_step(job, layout), a, virtual_stages)
+    step = training_step(model, gpu, layout, job, a, virtual_stages)
     return step.mfu, step, "predicted from the layout (step-time model)"
 
 
@@ -84,7 +77,7 @@ def plan_training(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: 
     if mfu is not None:
         step, source = None, "given (--mfu)"
         if isinstance(model, ModelSpec):
-            step = training_step(model, gpu, layout, _job_for_step(job, layout), step_assumptions, virtual_stages)
+            step = training_step(model, gpu, layout, job, step_assumptions, virtual_stages)
     else:
         mfu, step, source = predict_mfu(model, gpu, layout, job, step_assumptions, virtual_stages)
     t = time_to_train(compute.total_flops, layout.gpus, peak, mfu)

@@ -70,6 +70,15 @@ class Accelerator:
         """Capacity a process can plan with: what the driver reports where known, else as marketed."""
         return self.memory_reported_bytes if self.memory_reported_bytes is not None else self.memory_bytes
 
+    @property
+    def scale_up_bytes_per_s(self) -> float:
+        """Per-direction bandwidth to the other GPUs of a node: the scale-up link, else PCIe x16 of the
+        card's generation (PCI-SIG: ~15.75 / 31.5 / 63 / 126 GB/s per direction for Gen 3 / 4 / 5 / 6; Gen 4 when
+        unknown)."""
+        if self.interconnect:
+            return self.interconnect.bandwidth_bytes_per_s
+        return {3: 15.75e9, 4: 31.5e9, 5: 63e9, 6: 126e9}.get(self.pcie_gen or 4, 31.5e9)
+
     def supports(self, dtype: str) -> bool:
         return dtype in self.peak_flops_per_s
 
