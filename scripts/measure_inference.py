@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from gpuplan.catalog import load_accelerators, load_models  # noqa: E402
+from gpuplan.local.detect import torch_gpu_catalog_id  # noqa: E402
 from gpuplan.catalog.models import bundled_configs  # noqa: E402
 from gpuplan.estimate.inference import serving_plan  # noqa: E402
 from gpuplan.spec.serving import ServingJob, ServingLayout  # noqa: E402
@@ -82,11 +83,12 @@ def measure(config: dict, device: str, batch: int, prompt: int, steps: int, comp
     return out
 
 
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", action="append", help="gpuplan model id (repeatable) or 'tiny'")
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--gpu-id", help="gpuplan accelerator id of this GPU (default: by name)")
+    ap.add_argument("--gpu-id", help="gpuplan accelerator id of this GPU (default: detected, matched by PCI id and memory)")
     ap.add_argument("--batches", default="1,8,64")
     ap.add_argument("--prompts", default="128,2048")
     ap.add_argument("--steps", type=int, default=32)
@@ -100,7 +102,7 @@ def main() -> None:
     models = args.model or ["llama-3.2-1b", "llama-3.1-8b"]
     raw = bundled_configs()
     gpu_name = torch.cuda.get_device_name(0) if args.device == "cuda" else platform.processor() or "cpu"
-    gpu_id = args.gpu_id or ("h100-sxm-80gb" if "H100" in gpu_name else "h200-sxm-141gb" if "H200" in gpu_name else None)
+    gpu_id = args.gpu_id or (torch_gpu_catalog_id(load_accelerators()) if args.device == "cuda" else None)
     compile_decode = not args.no_compile and args.device == "cuda"
     rows = []
     for mid in models:

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from gpuplan.catalog import load_accelerators, load_models  # noqa: E402
+from gpuplan.local.detect import torch_gpu_catalog_id  # noqa: E402
 from gpuplan.catalog.models import bundled_configs  # noqa: E402
 from gpuplan.estimate.memory import training_memory  # noqa: E402
 from gpuplan.spec.training import Parallelism, TrainingJob  # noqa: E402
@@ -155,10 +156,11 @@ def estimate(model_id: str, gpu_id: str, case: Case) -> dict:
             "parts": {k: int(v) for k, v in r.parts.items()}, "recipe": r.recipe.name}
 
 
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="llama-3.2-1b", help="gpuplan model id (random weights), or 'tiny'")
-    ap.add_argument("--gpu-id", help="gpuplan accelerator id of this GPU (default: matched by name)")
+    ap.add_argument("--gpu-id", help="gpuplan accelerator id of this GPU (default: detected, matched by PCI id and memory)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--only", help="comma-separated case names")
@@ -178,7 +180,7 @@ def main() -> None:
         raw = bundled_configs()
         config = {k: v for k, v in raw[model_id].items() if k != "architectures"}
     gpu_name = torch.cuda.get_device_name(0) if args.device == "cuda" else platform.processor() or "cpu"
-    gpu_id = args.gpu_id or ("h100-sxm-80gb" if "H100" in gpu_name else "h200-sxm-141gb" if "H200" in gpu_name else None)
+    gpu_id = args.gpu_id or (torch_gpu_catalog_id(load_accelerators()) if args.device == "cuda" else None)
     cases = [c for c in CASES if not args.only or c.name in args.only.split(",")]
     if args.device == "cpu":
         cases = [c for c in cases if c.method == "full" and c.optimizer == "adamw"]  # bnb/peft paths need CUDA

@@ -640,25 +640,6 @@ def local_detect(ctx: click.Context, as_json: bool) -> None:
     _emit(ctx, records.envelope("local.detect", **detection_dict(d)), as_json, tables.detect_report)
 
 
-def _bench_gpu(det):
-    """The NVML reading of the GPU torch runs on (cuda:0, matched by UUID), or None without one."""
-    if not det.gpus:
-        return None
-    try:
-        import torch
-    except ImportError:
-        return det.gpus[0]
-    if not torch.cuda.is_available():
-        raise GpuplanError(f"NVML sees {len(det.gpus)} GPU(s) but torch cannot use CUDA (torch {torch.__version__}, "
-                           f"built for CUDA {torch.version.cuda}, driver {det.driver_version}): install a CUDA build "
-                           "of torch that this driver supports")
-    uuid = str(getattr(torch.cuda.get_device_properties(0), "uuid", "")).lower().removeprefix("gpu-")
-    for g in det.gpus:
-        if uuid and (g.reading.uuid or "").lower().removeprefix("gpu-") == uuid:
-            return g
-    return det.gpus[0]
-
-
 @local.command("bench")
 @click.argument("which", type=click.Choice(["matmul", "memory", "pcie", "allreduce", "disk", "all"]), default="all")
 @click.option("--quick/--full", default=True, show_default=True, help="Fewer shapes and iterations, or the full runs.")
@@ -678,7 +659,7 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
 
     from ..local import bench
     from ..local.calibration import make_profile
-    from ..local.detect import detect, detection_dict
+    from ..local.detect import detect, detection_dict, torch_gpu
     from ..render import tables
 
     if which in ("disk", "all") and not disk_path.is_dir():
@@ -696,7 +677,7 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
     if save is not None and not (save.parent if str(save.parent) else Path(".")).is_dir():
         raise click.BadParameter(f"can't write {save}: no folder {save.parent}", param_hint="--save")
     det = detect(ctx.obj.accelerators())
-    gpu0 = _bench_gpu(det)
+    gpu0 = torch_gpu(det)
     acc = ctx.obj.accelerators().get(gpu0.catalog_id) if gpu0 and gpu0.catalog_id else None
     from dataclasses import replace as _replace
 

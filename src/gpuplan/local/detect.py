@@ -312,6 +312,37 @@ def detect(accelerators, backend: GpuBackend | None = None, host: Host | None = 
                      cuda_version=backend.cuda_version(), gpus=tuple(found), topology=tuple(matrix), notes=notes)
 
 
+def torch_gpu(d: Detection) -> GpuFinding | None:
+    """The detected GPU that torch runs on (cuda:0, matched by UUID), or None without a GPU.
+
+    NVML numbers GPUs by PCI order; CUDA by speed or CUDA_VISIBLE_DEVICES, so index 0 can differ.
+    Raises when NVML sees GPUs but torch cannot use CUDA (a CPU-only or mismatched build).
+    """
+    from ..errors import GpuplanError
+
+    if not d.gpus:
+        return None
+    try:
+        import torch
+    except ImportError:
+        return d.gpus[0]
+    if not torch.cuda.is_available():
+        raise GpuplanError(f"NVML sees {len(d.gpus)} GPU(s) but torch cannot use CUDA (torch {torch.__version__}, "
+                           f"built for CUDA {torch.version.cuda}, driver {d.driver_version}): install a CUDA build "
+                           "of torch that this driver supports")
+    uuid = str(getattr(torch.cuda.get_device_properties(0), "uuid", "")).lower().removeprefix("gpu-")
+    for g in d.gpus:
+        if uuid and (g.reading.uuid or "").lower().removeprefix("gpu-") == uuid:
+            return g
+    return d.gpus[0]
+
+
+def torch_gpu_catalog_id(accelerators) -> str | None:
+    """The catalog id of the GPU torch uses (matched by PCI id and memory, never by name), or None."""
+    found = torch_gpu(detect(accelerators))
+    return found.catalog_id if found else None
+
+
 def detection_dict(d: Detection) -> dict:
     return {
         "host": asdict(d.host), "gpu_status": d.gpu_status, "driver_version": d.driver_version,
