@@ -223,7 +223,7 @@ SERVING_GROUPS = ServingReport.group_order
 # ------------------------------------------------------------------------------------------- latency
 
 
-def _compute_dtype(fmt: str, gpu: Accelerator) -> str:
+def compute_dtype(fmt: str, gpu: Accelerator) -> str:
     """The dtype the matmuls run in: fp8 for fp8 weights where supported, else bf16, fp16, then fp32
     (pre-Volta parts such as the K80 have no fast 16-bit path)."""
     preferred = ("fp8",) if fmt == "fp8" else ()
@@ -289,7 +289,7 @@ def decode_step_s(model, gpu: Accelerator, layout: ServingLayout, job: ServingJo
     t_mem = read / (a.memory_bandwidth_efficiency * gpu.memory_bandwidth_bytes_per_s)
     attn = attention_flops_forward(model, context) if isinstance(model, ModelSpec) else 0.0
     flops = batch * (2 * _active_matmul_params(model) + attn) * share / layout.tp
-    t_comp = flops / (a.compute_efficiency * gpu.peak(_compute_dtype(job.weights, gpu)))
+    t_comp = flops / (a.compute_efficiency * gpu.peak(compute_dtype(job.weights, gpu)))
     hidden = model.hidden_size if isinstance(model, ModelSpec) else 0
     comm = 2 * stage_layers * _allreduce_s(batch * hidden * 2, layout.tp, gpu, a)
     t_stage = max(t_mem, t_comp) + stage_layers * a.layer_overhead_s + comm
@@ -308,7 +308,7 @@ def prefill_s(model, gpu: Accelerator, layout: ServingLayout, job: ServingJob, a
     stage_layers, share = _stage_share(model, layout)
     attn = attention_flops_forward(model, max(1, prompt // 2)) if isinstance(model, ModelSpec) else 0.0
     flops = batch * prompt * (2 * _active_matmul_params(model) + attn) * share / layout.tp
-    t_comp = flops / (a.compute_efficiency * gpu.peak(_compute_dtype(job.weights, gpu)))
+    t_comp = flops / (a.compute_efficiency * gpu.peak(compute_dtype(job.weights, gpu)))
     t_mem = w / (a.memory_bandwidth_efficiency * gpu.memory_bandwidth_bytes_per_s)
     hidden = model.hidden_size if isinstance(model, ModelSpec) else 0
     comm = 2 * stage_layers * _allreduce_s(batch * prompt * hidden * 2, layout.tp, gpu, a)

@@ -156,7 +156,10 @@ def training_step(model: ModelSpec, gpu: Accelerator, layout: Parallelism, job: 
     """Predict one training iteration of ``job`` on ``layout`` (see the module docstring for the parts)."""
     peak = peak_for(gpu, job.precision)
     if a.matmul_efficiency:
-        eta_mm, eta_src = a.matmul_efficiency, "--assume matmul_efficiency"
+        # a set value cites its own source where the set carries one (a calibration profile overrides SOURCES)
+        cited = a.SOURCES["matmul_efficiency"][1]
+        eta_mm = a.matmul_efficiency
+        eta_src = cited if cited != StepAssumptions.SOURCES["matmul_efficiency"][1] else "--assume matmul_efficiency"
     else:
         best, eta_src = matmul_efficiency(gpu)
         eta_mm, eta_src = best * a.model_shape_factor, f"{eta_src}, x {a.model_shape_factor:g} for a model's shapes"

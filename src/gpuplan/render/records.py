@@ -238,6 +238,17 @@ def with_training_plan(record: dict, plan, step_assumptions) -> dict:
     return out
 
 
+def with_calibration(record: dict, calibration) -> dict:
+    """``--calibration FILE`` on ``train``/``serve``: what the profile replaced (each figure also cites it as
+    its source under ``assumptions``), what an explicit --assume kept, the results not used and why; its
+    notes join the record's. ``calibration`` None (no profile given) gives ``"calibration": null``."""
+    out = dict(record)
+    out["calibration"] = calibration.to_dict() if calibration is not None else None
+    if calibration is not None:
+        out["notes"] = list(record["notes"]) + list(calibration.notes)
+    return out
+
+
 def offer_ranking(model, layout, job, tokens, epochs, ranked) -> dict:
     """``gpuplan train --rank``: offers that can run the job, cheapest first, and those that cannot."""
     from ..plan.training import pareto_front
