@@ -424,11 +424,14 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
             if require_fit and not any(r.fits for r in ranked):
                 raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
             return
-        calibrated: list[str] = []
+        calibrated = None
         if calibration:
             from ..local.calibration import apply_to_step, read_profile
 
-            step_assumptions, calibrated = apply_to_step(read_profile(calibration), step_assumptions, accelerator.id)
+            calibrated = apply_to_step(read_profile(calibration), step_assumptions, accelerator, file=str(calibration),
+                                       precision=job.precision, model_id=model.id,
+                                       explicit={x.partition("=")[0] for x in assume} - memory_names)
+            step_assumptions = calibrated.assumptions
         offer = ctx.obj.offers().get(offer_id) if offer_id else None
         if offer is not None and offer.gpu != accelerator.id:
             raise click.BadParameter(f"offer '{offer.id}' is {offer.gpu_count} x {offer.gpu}, not {accelerator.id}",
@@ -443,7 +446,7 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
     record = records.training_record(model, accelerator, layout, job, report, rule)
     if plan is not None:
         record = records.with_training_plan(record, plan, step_assumptions)
-        record["calibration"] = {"file": str(calibration), "replaced": calibrated} if calibration else None
+        record = records.with_calibration(record, calibrated)
     _emit(ctx, record, as_json, tables.train_report)
     if require_fit and not report.fits:
         raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
@@ -525,12 +528,14 @@ def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, 
             raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
         return
     accelerator = ctx.obj.accelerators().get(gpu_name)
-    calibrated: list[str] = []
+    calibrated = None
     if calibration:
         from ..local.calibration import apply_to_inference, read_profile
 
-        assumptions, calibrated = apply_to_inference(read_profile(calibration), assumptions or assumptions_for(job),
-                                                     accelerator.id)
+        calibrated = apply_to_inference(read_profile(calibration), assumptions or assumptions_for(job), accelerator,
+                                        file=str(calibration), weights=job.weights, model_id=model.id,
+                                        explicit={x.partition("=")[0] for x in assume})
+        assumptions = calibrated.assumptions
     report = serving_plan(model, accelerator, layout, job, assumptions)
     fleet = fleet_for(report, layout, job, rate if report.fits else None)
     if offer_id and price:
@@ -552,7 +557,7 @@ def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, 
                                     rate if report.fits else None)
     if not report.fits and (rate or price or offer_id_given):
         record["notes"].append("no fleet or cost: one replica does not fit")
-    record["calibration"] = {"file": str(calibration), "replaced": calibrated} if calibration else None
+    record = records.with_calibration(record, calibrated)
     _emit(ctx, record, as_json, tables.serve_report)
     if require_fit and report.reasons:
         raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
@@ -643,28 +648,57 @@ def local_detect(ctx: click.Context, as_json: bool) -> None:
 @local.command("bench")
 @click.argument("which", type=click.Choice(["matmul", "memory", "pcie", "allreduce", "disk", "all"]), default="all")
 @click.option("--quick/--full", default=True, show_default=True, help="Fewer shapes and iterations, or the full runs.")
-@click.option("--dtype", "dtypes", multiple=True, type=click.Choice(["bf16", "fp16", "tf32", "fp32"]),
-              help="Matmul dtypes [default: bf16, and tf32 with --full].")
+@click.option("--dtype", "dtypes", multiple=True, type=click.Choice(["bf16", "fp16", "fp8", "tf32", "fp32"]),
+              help="Matmul dtypes [default: bf16, fp16, fp8, tf32, each where the GPU supports it].")
 @click.option("--path", "disk_path", type=click.Path(path_type=Path), default=Path("."), show_default=True,
               help="Folder on the disk to test.")
+@click.option("--writers", type=click.IntRange(min=1, max=256), default=4, show_default=True,
+              help="Disk: files written (and read) at once, like ranks saving a checkpoint.")
+@click.option("--file-size", "file_size", help="Disk: size of each file, e.g. 4GiB [default: 256MiB quick, 2GiB full].")
+@click.option("--payload", "payloads", multiple=True,
+              help="Collectives: payload size, repeatable, e.g. --payload 64MiB [default: 1, 16, 256 MiB; --full: "
+                   "64 KiB to 1 GiB].")
 @click.option("--model", "model_name", help="Benchmark the GEMM shapes of this model (4096 tokens x each linear layer).")
 @click.option("--save", type=click.Path(dir_okay=False, path_type=Path), help="Write a calibration profile (JSON).")
 @_json_option
 @click.pass_context
-def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, ...], disk_path: Path,
-                model_name: str | None, save: Path | None, as_json: bool) -> None:
-    """Measure what this machine achieves, beside the datasheet; --save a profile for --calibration."""
+def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, ...], disk_path: Path, writers: int,
+                file_size: str | None, payloads: tuple[str, ...], model_name: str | None, save: Path | None,
+                as_json: bool) -> None:
+    """Measure what this machine achieves, beside the datasheet; --save a profile for --calibration.
+
+    Collectives run across ranks: torchrun --nproc-per-node 8 -m gpuplan local bench allreduce
+    """
     import json as _json
     import sys as _sys
 
+    from .. import __version__
     from ..local import bench
     from ..local.calibration import make_profile
     from ..local.detect import detect, detection_dict, torch_gpu
     from ..render import tables
+    from ..spec.accelerator import pcie_bytes_per_s
 
-    if which in ("disk", "all") and not disk_path.is_dir():
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    if world > 1 and which not in ("allreduce", "all"):
+        raise click.BadParameter(f"under torchrun only the collectives run (every rank would share the {which} "
+                                 "benchmark); run it once without torchrun", param_hint="WHICH")
+    todo = (["allreduce"] if world > 1 else ["matmul", "memory", "pcie", "allreduce", "disk"]) if which == "all" \
+        else [which]
+    if "disk" in todo and not disk_path.is_dir():
         raise click.BadParameter(f"{disk_path}: not a directory; give a folder on the disk to test", param_hint="--path")
+    from ..units import parse_bytes
+
+    file_bytes = None
+    if file_size is not None:
+        file_bytes = parse_bytes(file_size, "--file-size")
+        if file_bytes <= 0:
+            raise click.BadParameter("must be more than zero", param_hint="--file-size")
+    payload_bytes = [parse_bytes(p, "--payload") for p in payloads] or None
+    if payload_bytes and min(payload_bytes) < 4:
+        raise click.BadParameter("must be at least 4 bytes (one fp32 element)", param_hint="--payload")
     shapes = None
+    model_id = None
     if model_name:
         from ..catalog import resolve_model
         from ..estimate.params import linear_shapes
@@ -673,63 +707,93 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
         model = resolve_model(model_name, ctx.obj.models())
         if not isinstance(model, ModelSpec):
             raise click.BadParameter("needs an architecture (a model id or config.json)", param_hint="--model")
-        shapes = sorted({(4096, dout, din) for din, dout, _ in linear_shapes(model).values()})
+        model_id = model.id
+        counts: dict[tuple[int, int, int], int] = {}
+        for din, dout, count in linear_shapes(model).values():  # 4096 tokens through each weight matrix
+            counts[(4096, dout, din)] = counts.get((4096, dout, din), 0) + count
+        shapes = sorted((m, n, k, c) for (m, n, k), c in counts.items())
     if save is not None and not (save.parent if str(save.parent) else Path(".")).is_dir():
         raise click.BadParameter(f"can't write {save}: no folder {save.parent}", param_hint="--save")
     det = detect(ctx.obj.accelerators())
-    gpu0 = torch_gpu(det)
+    gpu_benches = any(n in todo for n in ("matmul", "memory", "pcie", "allreduce"))
+    gpu0 = torch_gpu(det) if gpu_benches else None
+    if world > 1 and det.gpus:
+        import torch as _torch_mod
+
+        _torch_mod.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     acc = ctx.obj.accelerators().get(gpu0.catalog_id) if gpu0 and gpu0.catalog_id else None
+    links = {(g.reading.uuid or "").lower().removeprefix("gpu-"): pcie_bytes_per_s(g.reading.pcie_gen_max,
+                                                                                    g.reading.pcie_width)
+             for g in det.gpus if g.reading.pcie_gen_max in range(1, 7) and g.reading.pcie_width}
     from dataclasses import replace as _replace
 
     from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from ..local.sampler import Sampler
 
     results = []
-    todo = ["matmul", "memory", "pcie", "allreduce", "disk"] if which == "all" else [which]
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True, disable=not _sys.stderr.isatty()) as progress:
+    skipped: list[str] = []
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=True,
+                  disable=not _sys.stderr.isatty() or int(os.environ.get("RANK", 0)) != 0) as progress:
         for name in todo:
-            task = progress.add_task(f"{name}: running", total=None)
-            try:
-                with Sampler(index=gpu0.reading.index if gpu0 else 0) as sampler:
-                    if name == "matmul":
-                        new = [bench.bench_matmul(d, quick, acc.peak(d) if acc else None, shapes=shapes,
-                                                  progress=lambda: progress.advance(task))
-                               for d in dtypes or (("bf16",) if quick else ("bf16", "tf32"))]
-                    elif name == "memory":
-                        new = [bench.bench_memory(quick, acc.memory_bandwidth_bytes_per_s if acc else None)]
-                    elif name == "pcie":
-                        new = bench.bench_pcie(quick)
-                    elif name == "allreduce":
-                        new = bench.bench_allreduce(quick)
-                    else:
-                        new = bench.bench_disk(disk_path, quick=quick)
-                clocks = sampler.summary()
-                results += [_replace(r, detail={**r.detail, "clocks": clocks}) if clocks else r for r in new]
-            except bench.BenchUnavailable as e:
-                if which != "all":
-                    raise
-                click.echo(f"gpuplan: skipped {name}: {e}", err=True)
-            except (RuntimeError, AssertionError) as e:  # CUDA failures: no kernel image, out of memory, busy GPU
-                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                if which != "all":
-                    raise GpuplanError(f"{name} benchmark failed: {first}") from None
-                click.echo(f"gpuplan: skipped {name}: {first}", err=True)
-            progress.remove_task(task)
-    versions = {}
+            if name == "matmul":
+                jobs = [("matmul " + d, d) for d in (dtypes or bench.MATMUL_DTYPES)]
+            else:
+                jobs = [(name, None)]
+            for label, dtype in jobs:
+                task = progress.add_task(label, total=None)
+
+                def advance(done: int, total: int, task=task) -> None:
+                    progress.update(task, completed=done, total=total)
+
+                try:
+                    with Sampler(index=gpu0.reading.index if gpu0 else 0) as sampler:
+                        if name == "matmul":
+                            new = [bench.bench_matmul(dtype, quick, acc.peak(dtype) if acc else None, shapes=shapes,
+                                                      model=model_id, progress=advance)]
+                        elif name == "memory":
+                            new = [bench.bench_memory(quick, acc.memory_bandwidth_bytes_per_s if acc else None)]
+                        elif name == "pcie":
+                            new = bench.bench_pcie(quick, links)
+                        elif name == "allreduce":
+                            new = bench.bench_collectives(quick, payload_bytes, link_bytes_per_s=acc.scale_up_bytes_per_s
+                                                          if acc else None, progress=advance)
+                        else:
+                            new = bench.bench_disk(disk_path, writers, file_bytes, quick, progress=advance)
+                    clocks = sampler.summary()
+                    results += [_replace(r, detail={**r.detail, "clocks": clocks}) if clocks else r for r in new]
+                except bench.BenchUnavailable as e:
+                    if which != "all" and not (name == "matmul" and not dtypes):
+                        raise
+                    skipped.append(f"{label}: {e}")
+                except (RuntimeError, AssertionError) as e:  # CUDA failures: no kernel image, out of memory, busy GPU
+                    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                    if which != "all":
+                        raise GpuplanError(f"{label} benchmark failed: {first}") from None
+                    skipped.append(f"{label}: failed: {first}")
+                progress.remove_task(task)
+    if int(os.environ.get("RANK", 0)) != 0:
+        return  # under torchrun: rank 0 reports and saves
+    if not results:
+        raise GpuplanError("no benchmark could run here: " + "; ".join(skipped))
+    versions = {"gpuplan": __version__}
     try:
         import torch as _t
 
-        versions = {"torch": _t.__version__, "cuda": _t.version.cuda}
+        versions.update({"torch": _t.__version__, "cuda": _t.version.cuda})
     except ImportError:
         pass
-    if int(os.environ.get("RANK", 0)) != 0:
-        return  # under torchrun: rank 0 reports and saves
-    gpu_info = ({"name": gpu0.reading.name, "catalog_id": gpu0.catalog_id, "driver": det.driver_version,
-                 "cuda": det.cuda_version} if gpu0 else None)
+    gpu_info = None
+    if gpu0:
+        r = gpu0.reading
+        gpu_info = {"name": r.name, "catalog_id": gpu0.catalog_id, "pci_device_id": r.pci_device_id,
+                    "memory_total_bytes": r.memory_total_bytes, "uuid": r.uuid,
+                    "compute_capability": list(r.compute_capability) if r.compute_capability else None,
+                    "driver": det.driver_version, "cuda": det.cuda_version, "count": len(det.gpus)}
     profile = make_profile([r.to_dict() for r in results], gpu_info, detection_dict(det)["host"], versions)
+    profile.update(mode="quick" if quick else "full", skipped=skipped)
     if save:
         try:
             save.write_text(_json.dumps(profile, indent=2) + "\n", encoding="utf-8")

@@ -1,11 +1,15 @@
-"""What this machine really achieves: matmul TFLOP/s, memory and PCIe bandwidth, all-reduce, disk.
+"""What this machine really achieves: matmul TFLOP/s, memory and PCIe bandwidth, collectives, disk.
 
-Each benchmark returns a ``BenchResult`` with the measured figure, the datasheet figure it compares to
-(when the GPU is in the catalog) and the fraction achieved, and how long the run took. Timing follows
-the usual GPU-benchmark discipline (Bekman's mamf-finder, nvbandwidth): warm-up iterations, CUDA events
-around each timed call, an L2 flush between calls (a write of a buffer larger than L2), the median and
-the best of the runs. Everything also runs on the CPU (torch CPU), which is how the harness is tested
-where no GPU is lent.
+Each benchmark returns ``BenchResult`` rows: the best and the median of the timed runs, the datasheet
+figure they compare to (when the GPU is in the catalog) and the fraction achieved, and how long the run
+took. Timing follows the usual GPU-benchmark discipline (Bekman's mamf-finder, nvbandwidth, nccl-tests):
+warm-up calls, CUDA events around each timed call after a synchronize, an L2 flush between calls (a write
+of a buffer larger than any L2), the best and the median of the runs. Everything also runs on the CPU
+(torch CPU, perf_counter), which is how the harness is tested where no GPU is lent; CPU figures are
+labelled "(cpu)" and never compared with a GPU datasheet.
+
+The arithmetic (FLOPs per GEMM, bytes per copy, bus-bandwidth factors, the shape search) is in small pure
+functions so that it is tested exactly; the timing loops call them.
 
 torch is an optional extra (``pip install "gpuplan[bench]"``); the disk benchmark needs only the
 standard library.
@@ -18,7 +22,7 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from ..errors import GpuplanError
 
@@ -29,20 +33,133 @@ class BenchUnavailable(GpuplanError):
 
 @dataclass(frozen=True)
 class BenchResult:
+    """One measured figure. ``value`` is the best run and ``median`` the median run, both in ``unit``;
+    ``datasheet`` is the catalog figure in the same unit (None where there is none to compare with)."""
+
     name: str
     value: float
     unit: str
     datasheet: float | None
     detail: dict = field(default_factory=dict)
     seconds: float = 0.0
+    median: float | None = None
 
     @property
     def fraction(self) -> float | None:
+        """Best measured / datasheet (a fraction of the theoretical figure, as mamf-finder reports it)."""
         return self.value / self.datasheet if self.datasheet else None
 
     def to_dict(self) -> dict:
         return {**asdict(self), "fraction_of_datasheet": self.fraction}
 
+
+# ------------------------------------------------------------------------------------------ arithmetic
+
+def gemm_flops(m: int, n: int, k: int) -> int:
+    """FLOPs of one (m x k) @ (k x n) GEMM: 2mnk, a multiply and an add per term (the count mamf-finder
+    and NVIDIA's cuBLAS figures use)."""
+    return 2 * m * n * k
+
+
+def copy_bytes(size_bytes: int) -> int:
+    """Bytes moved by a device-to-device copy of ``size_bytes``: read once and written once, 2 x size.
+    This is how device copy bandwidth is compared with the HBM datasheet figure (as nvbandwidth's
+    device-local copy and the STREAM 'copy' kernel count it)."""
+    return 2 * size_bytes
+
+
+def rates(work: float, times_s: Sequence[float]) -> tuple[float, float]:
+    """``work`` per second for the fastest run and for the median run."""
+    if not times_s or min(times_s) <= 0:
+        raise ValueError("timings must be positive")
+    return work / min(times_s), work / statistics.median(times_s)
+
+
+#: Bus-bandwidth factor by collective for n ranks (nccl-tests doc/PERFORMANCE.md): busbw = algbw x factor,
+#: where algbw = payload bytes / time and the payload is the full buffer (all-gather's output,
+#: reduce-scatter's input). The factor makes busbw comparable with the per-direction link bandwidth.
+BUS_FACTORS: dict[str, Callable[[int], float]] = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+}
+
+
+def bus_bandwidth(op: str, payload_bytes: int, seconds: float, ranks: int) -> tuple[float, float]:
+    """(algbw, busbw) in bytes/s for one collective of ``payload_bytes`` over ``ranks`` ranks."""
+    algbw = payload_bytes / seconds
+    return algbw, algbw * BUS_FACTORS[op](ranks)
+
+
+def guided_search(rate: Callable[[tuple[int, int, int]], float], grid: Sequence[tuple[int, int, int]],
+                  step: int, min_step: int, max_evals: int, max_dim: int, deadline_s: float | None = None,
+                  clock: Callable[[], float] = time.monotonic, seeds: int = 3
+                  ) -> tuple[tuple[int, int, int], dict[tuple[int, int, int], float]]:
+    """The (m, n, k) with the highest ``rate`` found within ``max_evals`` shapes (or ``deadline_s`` seconds),
+    every dimension a multiple of ``min_step`` in [min_step, max_dim]. Returns the best shape and every
+    shape tried with its rate.
+
+    1. the coarse ``grid``;
+    2. coordinate ascent from its best ``seeds`` points: along each axis it moves while the rate improves,
+       doubling the stride each time; when no move helps, the step halves from ``step`` to ``min_step``;
+    3. with budget left, restarts from random jumps of 1-4 x 256 around the best shape (a fixed seed, so
+       a run is repeatable), climbing again from there.
+
+    An exhaustive sweep (mamf-finder's) measures every shape of a lattice; GEMM throughput rises with size
+    and is cut by tile and wave quantization (a saw-tooth in each dimension; NVIDIA, 'Matrix Multiplication
+    Background User's Guide'), so climbing from the best coarse points finds the top of the surface at a few
+    percent of the cost. tests/test_local_bench.py measures how close it gets against exhaustive sweeps of
+    such surfaces; on a GPU, scripts/measure_matmul_search.py compares it with a sweep and Bekman's maxima.
+    """
+    import random
+
+    seen: dict[tuple[int, int, int], float] = {}
+    end = clock() + deadline_s if deadline_s is not None else None
+
+    def spent() -> bool:
+        return len(seen) >= max_evals or (end is not None and clock() >= end)
+
+    def measure(shape: tuple[int, int, int]) -> float:
+        if shape not in seen:
+            seen[shape] = rate(shape)
+        return seen[shape]
+
+    def climb(best: tuple[int, int, int], s: int) -> None:
+        while s >= min_step and not spent():
+            improved = False
+            for axis in range(3):
+                for sign in (1, -1):
+                    reach = s
+                    while not spent():  # keep going while it pays, twice as far each time
+                        cand = list(best)
+                        cand[axis] += sign * reach
+                        if not min_step <= cand[axis] <= max_dim or measure(tuple(cand)) <= seen[best]:  # type: ignore[arg-type]
+                            break
+                        best, improved, reach = tuple(cand), True, reach * 2  # type: ignore[assignment]
+            if not improved:
+                s //= 2
+
+    for shape in grid:
+        if spent():
+            break
+        measure(shape)
+    for start in sorted(seen, key=seen.__getitem__, reverse=True)[:seeds]:
+        climb(start, step)
+    jumps = random.Random(0)
+    stale = 0
+    while not spent() and stale < 20:
+        best = max(seen, key=seen.__getitem__)
+        start = tuple(min(max_dim, max(min_step, x + jumps.choice((-1, 1)) * jumps.randint(1, 4) * min_step * 2))
+                      // min_step * min_step for x in best)
+        if start in seen:
+            stale += 1
+            continue
+        measure(start)  # type: ignore[arg-type]
+        climb(start, 2 * min_step)  # type: ignore[arg-type]
+    return max(seen, key=seen.__getitem__), seen
+
+
+# ------------------------------------------------------------------------------------------ harness
 
 def _torch():
     try:
@@ -58,7 +175,8 @@ def device_for(torch) -> str:
 
 def time_fn(fn: Callable[[], object], device: str, warmup: int = 3, iters: int = 10,
             flush: Callable[[], object] | None = None) -> list[float]:
-    """Seconds per call: CUDA events on a GPU (after a synchronize), perf_counter on the CPU."""
+    """Seconds per call of ``fn``, one per timed call: CUDA events on a GPU (after a synchronize, so
+    only ``fn``'s kernels are timed), perf_counter on the CPU; ``flush`` runs untimed before each call."""
     torch = _torch()
     for _ in range(warmup):
         fn()
@@ -89,193 +207,352 @@ def _l2_flusher(torch, device: str):
     return lambda: buf.zero_()
 
 
-DTYPES = {"bf16": "bfloat16", "fp16": "float16", "tf32": "float32", "fp32": "float32"}
+MATMUL_DTYPES = ("bf16", "fp16", "fp8", "tf32")
 
 
-def matmul_tflops(torch, device: str, dtype: str, m: int, n: int, k: int, iters: int, flush) -> float:
-    """Best-of-runs TFLOP/s of one (m x k) @ (k x n) GEMM: 2mnk FLOPs per call."""
-    td = getattr(torch, DTYPES[dtype])
+def matmul_support(torch, device: str) -> dict[str, str | None]:
+    """For each matmul dtype: None where this device runs it on its matrix units, else why not.
+
+    NVIDIA: fp16 tensor cores from sm 7.0 (Volta), bf16 and TF32 from sm 8.0 (Ampere), fp8 from sm 8.9
+    (Ada, Hopper) (CUDA C++ Programming Guide, 'Warp matrix functions' and the architecture whitepapers).
+    fp8 also needs torch's ``_scaled_mm`` (torch >= 2.1). ROCm's fp8 formats differ and are not measured.
+    On the CPU every dtype runs, to test the harness (TF32 does not exist there: it runs as fp32).
+    """
+    if device != "cuda":
+        return {d: None for d in MATMUL_DTYPES}
+    cc = torch.cuda.get_device_capability()
+    fp8 = hasattr(torch, "float8_e4m3fn") and hasattr(torch, "_scaled_mm")
+    rocm = bool(getattr(torch.version, "hip", None))
+    return {"bf16": None if rocm or cc >= (8, 0) else f"bf16 needs sm 8.0+, this GPU is sm {cc[0]}.{cc[1]}",
+            "fp16": None if rocm or cc >= (7, 0) else f"fp16 tensor cores need sm 7.0+ (sm {cc[0]}.{cc[1]})",
+            "fp8": ("fp8 on ROCm is not measured" if rocm else
+                    None if cc >= (8, 9) and fp8 else
+                    f"fp8 needs sm 8.9+ (sm {cc[0]}.{cc[1]})" if cc < (8, 9) else "fp8 needs torch >= 2.1"),
+            "tf32": None if rocm or cc >= (8, 0) else f"TF32 needs sm 8.0+ (sm {cc[0]}.{cc[1]})"}
+
+
+def _gemm(torch, device: str, dtype: str, m: int, n: int, k: int) -> Callable[[], object]:
+    """A closure that runs one (m x k) @ (k x n) GEMM in ``dtype`` (fp8: e4m3 inputs through
+    ``torch._scaled_mm`` with unit scales and a bf16 output, the column-major B that cuBLASLt takes)."""
+    if dtype == "fp8":
+        a = torch.randn(m, k, device=device).to(torch.float8_e4m3fn)
+        b = torch.randn(n, k, device=device).to(torch.float8_e4m3fn).t()
+        one = torch.ones((), device=device)
+        return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    td = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32, "fp32": torch.float32}[dtype]
     a = torch.randn(m, k, device=device, dtype=td)
     b = torch.randn(k, n, device=device, dtype=td)
+    return lambda: a @ b
+
+
+def matmul_times(torch, device: str, dtype: str, m: int, n: int, k: int, iters: int, flush) -> list[float]:
+    """Seconds per call of one GEMM shape; TF32 is enabled only for ``tf32`` (fp32 must not silently run as
+    TF32) and restored afterwards."""
     before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"  # fp32 must not silently run as TF32
+    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
     try:
-        times = time_fn(lambda: a @ b, device, warmup=2, iters=iters, flush=flush)
+        return time_fn(_gemm(torch, device, dtype, m, n, k), device, warmup=2, iters=iters, flush=flush)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
-    return 2 * m * n * k / min(times) / 1e12
 
 
-def bench_matmul(dtype: str = "bf16", quick: bool = True, datasheet: float | None = None,
-                 shapes: list[tuple[int, int, int]] | None = None, progress=None) -> BenchResult:
-    """Achievable matmul TFLOP/s with a guided shape search: a coarse grid of multiples of 1024, then
-    hill-climbing in steps of 256 around the best (a large share of an exhaustive sweep's best at a small
-    share of its cost; Bekman's MAMF finder sweeps exhaustively)."""
+#: The search settings: coarse grid sizes, first and last step, largest dimension, shape and time budget
+#: (seconds per dtype). The grid and budget were chosen on the saw-tooth surfaces of the tests (48 coarse
+#: points, 120 shapes: >= 97 % of the exhaustive best on realistic ones); the GPU quick budget keeps one dtype
+#: under two minutes on an H100 (a 20480^3 bf16 GEMM is ~22 ms; 120 shapes x 7 calls, plus set-up).
+SEARCH = {
+    ("cuda", True): {"sizes": (1024, 4096, 10240, 18432), "k": (2048, 8192, 18432), "step": 1024, "min_step": 256,
+                     "max_dim": 20480, "evals": 120, "deadline_s": 100.0, "iters": 5},
+    ("cuda", False): {"sizes": (1024, 4096, 10240, 18432), "k": (2048, 8192, 18432), "step": 1024, "min_step": 128,
+                      "max_dim": 32768, "evals": 400, "deadline_s": 900.0, "iters": 20},
+    ("cpu", True): {"sizes": (128, 256), "k": (128, 256), "step": 64, "min_step": 32, "max_dim": 512, "evals": 10,
+                    "deadline_s": 10.0, "iters": 3},
+    ("cpu", False): {"sizes": (128, 256, 512), "k": (128, 256, 512), "step": 128, "min_step": 32, "max_dim": 1024,
+                     "evals": 40, "deadline_s": 60.0, "iters": 5},
+}
+
+
+def bench_matmul(dtype: str = "bf16", quick: bool = True, datasheet_flops: float | None = None,
+                 shapes: list[tuple[int, int, int, int]] | None = None, model: str | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> BenchResult:
+    """Achievable matmul TFLOP/s in ``dtype``: the best shape a guided search finds (``guided_search``), or,
+    with ``shapes`` (m, n, k, count) from a model, the FLOP-weighted rate over that model's own GEMMs
+    (each shape's time weighted by how many such GEMMs the model has). ``progress(done, total)`` is called
+    after each shape."""
     torch = _torch()
     device = device_for(torch)
-    if device == "cpu" and dtype in ("bf16", "fp16"):
-        dtype_run = "fp32"  # CPU half-precision GEMMs are not representative; the harness still runs
-    else:
-        dtype_run = dtype
+    if dtype not in MATMUL_DTYPES + ("fp32",):
+        raise GpuplanError(f"unknown matmul dtype {dtype!r}; choose from {', '.join(MATMUL_DTYPES)}, fp32")
+    why_not = matmul_support(torch, device).get(dtype)
+    if why_not:
+        raise BenchUnavailable(why_not)
+    run_as = "fp32" if device == "cpu" and dtype == "tf32" else dtype
+    cfg = SEARCH[(device, quick)]
     t0 = time.perf_counter()
     flush = _l2_flusher(torch, device)
-    iters = 5 if quick else 20
-    if device == "cpu":  # the harness on a CPU: small shapes (a model's shapes are scaled down 16x)
-        grid = [(max(16, m // 16), max(16, n // 16), max(16, k // 16)) for m, n, k in shapes] if shapes else \
-            [(256, 256, 256), (512, 512, 512)]
-    else:
-        sizes = [2048, 4096, 8192] if quick else [2048, 4096, 8192, 12288, 16384]
-        grid = shapes or [(m, n, k) for m in sizes for n in sizes for k in sizes]
-    seen: dict[tuple[int, int, int], float] = {}
+    median_of: dict[tuple[int, int, int], float] = {}
+    # the CPU harness runs a model's shapes 16x smaller (64x for fp8, which a CPU emulates very slowly);
+    # fp8 GEMMs need every dimension a multiple of 16 (cuBLASLt), so fp8 shapes are rounded up to one
+    scale = (64 if dtype == "fp8" else 16) if device == "cpu" else 1
+    align = 16 if dtype == "fp8" else 1
 
-    def run(shape):
-        if shape not in seen:
-            seen[shape] = matmul_tflops(torch, device, dtype_run, *shape, iters, flush)
-            if progress:
-                progress()
-        return seen[shape]
+    def fit(x: int) -> int:
+        return max(16, -(-(x // scale) // align) * align)
 
+    def tflops(shape: tuple[int, int, int]) -> float:
+        best, med = rates(gemm_flops(*shape), matmul_times(torch, device, run_as, *shape, cfg["iters"], flush))
+        median_of[shape] = med / 1e12
+        if progress:
+            progress(len(median_of), total)
+        return best / 1e12
+
+    label = f"matmul {dtype}" + (" (cpu)" if device == "cpu" else "")
+    ds = datasheet_flops / 1e12 if datasheet_flops and device == "cuda" else None
+    base = {"device": device, "dtype": dtype, "dtype_run": run_as}
     if shapes:
-        # a model's own GEMMs: report its FLOP-weighted rate over them, not the best shape nearby
-        flops = [2 * m * n * k for m, n, k in grid]
-        rate = sum(flops) / sum(f / (run(sh) * 1e12) for f, sh in zip(flops, grid)) / 1e12
-        return BenchResult(f"matmul {dtype_run}" + (" (cpu)" if device == "cpu" else ""), rate, "TFLOP/s",
-                           datasheet / 1e12 if datasheet and dtype_run == dtype and device == "cuda" else None,
-                           {"device": device, "dtype_run": dtype_run, "model_shapes": [list(sh) for sh in grid],
-                            "shapes_tried": len(seen)}, time.perf_counter() - t0)
-    best = max(grid, key=run)
-    step = 256 if device == "cuda" else 64
-    improved = True
-    while improved and len(seen) < (40 if quick else 200):
-        improved = False
-        for axis in range(3):
-            for delta in (-step, step):
-                cand = list(best)
-                cand[axis] += delta
-                if cand[axis] <= 0:
-                    continue
-                cand_t = tuple(cand)
-                if run(cand_t) > run(best):
-                    best, improved = cand_t, True
-    return BenchResult(f"matmul {dtype_run}" + (" (cpu)" if device == "cpu" else ""), run(best), "TFLOP/s",
-                       datasheet / 1e12 if datasheet and dtype_run == dtype and device == "cuda" else None,
-                       {"device": device, "dtype_run": dtype_run, "best_shape_mnk": list(best),
-                        "shapes_tried": len(seen)}, time.perf_counter() - t0)
+        run = [(fit(m), fit(n), fit(k), c) for m, n, k, c in shapes]
+        total = len(run)
+        work = [gemm_flops(m, n, k) * c for m, n, k, c in run]
+        best = [tflops((m, n, k)) for m, n, k, _ in run]
+        med = [median_of[(m, n, k)] for m, n, k, _ in run]
+        weighted = [sum(work) / sum(w / r for w, r in zip(work, rs)) for rs in (best, med)]
+        return BenchResult(label, weighted[0], "TFLOP/s", ds,
+                           {**base, "model": model, "model_shapes": [list(s) for s in run],
+                            "shapes_tried": len(run), "median_tflops": weighted[1]},
+                           time.perf_counter() - t0, weighted[1])
+    div = 4 if device == "cpu" and dtype == "fp8" else 1  # CPU fp8: 32-64 instead of 128-256
+    grid = [(m // div, n // div, k // div) for m in cfg["sizes"] for n in cfg["sizes"] for k in cfg["k"]]
+    total = cfg["evals"]
+    best_shape, seen = guided_search(tflops, grid, max(16, cfg["step"] // div), max(16, cfg["min_step"] // div),
+                                     cfg["evals"], cfg["max_dim"] // div, cfg["deadline_s"])
+    return BenchResult(label, seen[best_shape], "TFLOP/s", ds,
+                       {**base, "best_shape_mnk": list(best_shape), "shapes_tried": len(seen),
+                        "median_tflops": median_of[best_shape]},
+                       time.perf_counter() - t0, median_of[best_shape])
 
 
-def bench_memory(quick: bool = True, datasheet: float | None = None) -> BenchResult:
-    """Device copy bandwidth: (bytes read + bytes written) / time, i.e. 2 x size per copy."""
+def bench_memory(quick: bool = True, datasheet_bytes_per_s: float | None = None) -> BenchResult:
+    """Device copy bandwidth in GB/s counted as bytes read + bytes written (``copy_bytes``), so it compares
+    with the datasheet HBM bandwidth. The buffers are sized from free memory (at most a quarter of it each)."""
     torch = _torch()
     device = device_for(torch)
     t0 = time.perf_counter()
-    size = (2 if quick else 8) * 2**30 if device == "cuda" else 256 * 2**20
+    if device == "cuda":
+        free_bytes, _ = torch.cuda.mem_get_info()
+        size = min((2 if quick else 8) * 2**30, free_bytes // 4)
+    else:
+        size = 256 * 2**20
     src = torch.empty(size, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
-    times = time_fn(lambda: dst.copy_(src), device, warmup=2, iters=5 if quick else 20)
-    gbps = 2 * size / min(times) / 1e9
-    return BenchResult("memory copy" + (" (cpu)" if device == "cpu" else ""), gbps, "GB/s (read + write)",
-                       datasheet / 1e9 if datasheet and device == "cuda" else None,
-                       {"device": device, "bytes": size, "median_gbps": 2 * size / statistics.median(times) / 1e9},
-                       time.perf_counter() - t0)
+    best, med = rates(copy_bytes(size), time_fn(lambda: dst.copy_(src), device, warmup=2, iters=5 if quick else 20))
+    return BenchResult("memory copy" + (" (cpu)" if device == "cpu" else ""), best / 1e9, "GB/s (read + write)",
+                       datasheet_bytes_per_s / 1e9 if datasheet_bytes_per_s and device == "cuda" else None,
+                       {"device": device, "bytes": size, "median_gbps": med / 1e9}, time.perf_counter() - t0, med / 1e9)
 
 
-def bench_pcie(quick: bool = True) -> list[BenchResult]:
-    """Host-to-device and device-to-host bandwidth, pinned and pageable memory (GPU only)."""
+def bench_pcie(quick: bool = True, link_bytes_per_s: dict[str, float] | None = None) -> list[BenchResult]:
+    """Host-to-device and device-to-host bandwidth, pinned and pageable host memory, on every GPU torch
+    sees. ``link_bytes_per_s`` maps a GPU's UUID to its link's theoretical one-direction rate (from detect:
+    ``pcie_bytes_per_s`` of its generation and width) for the datasheet column."""
     torch = _torch()
     if not torch.cuda.is_available():
         raise BenchUnavailable("the PCIe benchmark needs a GPU")
     out = []
     size = (1 if quick else 4) * 2**30
-    dev = torch.empty(size, dtype=torch.uint8, device="cuda")
-    for pinned in (True, False):
-        host = torch.empty(size, dtype=torch.uint8, pin_memory=pinned)
-        for direction, fn in (("host-to-device", lambda: dev.copy_(host, non_blocking=pinned)),
-                              ("device-to-host", lambda: host.copy_(dev, non_blocking=pinned))):
-            t0 = time.perf_counter()
-            times = time_fn(fn, "cuda", warmup=1, iters=3 if quick else 10)
-            out.append(BenchResult(f"pcie {direction} {'pinned' if pinned else 'pageable'}", size / min(times) / 1e9,
-                                   "GB/s", None, {"bytes": size}, time.perf_counter() - t0))
+    count = torch.cuda.device_count()
+    for index in range(count):
+        uuid = str(getattr(torch.cuda.get_device_properties(index), "uuid", "")).lower().removeprefix("gpu-")
+        link = (link_bytes_per_s or {}).get(uuid)
+        with torch.cuda.device(index):
+            dev = torch.empty(size, dtype=torch.uint8, device="cuda")
+            for pinned in (True, False):
+                host = torch.empty(size, dtype=torch.uint8, pin_memory=pinned)
+                for direction, fn in (("host-to-device", lambda: dev.copy_(host, non_blocking=pinned)),
+                                      ("device-to-host", lambda: host.copy_(dev, non_blocking=pinned))):
+                    t0 = time.perf_counter()
+                    best, med = rates(size, time_fn(fn, "cuda", warmup=1, iters=3 if quick else 10))
+                    name = f"pcie {direction} {'pinned' if pinned else 'pageable'}" + (f" gpu{index}" if count > 1 else "")
+                    out.append(BenchResult(name, best / 1e9, "GB/s", link / 1e9 if link else None,
+                                           {"gpu": index, "bytes": size, "pinned": pinned}, time.perf_counter() - t0,
+                                           med / 1e9))
+                del host
+            del dev
     return out
 
 
-def bench_allreduce(quick: bool = True, sizes: list[int] | None = None, allow_single: bool = False) -> list[BenchResult]:
-    """all-reduce bus bandwidth vs payload: busbw = size / time x 2(n-1)/n (nccl-tests PERFORMANCE.md).
+def _size_label(n: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n} B"
 
-    Under torchrun it uses every rank (NCCL on GPUs, gloo on CPUs):
-        torchrun --nproc-per-node 8 -m gpuplan local bench allreduce        (one node)
-        srun --ntasks-per-node 8 torchrun ... (across nodes, with MASTER_ADDR set)
-    Alone it refuses (a one-rank bus bandwidth is 0); ``allow_single`` runs the one-process path that the
-    CPU tests use.
+
+def bench_collectives(quick: bool = True, sizes: list[int] | None = None, ops: Sequence[str] = tuple(BUS_FACTORS),
+                      link_bytes_per_s: float | None = None, allow_single: bool = False,
+                      progress: Callable[[int, int], None] | None = None) -> list[BenchResult]:
+    """Bus bandwidth of all-reduce, all-gather and reduce-scatter vs payload (``bus_bandwidth``), over every
+    rank of a torchrun launch (NCCL on GPUs, gloo on CPUs):
+
+        torchrun --nproc-per-node 8 -m gpuplan local bench allreduce                       (one node)
+        srun --ntasks-per-node 1 torchrun --nnodes $SLURM_NNODES --nproc-per-node 8 \\
+             --rdzv-backend c10d --rdzv-endpoint $MASTER_ADDR:29500 -m gpuplan local bench allreduce
+
+    ``link_bytes_per_s`` (the catalog's per-direction scale-up bandwidth) is the datasheet figure, used on
+    one node only: across nodes the network sets the pace. Alone it refuses (a one-rank bus bandwidth is 0);
+    ``allow_single`` runs the one-process path that the CPU tests use.
     """
     torch = _torch()
+    import datetime
+
     import torch.distributed as dist
 
     world = int(os.environ.get("WORLD_SIZE", 1))
     if world < 2 and not allow_single:
-        raise BenchUnavailable("all-reduce needs 2 or more ranks: torchrun --nproc-per-node 8 -m gpuplan local bench "
+        raise BenchUnavailable("collectives need 2 or more ranks: torchrun --nproc-per-node 8 -m gpuplan local bench "
                                "allreduce")
     own_group = not dist.is_initialized()
     if own_group:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
-        if world > 1:  # under torchrun: its MASTER_ADDR/PORT rendezvous
-            dist.init_process_group(backend, rank=int(os.environ.get("RANK", 0)), world_size=world)
-        else:  # one process (the CPU-tested path): an in-memory store, no port to collide on
-            dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+        try:
+            if world > 1:  # under torchrun: its MASTER_ADDR/PORT rendezvous
+                if "MASTER_ADDR" not in os.environ:
+                    raise GpuplanError("WORLD_SIZE is set but MASTER_ADDR is not: launch with torchrun (it sets both)")
+                dist.init_process_group(backend, rank=int(os.environ.get("RANK", 0)), world_size=world,
+                                        timeout=datetime.timedelta(seconds=120))
+            else:  # one process (the CPU-tested path): an in-memory store, no port to collide on
+                dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+        except (ValueError, RuntimeError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise GpuplanError(f"could not join the torchrun group: {first}") from None
     try:
         n = dist.get_world_size()
+        nodes = max(1, n // int(os.environ.get("LOCAL_WORLD_SIZE", n)))
         device = "cuda" if torch.cuda.is_available() else "cpu"
         if device == "cuda":
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+        sizes = sizes or ([2**20, 2**24, 2**28] if quick else [2**p for p in range(16, 31, 2)])
+        datasheet = link_bytes_per_s / 1e9 if link_bytes_per_s and nodes == 1 and n > 1 and device == "cuda" else None
         out = []
-        for size in sizes or ([2**20, 2**24, 2**28] if quick else [2**p for p in range(16, 31, 2)]):
-            x = torch.ones(size // 4, dtype=torch.float32, device=device)
-            t0 = time.perf_counter()
-            times = time_fn(lambda: dist.all_reduce(x), device, warmup=2, iters=5 if quick else 20)
-            busbw = size / min(times) * 2 * (n - 1) / n / 1e9
-            out.append(BenchResult(f"allreduce {size // 2**20} MiB", busbw, "GB/s bus bandwidth", None,
-                                   {"ranks": n, "bytes": size, "algbw_gbps": size / min(times) / 1e9},
-                                   time.perf_counter() - t0))
+        for op in ops:
+            for size in sizes:
+                elems = max(n, size // 4 // n * n)  # fp32 elements, divisible by the rank count
+                payload = elems * 4
+                full = torch.ones(elems, dtype=torch.float32, device=device)
+                part = torch.empty(elems // n, dtype=torch.float32, device=device)
+                fn = {"all_reduce": lambda: dist.all_reduce(full),
+                      "all_gather": lambda: gather(full, part),
+                      "reduce_scatter": lambda: scatter(part, full)}[op]
+                t0 = time.perf_counter()
+                times = time_fn(fn, device, warmup=2, iters=5 if quick else 20)
+                (algbw, busbw), (_, med_busbw) = (bus_bandwidth(op, payload, min(times), n),
+                                                  bus_bandwidth(op, payload, statistics.median(times), n))
+                out.append(BenchResult(f"{op} {_size_label(payload)}", busbw / 1e9, "GB/s bus bandwidth", datasheet,
+                                       {"op": op, "ranks": n, "nodes": nodes, "bytes": payload, "device": device,
+                                        "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": busbw},
+                                       time.perf_counter() - t0, med_busbw / 1e9))
+                if progress:
+                    progress(len(out), len(ops) * len(sizes))
         return out
     finally:
         if own_group:
             dist.destroy_process_group()
 
 
-def bench_disk(path: Path, writers: int = 4, file_bytes: int = 1 << 30, quick: bool = True) -> list[BenchResult]:
-    """Checkpoint-shaped writes (``writers`` files written at once, each fsync'ed) and data-loader-shaped
-    reads of them after dropping them from the page cache (posix_fadvise DONTNEED), on ``path``."""
+# ------------------------------------------------------------------------------------------ disk
+
+_O_DIRECT_ALIGN = 4096  # logical block size that O_DIRECT buffers and offsets must be aligned to
+
+
+def _read_direct(p: Path, chunk: int) -> str:
+    """Read ``p`` bypassing the page cache: O_DIRECT into a page-aligned buffer where the filesystem allows
+    it, else after posix_fadvise(DONTNEED) (Linux drops the file's clean cached pages). Returns the mode."""
+    import mmap
+
+    if hasattr(os, "O_DIRECT"):
+        try:
+            fd = os.open(p, os.O_RDONLY | os.O_DIRECT)
+        except OSError:
+            fd = -1  # tmpfs and some FUSE mounts refuse O_DIRECT
+        if fd >= 0:
+            buf = mmap.mmap(-1, chunk)  # anonymous maps are page-aligned
+            try:
+                offset = 0
+                while True:
+                    got = os.preadv(fd, [buf], offset)
+                    offset += got
+                    if got < chunk:
+                        return "O_DIRECT"
+            except OSError:
+                pass  # the filesystem took the flag but not the read: read it the other way
+            finally:
+                buf.close()
+                os.close(fd)
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        if hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        while os.read(fd, chunk):
+            pass
+        return "fadvise-dontneed" if hasattr(os, "posix_fadvise") else "cached"
+    finally:
+        os.close(fd)
+
+
+def bench_disk(path: Path, writers: int = 4, file_bytes: int | None = None, quick: bool = True,
+               progress: Callable[[int, int], None] | None = None) -> list[BenchResult]:
+    """Checkpoint-shaped writes (``writers`` files written at once in 8 MiB blocks, each fsync'ed) and
+    data-loader-shaped reads of them that bypass the page cache (``_read_direct``), on ``path``. Bandwidth is
+    total bytes / wall time of the whole phase (GB/s, 1e9 bytes). File size: ``file_bytes`` per writer, else
+    256 MiB (quick) or 2 GiB (full)."""
     import concurrent.futures as cf
 
     path = Path(path)
     if not path.is_dir():
         raise GpuplanError(f"{path}: not a directory; give --path a folder on the disk to test")
-    chunks = [os.urandom(8 * 2**20) for _ in range(4)]  # varied data, so deduplicating filesystems cannot cheat
+    if writers < 1:
+        raise GpuplanError(f"--writers must be at least 1, got {writers}")
+    per_file = file_bytes if file_bytes is not None else (256 if quick else 2048) * 2**20
+    if per_file <= 0:
+        raise GpuplanError(f"the disk file size must be positive, got {per_file} bytes")
+    per_file = -(-per_file // _O_DIRECT_ALIGN) * _O_DIRECT_ALIGN
+    chunk = 8 * 2**20
     files = [path / f".gpuplan-bench-{os.getpid()}-{i}" for i in range(writers)]
-    per_file = file_bytes if not quick else min(file_bytes, 256 * 2**20)
+    # random data, so compressing filesystems cannot shrink it; each block starts at a different byte offset
+    # of the pool, so its 4 KiB pages differ from every other block's (for the first 4096 blocks, 32 GiB)
+    # and deduplicating filesystems cannot skip it
+    data = memoryview(os.urandom(chunk + _O_DIRECT_ALIGN))
+    blocks = -(-per_file // chunk)
+    done = [0]
 
-    def write(p: Path) -> None:
-        with open(p, "wb", buffering=0) as f:
-            left, i = per_file, 0
-            while left > 0:
-                chunk = chunks[i % len(chunks)]
-                left -= f.write(chunk[:min(len(chunk), left)])
-                i += 1
+    def write(i: int) -> None:
+        with open(files[i], "wb", buffering=0) as f:
+            written, b = 0, 0
+            while written < per_file:
+                r = (i * blocks + b) % _O_DIRECT_ALIGN
+                written += f.write(data[r:r + min(chunk, per_file - written)])
+                b += 1
             os.fsync(f.fileno())
+        done[0] += 1
+        if progress:
+            progress(done[0], 2 * writers)
 
-    def read(p: Path) -> None:
-        with open(p, "rb", buffering=0) as f:
-            if hasattr(os, "posix_fadvise"):
-                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-            while f.read(8 * 2**20):
-                pass
+    modes: list[str] = []
+
+    def read(i: int) -> None:
+        modes.append(_read_direct(files[i], chunk))
+        done[0] += 1
+        if progress:
+            progress(done[0], 2 * writers)
 
     try:
         with cf.ThreadPoolExecutor(writers) as pool:
             t0 = time.perf_counter()
-            list(pool.map(write, files))
+            list(pool.map(write, range(writers)))
             t_write = time.perf_counter() - t0
             t0 = time.perf_counter()
-            list(pool.map(read, files))
+            list(pool.map(read, range(writers)))
             t_read = time.perf_counter() - t0
     except OSError as e:
         raise GpuplanError(f"{path}: disk benchmark failed: {e.strerror or e}") from None
@@ -284,21 +561,22 @@ def bench_disk(path: Path, writers: int = 4, file_bytes: int = 1 << 30, quick: b
             p.unlink(missing_ok=True)
     total = per_file * writers
     fstype = _fstype(path)
-    cached = fstype in ("tmpfs", "ramfs", "zfs", "overlay")  # these ignore (or sit above) page-cache drops
-    return [BenchResult("disk write (fsync)", total / t_write / 1e9, "GB/s", None,
-                        {"path": str(path), "fstype": fstype, "writers": writers, "bytes": total}, t_write),
-            BenchResult("disk read (cached: the filesystem ignores cache drops)" if cached else "disk read (uncached)",
-                        total / t_read / 1e9, "GB/s", None,
-                        {"path": str(path), "fstype": fstype, "readers": writers, "bytes": total}, t_read)]
+    mode = "O_DIRECT" if set(modes) == {"O_DIRECT"} else next((m for m in modes if m != "O_DIRECT"), "cached")
+    # memory-backed filesystems are RAM whatever the flags; ZFS keeps its own cache (ARC) that fadvise misses
+    cached = mode == "cached" or fstype in ("tmpfs", "ramfs") or (mode == "fadvise-dontneed" and fstype == "zfs")
+    where = {"path": str(path), "fstype": fstype, "bytes": total}
+    return [BenchResult("disk write (fsync)", total / t_write / 1e9, "GB/s", None, {**where, "writers": writers}, t_write),
+            BenchResult("disk read (cached: this filesystem keeps files in memory)" if cached else "disk read (uncached)",
+                        total / t_read / 1e9, "GB/s", None, {**where, "readers": writers, "read_mode": mode}, t_read)]
 
 
 def _fstype(path: Path) -> str | None:
-    """The filesystem type of the mount holding ``path`` (longest matching mount point)."""
+    """The filesystem type of the mount holding ``path`` (the longest mount point it lies under)."""
     try:
         import psutil
 
-        real = str(path.resolve())
-        mounts = [p for p in psutil.disk_partitions(all=True) if real.startswith(p.mountpoint)]
+        real = path.resolve()
+        mounts = [p for p in psutil.disk_partitions(all=True) if real.is_relative_to(p.mountpoint)]
         return max(mounts, key=lambda p: len(p.mountpoint)).fstype if mounts else None
     except Exception:
         return None

@@ -271,9 +271,7 @@ def train_report(record: dict) -> Group:
                       f"x {gpu['id']}. {rule['explanation']}", style="dim"))
     if "time" in record:
         parts += _time_and_cost(record)
-    if record.get("calibration"):
-        parts.append(Text(f"calibration {record['calibration']['file']}: " +
-                          ("; ".join(record["calibration"]["replaced"]) or "nothing applicable"), style="cyan"))
+    parts += _calibration_lines(record)
     for n in record["notes"]:
         parts.append(Text(f"note: {n}", style="dim"))
     parts.append(_assumptions_line(record))
@@ -318,9 +316,7 @@ def serve_report(record: dict) -> Group:
         rule = fleet["rule_of_thumb_gpus"]
         parts.append(Text(f"fleet for {fleet['qps']:g} requests/s: {fleet['replicas']} replicas = {fleet['gpus']} GPUs "
                           f"(seed rule output_tokens / throughput x qpm / 60: {rule:.1f} GPUs)"))
-    if record.get("calibration"):
-        parts.append(Text(f"calibration {record['calibration']['file']}: " +
-                          ("; ".join(record["calibration"]["replaced"]) or "nothing applicable"), style="cyan"))
+    parts += _calibration_lines(record)
     if cost:
         parts.append(Text(f"cost at ${cost['usd_per_gpu_hour']:g}/GPU-hour: ${cost['usd_per_hour']:,.2f}/h per replica; "
                           f"${cost['usd_per_million_output_tokens']:,.2f} per million output tokens, "
@@ -329,6 +325,28 @@ def serve_report(record: dict) -> Group:
         parts.append(Text(f"note: {n}", style="dim"))
     parts.append(_assumptions_line(record))
     return Group(*parts)
+
+
+def _calibration_lines(record: dict) -> list[Text]:
+    """--calibration: what the profile replaced (each figure with its measurement), what --assume kept, and
+    the results not used, grouped by the reason."""
+    c = record.get("calibration")
+    if not c:
+        return []
+    head = f"calibration {c['file']}"
+    if c["nothing_applicable"]:
+        out = [Text(f"{head}: nothing applicable ({c['nothing_applicable']})", style="cyan")]
+    else:
+        out = [Text(f"{head} (measured on {c['measured_on']}, {c['created']}): " + "; ".join(c["replaced"]), style="cyan")
+               ] if c["replaced"] else []
+    out += [Text(f"{head}: {o}", style="cyan") for o in c["overridden"]]
+    groups: dict[str, list[str]] = {}
+    for x in c["not_applied"]:
+        groups.setdefault(x["why"], []).append(x["result"])
+    if groups and list(groups) != [c["nothing_applicable"]]:
+        out.append(Text(f"{head}: not used: " + "; ".join(f"{', '.join(names)} ({why})" for why, names in groups.items()),
+                        style="dim"))
+    return out
 
 
 def _assumptions_line(record: dict) -> Text:
@@ -469,8 +487,26 @@ def tco_report(record: dict) -> Group:
     return Group(*parts)
 
 
+def _detect_unknown(value) -> str:
+    """``local detect``'s cells: "?" where NVML (or torch) could not tell."""
+    return "?" if value is None else str(value)
+
+
+def _detect_pcie(g: dict) -> str:
+    keys = ("pcie_gen", "pcie_gen_max", "pcie_width", "pcie_width_max")
+    if all(g.get(k) is None for k in keys):
+        return "?"
+    gen, gen_max, width, width_max = (_detect_unknown(g.get(k)) for k in keys)
+    return f"Gen{gen}/{gen_max} x{width}/{width_max}"
+
+
+def _detect_yes_no(value: bool | None) -> str:
+    return "?" if value is None else ("yes" if value else "no")
+
+
 def detect_report(record: dict) -> Group:
-    """``gpuplan local detect``: the host, then each GPU with its catalog match and warnings, and topology."""
+    """``gpuplan local detect``: the host, then each GPU with its catalog match, BF16/FP8 support and warnings,
+    and topology (rows and columns labelled with NVML indices)."""
     h = record["host"]
     facts = Table(box=None, show_header=False, padding=(0, 2))
     facts.add_column(style="bold")
@@ -482,33 +518,40 @@ def detect_report(record: dict) -> Group:
     for d in h["disks"]:
         facts.add_row("disk", f"{d['mount']} ({d['fstype']}): {d['free_bytes'] / GB:,.0f} GB free of "
                               f"{d['total_bytes'] / GB:,.0f} GB")
-    facts.add_row("GPUs", record["gpu_status"] + (f"; driver {record['driver_version']}, CUDA {record['cuda_version']}"
+    facts.add_row("GPUs", record["gpu_status"] + (f"; driver {record['driver_version']}, "
+                                                  f"CUDA {_detect_unknown(record['cuda_version'])}"
                                                   if record["driver_version"] else ""))
     parts: list = [facts]
     if record["gpus"]:
         t = Table(box=box.SIMPLE_HEAD, header_style="bold")
-        for col in ("#", "name", "catalog id", "memory GiB", "free GiB", "CC", "SM MHz", "power W", "PCIe", "NVLink"):
+        for col in ("#", "name", "catalog id", "memory GiB", "free GiB", "CC", "bf16", "fp8", "SM MHz", "power W",
+                    "PCIe", "NVLink"):
             t.add_column(col)
         for g in record["gpus"]:
-            pcie = f"Gen{g['pcie_gen']}/{g['pcie_gen_max']} x{g['pcie_width']}/{g['pcie_width_max']}" if g["pcie_gen"] else _DASH
-            cc = ".".join(map(str, g["compute_capability"])) if g["compute_capability"] else _DASH
-            clocks = f"{g['sm_clock_mhz']}/{g['sm_clock_max_mhz']}" if g["sm_clock_mhz"] is not None else _DASH
+            cc = ".".join(map(str, g["compute_capability"])) if g["compute_capability"] else "?"
+            clocks = (f"{_detect_unknown(g['sm_clock_mhz'])}/{_detect_unknown(g['sm_clock_max_mhz'])}"
+                      if g["sm_clock_mhz"] is not None or g["sm_clock_max_mhz"] is not None else "?")
+            free = g.get("memory_free_bytes")
             t.add_row(str(g["index"]), g["name"], g["catalog_id"] or "unknown", f"{g['memory_total_bytes'] / GiB:.1f}",
-                      f"{g['memory_free_bytes'] / GiB:.1f}", cc, clocks,
-                      f"{g['power_limit_w']:.0f}" if g["power_limit_w"] else _DASH, pcie,
-                      str(g["nvlink_active_links"]) if g["nvlink_active_links"] is not None else _DASH)
+                      f"{free / GiB:.1f}" if free is not None else "?", cc,
+                      _detect_yes_no(g.get("supports_bf16")), _detect_yes_no(g.get("supports_fp8")), clocks,
+                      f"{g['power_limit_w']:.0f}" if g["power_limit_w"] else "?", _detect_pcie(g),
+                      _detect_unknown(g["nvlink_active_links"]))
         parts.append(t)
         for g in record["gpus"]:
             parts.append(Text(f"GPU {g['index']}: {g['match']}", style="dim"))
+            for n in g.get("gpu_notes", ()):
+                parts.append(Text(f"GPU {g['index']}: {n}", style="dim"))
             for w in g["warnings"]:
                 parts.append(Text(f"GPU {g['index']}: {w}", style="yellow"))
     if len(record["topology"]) > 1:
-        topo = Table(box=box.SIMPLE_HEAD, header_style="bold", title="topology (like nvidia-smi topo -m)",
+        labels = record.get("topology_gpus") or [g["index"] for g in record["gpus"]]
+        topo = Table(box=box.SIMPLE_HEAD, header_style="bold", title="topology (like nvidia-smi topo -m; NVML indices)",
                      title_justify="left")
         topo.add_column("")
-        for i in range(len(record["topology"])):
+        for i in labels:
             topo.add_column(f"GPU{i}")
-        for i, row in enumerate(record["topology"]):
+        for i, row in zip(labels, record["topology"]):
             topo.add_row(f"GPU{i}", *row)
         parts.append(topo)
     for n in record["notes"]:
@@ -516,27 +559,43 @@ def detect_report(record: dict) -> Group:
     return Group(*parts)
 
 
+def _sig3(x: float) -> str:
+    """Three significant figures, thousands separated (0.153, 12.4, 794)."""
+    if x == 0:
+        return "0"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
 def bench_report(record: dict) -> Group:
-    """``gpuplan local bench``: each result beside the datasheet, and how long it took."""
+    """``gpuplan local bench``: each result (best and median run) beside the datasheet, and how long it took."""
     t = Table(box=box.SIMPLE_HEAD, header_style="bold")
-    for col, just in (("benchmark", "left"), ("measured", "right"), ("unit", "left"), ("datasheet", "right"),
-                      ("achieved", "right"), ("took", "right"), ("detail", "left")):
+    for col, just in (("benchmark", "left"), ("best", "right"), ("median", "right"), ("unit", "left"),
+                      ("datasheet", "right"), ("achieved", "right"), ("took", "right"), ("detail", "left")):
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for r in record["results"]:
         d = r["detail"]
         detail = ", ".join(f"{k}={v}" for k, v in d.items() if v is not None and k in
-                           ("device", "best_shape_mnk", "shapes_tried", "ranks", "writers", "path", "dtype_run"))
-        t.add_row(r["name"], f"{r['value']:,.1f}", r["unit"], f"{r['datasheet']:,.1f}" if r["datasheet"] else _DASH,
+                           ("best_shape_mnk", "shapes_tried", "model", "ranks", "nodes", "writers", "read_mode",
+                            "path"))
+        if d.get("dtype_run") and d.get("dtype_run") != d.get("dtype"):
+            detail = f"runs as {d['dtype_run']}, " + detail
+        median = r.get("median")
+        t.add_row(r["name"], _sig3(r["value"]), _sig3(median) if median is not None else _DASH, r["unit"],
+                  _sig3(r["datasheet"]) if r["datasheet"] else _DASH,
                   f"{r['fraction_of_datasheet']:.1%}" if r["fraction_of_datasheet"] else _DASH,
                   f"{r['seconds']:.2f} s", detail)
     gpu = record["gpu"]
+    cpu_rows = any(r["detail"].get("device") == "cpu" for r in record["results"])
     head = Text(f"{gpu['name']} ({gpu['catalog_id'] or 'not in the catalog'})" if gpu else
-                "no GPU: CPU figures (they test the harness, not a GPU)", style="bold")
-    parts: list = [head, t]
+                "no GPU" + (": the (cpu) rows test the harness, not a GPU" if cpu_rows else ""), style="bold")
+    parts: list = [head, t, Text("GB/s = 1e9 bytes per second; achieved = best / datasheet; copy bandwidth counts "
+                                 "bytes read + written", style="dim")]
     for r in record["results"]:
         c = r["detail"].get("clocks")
         if c and c["throttled"]:
             parts.append(Text(f"{r['name']}: throttled ({', '.join(c['throttled_by'])}); SM clock "
                               f"{c['sm_clock_min_mhz']}-{c['sm_clock_max_mhz']} MHz, up to {c['power_max_w']:.0f} W",
                               style="yellow"))
+    for line in record.get("skipped") or []:
+        parts.append(Text(f"skipped {line}", style="yellow"))
     return Group(*parts)

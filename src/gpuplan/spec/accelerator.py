@@ -38,6 +38,23 @@ def _frozen(mapping: Mapping) -> Mapping:
     return MappingProxyType(dict(mapping))
 
 
+#: PCIe bandwidth per lane and direction after line coding, in bytes/s, by generation (PCI-SIG base
+#: specifications: 2.5 and 5 GT/s with 8b/10b; 8, 16 and 32 GT/s with 128b/130b; 64 GT/s PAM4 for Gen 6,
+#: quoted as 126 GB/s per direction at x16). x16: 4 / 8 / 15.75 / 31.5 / 63 / 126 GB/s for Gen 1-6.
+PCIE_LANE_BYTES_PER_S: Mapping[int, float] = {1: 0.25e9, 2: 0.5e9, 3: 15.75e9 / 16, 4: 31.5e9 / 16, 5: 63e9 / 16,
+                                              6: 126e9 / 16}
+
+
+def pcie_bytes_per_s(gen: int, lanes: int = 16) -> float:
+    """Theoretical one-direction PCIe bandwidth of a link of ``lanes`` lanes at generation ``gen``, in bytes/s
+    (PCI-SIG rates above); real transfers reach ~80-90 % of it (TLP headers, flow control)."""
+    if gen not in PCIE_LANE_BYTES_PER_S:
+        raise ValueError(f"unknown PCIe generation {gen} (1-6)")
+    if lanes <= 0:
+        raise ValueError(f"PCIe lanes must be positive, got {lanes}")
+    return PCIE_LANE_BYTES_PER_S[gen] * lanes
+
+
 @dataclass(frozen=True)
 class Accelerator:
     """One accelerator model. Peaks are dense (no structured sparsity), in FLOP/s (int8: ops/s)."""
@@ -77,7 +94,7 @@ class Accelerator:
         unknown)."""
         if self.interconnect:
             return self.interconnect.bandwidth_bytes_per_s
-        return {3: 15.75e9, 4: 31.5e9, 5: 63e9, 6: 126e9}.get(self.pcie_gen or 4, 31.5e9)
+        return pcie_bytes_per_s(self.pcie_gen or 4)
 
     def supports(self, dtype: str) -> bool:
         return dtype in self.peak_flops_per_s
