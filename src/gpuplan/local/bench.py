@@ -102,8 +102,8 @@ def guided_search(rate: Callable[[tuple[int, int, int]], float], grid: Sequence[
     1. the coarse ``grid``;
     2. coordinate ascent from its best ``seeds`` points: along each axis it moves while the rate improves,
        doubling the stride each time; when no move helps, the step halves from ``step`` to ``min_step``;
-    3. with budget left, restarts from random jumps of 1-4 x 256 around the best shape (a fixed seed, so
-       a run is repeatable), climbing again from there.
+    3. with budget left, restarts from random jumps of 2-8 x ``min_step`` around the best shape (a fixed
+       seed, so a run is repeatable), climbing again from there.
 
     An exhaustive sweep (mamf-finder's) measures every shape of a lattice; GEMM throughput rises with size
     and is cut by tile and wave quantization (a saw-tooth in each dimension; NVIDIA, 'Matrix Multiplication
@@ -233,12 +233,15 @@ def matmul_support(torch, device: str) -> dict[str, str | None]:
 
 def _gemm(torch, device: str, dtype: str, m: int, n: int, k: int) -> Callable[[], object]:
     """A closure that runs one (m x k) @ (k x n) GEMM in ``dtype`` (fp8: e4m3 inputs through
-    ``torch._scaled_mm`` with unit scales and a bf16 output, the column-major B that cuBLASLt takes)."""
+    ``torch._scaled_mm`` with unit scales, a bf16 output, fast accumulation and the column-major B that
+    cuBLASLt takes)."""
     if dtype == "fp8":
         a = torch.randn(m, k, device=device).to(torch.float8_e4m3fn)
         b = torch.randn(n, k, device=device).to(torch.float8_e4m3fn).t()
         one = torch.ones((), device=device)
-        return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        # fast accumulation: the path training frameworks use for forward GEMMs and the one that reaches
+        # Hopper's fp8 peak (the precise path re-accumulates in fp32 and runs slower)
+        return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True)
     td = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32, "fp32": torch.float32}[dtype]
     a = torch.randn(m, k, device=device, dtype=td)
     b = torch.randn(k, n, device=device, dtype=td)
@@ -287,6 +290,11 @@ def bench_matmul(dtype: str = "bf16", quick: bool = True, datasheet_flops: float
     if why_not:
         raise BenchUnavailable(why_not)
     run_as = "fp32" if device == "cpu" and dtype == "tf32" else dtype
+    if dtype == "fp8" and device == "cuda":
+        try:  # a 16 x 16 probe: a build without fp8 kernels for this GPU (old CUDA, sm 8.9) says so here
+            _gemm(torch, device, "fp8", 16, 16, 16)()
+        except RuntimeError as e:
+            raise BenchUnavailable(f"fp8 GEMMs do not run here: {str(e).strip().splitlines()[0] if str(e).strip() else e}") from None
     cfg = SEARCH[(device, quick)]
     t0 = time.perf_counter()
     flush = _l2_flusher(torch, device)
@@ -308,7 +316,7 @@ def bench_matmul(dtype: str = "bf16", quick: bool = True, datasheet_flops: float
 
     label = f"matmul {dtype}" + (" (cpu)" if device == "cpu" else "")
     ds = datasheet_flops / 1e12 if datasheet_flops and device == "cuda" else None
-    base = {"device": device, "dtype": dtype, "dtype_run": run_as}
+    base = {"device": device, "dtype": dtype, "dtype_run": run_as, **({"fp8_fast_accum": True} if dtype == "fp8" else {})}
     if shapes:
         run = [(fit(m), fit(n), fit(k), c) for m, n, k, c in shapes]
         total = len(run)
@@ -338,6 +346,7 @@ def bench_memory(quick: bool = True, datasheet_bytes_per_s: float | None = None)
     device = device_for(torch)
     t0 = time.perf_counter()
     if device == "cuda":
+        torch.cuda.empty_cache()  # what earlier benchmarks left in torch's cache is free for this one
         free_bytes, _ = torch.cuda.mem_get_info()
         size = min((2 if quick else 8) * 2**30, free_bytes // 4)
     else:
@@ -367,6 +376,7 @@ def bench_pcie(quick: bool = True, link_bytes_per_s: dict[str, float] | None = N
             dev = torch.empty(size, dtype=torch.uint8, device="cuda")
             for pinned in (True, False):
                 host = torch.empty(size, dtype=torch.uint8, pin_memory=pinned)
+                host.fill_(1)  # touch every page: untouched pageable memory reads from the shared zero page
                 for direction, fn in (("host-to-device", lambda: dev.copy_(host, non_blocking=pinned)),
                                       ("device-to-host", lambda: host.copy_(dev, non_blocking=pinned))):
                     t0 = time.perf_counter()
@@ -430,6 +440,11 @@ def bench_collectives(quick: bool = True, sizes: list[int] | None = None, ops: S
         device = "cuda" if torch.cuda.is_available() else "cpu"
         if device == "cuda":
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        local = int(os.environ.get("LOCAL_RANK", 0))
+
+        def barrier() -> None:
+            dist.barrier(device_ids=[local]) if device == "cuda" else dist.barrier()
+
         gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
         scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
         sizes = sizes or ([2**20, 2**24, 2**28] if quick else [2**p for p in range(16, 31, 2)])
@@ -441,16 +456,21 @@ def bench_collectives(quick: bool = True, sizes: list[int] | None = None, ops: S
                 payload = elems * 4
                 full = torch.ones(elems, dtype=torch.float32, device=device)
                 part = torch.empty(elems // n, dtype=torch.float32, device=device)
-                fn = {"all_reduce": lambda: dist.all_reduce(full),
-                      "all_gather": lambda: gather(full, part),
-                      "reduce_scatter": lambda: scatter(part, full)}[op]
+                one = {"all_reduce": lambda: dist.all_reduce(full),
+                       "all_gather": lambda: gather(full, part),
+                       "reduce_scatter": lambda: scatter(part, full)}[op]
+                # as nccl-tests does: line the ranks up before each timed batch (a rank that starts late would
+                # be timed as the collective's cost), and time several calls back to back so launch skew
+                # and event overhead vanish at small payloads
+                reps = max(1, min(20, 2**26 // payload))
                 t0 = time.perf_counter()
-                times = time_fn(fn, device, warmup=2, iters=5 if quick else 20)
+                times = [t / reps for t in time_fn(lambda: [one() for _ in range(reps)], device, warmup=1,
+                                                   iters=5 if quick else 20, flush=barrier)]
                 (algbw, busbw), (_, med_busbw) = (bus_bandwidth(op, payload, min(times), n),
                                                   bus_bandwidth(op, payload, statistics.median(times), n))
                 out.append(BenchResult(f"{op} {_size_label(payload)}", busbw / 1e9, "GB/s bus bandwidth", datasheet,
                                        {"op": op, "ranks": n, "nodes": nodes, "bytes": payload, "device": device,
-                                        "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": busbw},
+                                        "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": busbw, "calls_per_timing": reps},
                                        time.perf_counter() - t0, med_busbw / 1e9))
                 if progress:
                     progress(len(out), len(ops) * len(sizes))
