@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -734,6 +735,7 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
 
     results = []
     skipped: list[str] = []
+    started = time.perf_counter()
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=Console(stderr=True), transient=True,
                   disable=not _sys.stderr.isatty() or int(os.environ.get("RANK", 0)) != 0) as progress:
@@ -793,7 +795,7 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
                     "compute_capability": list(r.compute_capability) if r.compute_capability else None,
                     "driver": det.driver_version, "cuda": det.cuda_version, "count": len(det.gpus)}
     profile = make_profile([r.to_dict() for r in results], gpu_info, detection_dict(det)["host"], versions)
-    profile.update(mode="quick" if quick else "full", skipped=skipped)
+    profile.update(mode="quick" if quick else "full", skipped=skipped, seconds=time.perf_counter() - started)
     if save:
         try:
             save.write_text(_json.dumps(profile, indent=2) + "\n", encoding="utf-8")

@@ -588,8 +588,9 @@ def bench_report(record: dict) -> Group:
     cpu_rows = any(r["detail"].get("device") == "cpu" for r in record["results"])
     head = Text(f"{gpu['name']} ({gpu['catalog_id'] or 'not in the catalog'})" if gpu else
                 "no GPU" + (": the (cpu) rows test the harness, not a GPU" if cpu_rows else ""), style="bold")
+    took = f"; {record['seconds']:.0f} s in all" if isinstance(record.get("seconds"), (int, float)) else ""
     parts: list = [head, t, Text("GB/s = 1e9 bytes per second; achieved = best / datasheet; copy bandwidth counts "
-                                 "bytes read + written", style="dim")]
+                                 f"bytes read + written{took}", style="dim")]
     for r in record["results"]:
         c = r["detail"].get("clocks")
         if c and c["throttled"]:
