@@ -81,3 +81,10 @@ def test_train_bare_count_and_lora_needs_architecture(run):
     rec = json.loads(run("train", "7.5B", "--gpu", "h100", "--gpus", "8", "--zero", "3", "--json")[1])
     assert rec["memory"]["activations_bytes"] == 0 and any("activations" in n for n in rec["notes"])
     assert "needs the architecture" in one_line_error(*run("train", "7.5B", "--gpu", "h100", "--method", "lora"))
+
+
+def test_assumptions_show_the_matmul_efficiency_used_not_the_auto_sentinel(run):
+    rec = json.loads(run("train", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--tokens", "1T", "--json")[1])
+    (mm,) = [a for a in rec["assumptions"] if a["name"] == "matmul_efficiency"]
+    assert mm["value"] == rec["time"]["matmul_efficiency"] > 0.5  # MAMF 80 % x shape factor 0.85 on an H100
+    assert "MAMF" in mm["source"]

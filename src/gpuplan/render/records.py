@@ -234,7 +234,12 @@ def with_training_plan(record: dict, plan, step_assumptions) -> dict:
     out = dict(record)
     out.update(_plan_dict(plan))
     out["notes"] = list(record["notes"]) + list(plan.notes)
-    out["assumptions"] = record["assumptions"] + [x.to_dict() for x in step_assumptions.items()]
+    step = [x.to_dict() for x in step_assumptions.items()]
+    used = out["time"].get("matmul_efficiency")
+    for x in step:  # 0 means "the GPU's MAMF fraction x model_shape_factor": show the value that was used
+        if x["name"] == "matmul_efficiency" and not x["value"] and used:
+            x.update(value=used, source=out["time"]["matmul_efficiency_source"])
+    out["assumptions"] = record["assumptions"] + step
     return out
 
 
