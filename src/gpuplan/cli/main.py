@@ -676,7 +676,7 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
     from .. import __version__
     from ..local import bench
     from ..local.calibration import make_profile
-    from ..local.detect import detect, detection_dict, torch_gpu
+    from ..local.detect import detect, detection_dict, torch_gpu, uuid_key
     from ..render import tables
     from ..spec.accelerator import pcie_bytes_per_s
 
@@ -718,13 +718,8 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
     det = detect(ctx.obj.accelerators())
     gpu_benches = any(n in todo for n in ("matmul", "memory", "pcie", "allreduce"))
     gpu0 = torch_gpu(det) if gpu_benches else None
-    if world > 1 and det.gpus:
-        import torch as _torch_mod
-
-        _torch_mod.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     acc = ctx.obj.accelerators().get(gpu0.catalog_id) if gpu0 and gpu0.catalog_id else None
-    links = {(g.reading.uuid or "").lower().removeprefix("gpu-"): pcie_bytes_per_s(g.reading.pcie_gen_max,
-                                                                                    g.reading.pcie_width)
+    links = {uuid_key(g.reading.uuid): pcie_bytes_per_s(g.reading.pcie_gen_max, g.reading.pcie_width)
              for g in det.gpus if g.reading.pcie_gen_max in range(1, 7) and g.reading.pcie_width}
     from dataclasses import replace as _replace
 

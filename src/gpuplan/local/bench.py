@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..errors import GpuplanError
+from ..units import format_bytes
+from .detect import uuid_key
 
 
 class BenchUnavailable(GpuplanError):
@@ -361,7 +363,7 @@ def bench_memory(quick: bool = True, datasheet_bytes_per_s: float | None = None)
 
 def bench_pcie(quick: bool = True, link_bytes_per_s: dict[str, float] | None = None) -> list[BenchResult]:
     """Host-to-device and device-to-host bandwidth, pinned and pageable host memory, on every GPU torch
-    sees. ``link_bytes_per_s`` maps a GPU's UUID to its link's theoretical one-direction rate (from detect:
+    sees. ``link_bytes_per_s`` maps a GPU's UUID (``detect.uuid_key``) to its link's theoretical one-direction rate (from detect:
     ``pcie_bytes_per_s`` of its generation and width) for the datasheet column."""
     torch = _torch()
     if not torch.cuda.is_available():
@@ -370,8 +372,7 @@ def bench_pcie(quick: bool = True, link_bytes_per_s: dict[str, float] | None = N
     size = (1 if quick else 4) * 2**30
     count = torch.cuda.device_count()
     for index in range(count):
-        uuid = str(getattr(torch.cuda.get_device_properties(index), "uuid", "")).lower().removeprefix("gpu-")
-        link = (link_bytes_per_s or {}).get(uuid)
+        link = (link_bytes_per_s or {}).get(uuid_key(getattr(torch.cuda.get_device_properties(index), "uuid", "")))
         with torch.cuda.device(index):
             dev = torch.empty(size, dtype=torch.uint8, device="cuda")
             for pinned in (True, False):
@@ -388,13 +389,6 @@ def bench_pcie(quick: bool = True, link_bytes_per_s: dict[str, float] | None = N
                 del host
             del dev
     return out
-
-
-def _size_label(n: int) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:g} {unit}"
-    return f"{n} B"
 
 
 def bench_collectives(quick: bool = True, sizes: list[int] | None = None, ops: Sequence[str] = tuple(BUS_FACTORS),
@@ -438,9 +432,9 @@ def bench_collectives(quick: bool = True, sizes: list[int] | None = None, ops: S
         n = dist.get_world_size()
         nodes = max(1, n // int(os.environ.get("LOCAL_WORLD_SIZE", n)))
         device = "cuda" if torch.cuda.is_available() else "cpu"
-        if device == "cuda":
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
         local = int(os.environ.get("LOCAL_RANK", 0))
+        if device == "cuda":
+            torch.cuda.set_device(local)  # before the first collective, so NCCL sets up on this rank's GPU
 
         def barrier() -> None:
             dist.barrier(device_ids=[local]) if device == "cuda" else dist.barrier()
@@ -468,7 +462,7 @@ def bench_collectives(quick: bool = True, sizes: list[int] | None = None, ops: S
                                                    iters=5 if quick else 20, flush=barrier)]
                 (algbw, busbw), (_, med_busbw) = (bus_bandwidth(op, payload, min(times), n),
                                                   bus_bandwidth(op, payload, statistics.median(times), n))
-                out.append(BenchResult(f"{op} {_size_label(payload)}", busbw / 1e9, "GB/s bus bandwidth", datasheet,
+                out.append(BenchResult(f"{op} {format_bytes(payload, binary=True)}", busbw / 1e9, "GB/s bus bandwidth", datasheet,
                                        {"op": op, "ranks": n, "nodes": nodes, "bytes": payload, "device": device,
                                         "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": busbw, "calls_per_timing": reps},
                                        time.perf_counter() - t0, med_busbw / 1e9))

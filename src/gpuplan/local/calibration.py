@@ -23,7 +23,6 @@ listed with the reason.
 
 from __future__ import annotations
 
-import json
 import math
 import platform
 import time
@@ -86,13 +85,10 @@ def _check_result(path: Path, i: int, r: dict) -> None:
 
 
 def read_profile(path: Path) -> dict:
+    from ..catalog.schema import read_structured
+
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise CatalogError(f"{path}: can't read the calibration file ({e.strerror or e})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CatalogError(f"{path}: not valid JSON: {e}") from None
+    data = read_structured(path)  # one-line errors for an unreadable file or bad JSON, as for catalog files
     if not isinstance(data, dict) or data.get("kind") != "calibration" or data.get("schema_version") != SCHEMA_VERSION:
         raise CatalogError(f"{path}: not a gpuplan calibration profile (write one with gpuplan local bench --save)")
     if not isinstance(data.get("results"), list) or not all(isinstance(r, dict) for r in data["results"]):

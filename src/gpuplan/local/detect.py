@@ -553,6 +553,12 @@ def detect(accelerators, backend: GpuBackend | None = None, host: Host | None = 
                      topology_gpus=tuple(r.index for r in readings) if topology else (), notes=notes)
 
 
+def uuid_key(uuid: object) -> str:
+    """A GPU UUID as NVML and torch both give it, in one form: NVML says 'GPU-xxxx', torch 'xxxx' or a UUID
+    object; compared lower-case without the prefix."""
+    return str(uuid or "").lower().removeprefix("gpu-")
+
+
 def torch_gpu(d: Detection) -> GpuFinding | None:
     """The detected GPU that torch runs on (cuda:0, matched by UUID), or None without a GPU.
 
@@ -571,9 +577,9 @@ def torch_gpu(d: Detection) -> GpuFinding | None:
         raise GpuplanError(f"NVML sees {len(d.gpus)} GPU(s) but torch cannot use CUDA (torch {torch.__version__}, "
                            f"built for CUDA {torch.version.cuda}, driver {d.driver_version}): install a CUDA build "
                            "of torch that this driver supports")
-    uuid = str(getattr(torch.cuda.get_device_properties(0), "uuid", "")).lower().removeprefix("gpu-")
+    uuid = uuid_key(getattr(torch.cuda.get_device_properties(0), "uuid", ""))
     for g in d.gpus:
-        if uuid and (g.reading.uuid or "").lower().removeprefix("gpu-") == uuid:
+        if uuid and uuid_key(g.reading.uuid) == uuid:
             return g
     return d.gpus[0]
 
