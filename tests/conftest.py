@@ -1,9 +1,20 @@
-"""Shared fixtures: isolation from the user's real config, the validation data, a CLI runner."""
+"""Shared fixtures: isolation from the person running the tests, the bundled validation data, a CLI runner.
+
+Isolation happens twice:
+- at start-up (``pytest_configure``, before any test module is imported or collected): the user config
+  folder, XDG folders and the Hugging Face cache point at an empty temporary folder, every ``GPUPLAN_*``
+  and ``HF_*`` variable of the caller is dropped, and the Hub is offline. A catalog in the developer's
+  home folder can therefore never change what a test module sees at collection time;
+- per test (the autouse fixture): a fresh config folder for each test, so one test's planted files do
+  not leak into the next.
+"""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,36 +22,87 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
-
-def _find_validation_dir() -> Path | None:
-    """../shared/validation beside the project root (where CI clones it), or $GPUPLAN_VALIDATION_DIR."""
-    env = os.environ.get("GPUPLAN_VALIDATION_DIR")
-    for cand in ([Path(env)] if env else []) + [REPO.parent / "shared" / "validation", REPO / "shared" / "validation"]:
-        if (cand / "accelerators.json").is_file():
-            return cand
-    return None
+# variables that steer the test run itself, not gpuplan: kept
+_KEEP = {"GPUPLAN_UPDATE_GOLDEN"}
 
 
-VALIDATION_DIR = _find_validation_dir()
+def _scrub_environment(root: Path) -> dict[str, str]:
+    """The environment a test sees: the caller's, less its GPUPLAN_*/HF_* settings, with private folders."""
+    env = {k: v for k, v in os.environ.items()
+           if k in _KEEP or not (k.startswith("GPUPLAN_") or k.startswith("HF_") or k.startswith("HUGGINGFACE"))}
+    for sub in ("config", "xdg-config", "xdg-cache", "hf"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    env.update({
+        "GPUPLAN_CONFIG_DIR": str(root / "config"),
+        "XDG_CONFIG_HOME": str(root / "xdg-config"),
+        "XDG_CACHE_HOME": str(root / "xdg-cache"),
+        "HF_HOME": str(root / "hf"),
+        "HF_HUB_OFFLINE": "1",
+    })
+    return env
+
+
+def pytest_configure(config):
+    root = Path(tempfile.mkdtemp(prefix="gpuplan-tests-"))
+    env = _scrub_environment(root)
+    os.environ.clear()
+    os.environ.update(env)
 
 
 @pytest.fixture(autouse=True)
 def _isolated_config(tmp_path_factory, monkeypatch):
-    """Tests never read the developer's ~/.config/gpuplan or reach the Hub."""
-    monkeypatch.setenv("GPUPLAN_CONFIG_DIR", str(tmp_path_factory.mktemp("gpuplan-config")))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    """Each test gets its own empty config folder and Hugging Face cache; the Hub stays offline."""
+    root = tmp_path_factory.mktemp("gpuplan-home")
+    for key in [k for k in os.environ if (k.startswith("GPUPLAN_") or k.startswith("HF_")) and k not in _KEEP]:
+        monkeypatch.delenv(key)
+    for key, value in _scrub_environment(root).items():
+        if os.environ.get(key) != value:
+            monkeypatch.setenv(key, value)
+
+
+class Lazy:
+    """A catalog loaded on first use (never at import time), then shared by the module's tests."""
+
+    def __init__(self, load):
+        self._load = functools.cache(load)
+
+    def __getattr__(self, name):
+        return getattr(self._load(), name)
+
+    def __iter__(self):
+        return iter(self._load())
+
+    def __len__(self):
+        return len(self._load())
+
+
+def _bundled(loader_name: str):
+    """The bundled catalog alone: loaded with an empty config folder whatever the environment says."""
+    def load():
+        import gpuplan.catalog as catalog
+
+        saved = os.environ.get("GPUPLAN_CONFIG_DIR")
+        os.environ["GPUPLAN_CONFIG_DIR"] = tempfile.mkdtemp(prefix="gpuplan-empty-")
+        try:
+            return getattr(catalog, loader_name)()
+        finally:
+            if saved is None:
+                os.environ.pop("GPUPLAN_CONFIG_DIR", None)
+            else:
+                os.environ["GPUPLAN_CONFIG_DIR"] = saved
+    return load
+
+
+BUNDLED_ACCELERATORS = Lazy(_bundled("load_accelerators"))
+BUNDLED_MODELS = Lazy(_bundled("load_models"))
 
 
 @pytest.fixture
 def validation():
-    """Load one validation file by stem: validation('accelerators') -> dict."""
-    if VALIDATION_DIR is None:
-        pytest.fail("../shared/validation not found beside the project (set GPUPLAN_VALIDATION_DIR)")
+    """Load one bundled validation file by stem: validation('accelerators') -> dict."""
+    from gpuplan.catalog.validation import load_validation
 
-    def load(stem: str) -> dict:
-        return json.loads((VALIDATION_DIR / f"{stem}.json").read_text())
-
-    return load
+    return load_validation
 
 
 @pytest.fixture

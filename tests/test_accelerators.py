@@ -1,4 +1,4 @@
-"""The accelerator catalog against the datasheet figures in ../shared/validation/accelerators.json."""
+"""The accelerator catalog against the datasheet figures in src/gpuplan/data/validation/accelerators.json."""
 
 from __future__ import annotations
 
@@ -6,10 +6,18 @@ import re
 
 import pytest
 
+from conftest import BUNDLED_ACCELERATORS
 from gpuplan.catalog import load_accelerators
 from gpuplan.spec.accelerator import DTYPES
 
-ACCS = load_accelerators()
+ACCS = BUNDLED_ACCELERATORS
+
+
+def pytest_generate_tests(metafunc):
+    """Every catalog entry as a parameter, read at collection (after conftest isolated the environment)."""
+    if "acc" in metafunc.fixturenames:
+        metafunc.parametrize("acc", list(ACCS), ids=lambda a: a.id)
+
 
 REQUIRED_IDS = ["v100-sxm2-32gb", "a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-80gb", "h100-sxm-80gb",
                 "h100-pcie-80gb", "h100-nvl-94gb", "h200-sxm-141gb", "b200", "l4", "l40s", "a10g", "t4",
@@ -66,7 +74,6 @@ def test_catalog_size_and_vendors():
     assert {a.vendor for a in ACCS} == {"nvidia", "amd", "intel", "google"}
 
 
-@pytest.mark.parametrize("acc", list(ACCS), ids=lambda a: a.id)
 def test_entry_is_sourced_and_sane(acc):
     for key, _ in acc.figures():
         src = acc.source_for(key)

@@ -1,4 +1,4 @@
-"""FLOPs per token against published figures (../shared/validation/training_compute.json)."""
+"""FLOPs per token against published figures (src/gpuplan/data/validation/training_compute.json)."""
 
 from __future__ import annotations
 

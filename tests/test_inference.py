@@ -1,4 +1,4 @@
-"""Inference estimates against published figures (../shared/validation/inference.json).
+"""Inference estimates against published figures (src/gpuplan/data/validation/inference.json).
 
 Tolerances are the issue's: KV-cache bytes and the MBU example exactly; gpt-fast decode tokens/s within
 15 % each, with one set of defaults; Databricks TTFT and static-batch throughput within 25 %.
@@ -11,15 +11,15 @@ import re
 
 import pytest
 
-from gpuplan.catalog import load_accelerators, load_models
+from conftest import BUNDLED_ACCELERATORS, BUNDLED_MODELS
 from gpuplan.errors import JobError
 from gpuplan.estimate.inference import (decode_mbu, kv_bytes_per_token, kv_cache_bytes, serving_plan,
                                         weight_bytes)
 from gpuplan.spec.serving import ServingJob, ServingLayout
 from gpuplan.units import GiB
 
-MODELS = load_models()
-ACCS = load_accelerators()
+MODELS = BUNDLED_MODELS
+ACCS = BUNDLED_ACCELERATORS
 
 
 def rec(validation, rid):

@@ -16,11 +16,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpuplan.catalog import load_accelerators
+from conftest import BUNDLED_ACCELERATORS
 from gpuplan.local.detect import (TOPOLOGY_LEVELS, Disk, GpuReading, Host, TorchBackend, detect, detection_dict,
                                   dtype_support, gpu_notes, gpu_warnings, match_catalog, torch_fallback)
 
-ACCS = load_accelerators()
+ACCS = BUNDLED_ACCELERATORS
 HOST = Host("node1", "Linux 6.8", "Intel Xeon Platinum 8480+", 112, 224, 2 * 1024**4, 2,
             (Disk("/", "ext4", 2 * 10**12, 10**12),), "3.11.7")
 H100 = GpuReading(index=0, name="NVIDIA H100 80GB HBM3", pci_device_id="0x2330", pci_bus_id="00000000:18:00.0",

@@ -1,4 +1,4 @@
-"""Training memory against published figures (../shared/validation/training_memory.json).
+"""Training memory against published figures (src/gpuplan/data/validation/training_memory.json).
 
 Tolerances are the issue's: ZeRO Table 1 within 2 %, the Korthikanti Table 2 formulas exactly, the
 DeepSpeed estimator within 5 %, PEFT's measured LoRA peak within 15 %, QLoRA 65B below 48 GB.
@@ -10,16 +10,17 @@ import re
 
 import pytest
 
-from gpuplan.catalog import load_accelerators, load_models
+from conftest import BUNDLED_ACCELERATORS, BUNDLED_MODELS
 from gpuplan.errors import JobError, LayoutError
 from gpuplan.estimate.memory import (GROUPS, MemoryAssumptions, activation_bytes_per_layer, training_memory)
 from gpuplan.spec.model import ModelSpec, ParamsOnlyModel
 from gpuplan.spec.training import Parallelism, TrainingJob
 from gpuplan.units import GB, GiB, MiB
 
-ACCS = load_accelerators()
-MODELS = load_models()
-V100 = ACCS.get("v100-sxm2-32gb")
+ACCS = BUNDLED_ACCELERATORS
+MODELS = BUNDLED_MODELS
+def _v100():
+    return ACCS.get("v100-sxm2-32gb")
 STATE_PARTS = ("weights", "gradients", "optimizer_states", "master_weights", "fp32_grad_copy",
                "zero3_gathered_largest_module")
 
@@ -54,7 +55,7 @@ def test_zero_table1_every_cell(validation):
                 continue
             layout = Parallelism(gpus=nd, zero=int(m.group(1)))
             job = TrainingJob(precision="fp16-mixed", recipe="zero")
-            r = training_memory(model, V100, layout, job, find_max_batch=False)
+            r = training_memory(model, _v100(), layout, job, find_max_batch=False)
             assert model_state_bytes(r) / GB == pytest.approx(v["value"], rel=0.02, abs=_printed_rounding(v["value"])), \
                 (rec["id"], v["metric"])
             checked += 1
@@ -73,7 +74,7 @@ def test_zero_table2_largest_model_on_32gb(validation, rid):
         expected = float(printed[:-1]) * {"B": 1e9, "T": 1e12}[printed[-1]]
         layout = Parallelism(gpus=mp * nd, tp=mp, zero=stage)
         job = TrainingJob(precision="fp16-mixed", recipe="zero")
-        per_param = model_state_bytes(training_memory(ParamsOnlyModel(10**9), V100, layout, job,
+        per_param = model_state_bytes(training_memory(ParamsOnlyModel(10**9), _v100(), layout, job,
                                                       find_max_batch=False)) / 1e9
         assert 32e9 / per_param == pytest.approx(expected, rel=0.05), (rid, key)
 
@@ -163,9 +164,9 @@ def test_deepspeed_estimator_zero2(validation):
     rec = records(validation, "deepspeed-estimator-zero2-t5-3b-8gpu")[0]
     model = ParamsOnlyModel(int(rec["model"]["params"]))
     job = TrainingJob(precision="fp16-mixed", recipe="deepspeed")
-    r = training_memory(model, V100, Parallelism(gpus=8, zero=2), job, find_max_batch=False)
+    r = training_memory(model, _v100(), Parallelism(gpus=8, zero=2), job, find_max_batch=False)
     assert model_state_bytes(r) / GiB == pytest.approx(_gib(rec, "per_gpu_offload_optimizer_none"), rel=0.05)
-    r = training_memory(model, V100, Parallelism(gpus=8, zero=2, offload="optimizer"), job, find_max_batch=False)
+    r = training_memory(model, _v100(), Parallelism(gpus=8, zero=2, offload="optimizer"), job, find_max_batch=False)
     assert model_state_bytes(r) / GiB == pytest.approx(_gib(rec, "per_gpu_offload_optimizer_cpu"), rel=0.05)
 
 
@@ -184,7 +185,7 @@ def test_deepspeed_estimator_zero3(validation, rid, gpus, largest, cases, unit):
     model = ParamsOnlyModel(int(rec["model"]["params"]))
     job = TrainingJob(precision="fp16-mixed", recipe="deepspeed")
     for offload, metric in cases.items():
-        r = training_memory(model, V100, Parallelism(gpus=gpus, zero=3, offload=offload), job,
+        r = training_memory(model, _v100(), Parallelism(gpus=gpus, zero=3, offload=offload), job,
                             find_max_batch=False, largest_layer_params=largest)
         assert model_state_bytes(r) / unit == pytest.approx(_gib(rec, metric), rel=0.05), (rid, offload)
 

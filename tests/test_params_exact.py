@@ -7,12 +7,13 @@ dense-first layers and sparse steps, OPT's projections, Falcon's three layouts, 
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
 import pytest
 
-from gpuplan.catalog import load_models
+from conftest import BUNDLED_MODELS
 from gpuplan.catalog.models import bundled_configs
 from gpuplan.catalog.hf_config import spec_from_hf_config
 from gpuplan.estimate.params import count_params
@@ -22,7 +23,7 @@ transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()
 
 CONFIGS = sorted((Path(__file__).parent / "fixtures" / "configs").glob("*.json"))
-MODELS = list(load_models())
+MODELS = BUNDLED_MODELS
 
 
 def transformers_count(config: dict) -> int:
@@ -41,15 +42,22 @@ def test_fixture_config_counts_match_transformers(path):
     assert count_params(spec_from_hf_config(config, id=path.stem)).total == transformers_count(config)
 
 
-RAW = bundled_configs()
+_raw_configs = functools.cache(bundled_configs)
 
 
-@pytest.mark.parametrize("spec", MODELS, ids=[m.id for m in MODELS])
+def pytest_generate_tests(metafunc):
+    """Built-in models as parameters, read at collection (after conftest isolated the environment)."""
+    if "spec" in metafunc.fixturenames:
+        specs = list(MODELS)
+        if metafunc.function.__name__ == "test_builtin_model_counts_match_published":
+            specs = [m for m in specs if m.published_params]
+        metafunc.parametrize("spec", specs, ids=lambda m: m.id)
+
+
 def test_builtin_model_counts_match_transformers(spec):
-    assert count_params(spec).total == transformers_count(RAW[spec.id])
+    assert count_params(spec).total == transformers_count(_raw_configs()[spec.id])
 
 
-@pytest.mark.parametrize("spec", [m for m in MODELS if m.published_params], ids=lambda m: m.id)
 def test_builtin_model_counts_match_published(spec):
     """Exact where the authors publish an exact count; within 6 % of a rounded nominal size
     (OPT-350m is the loosest: '350M' for 331M parameters)."""

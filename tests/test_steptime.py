@@ -1,4 +1,4 @@
-"""Step-time model against Megatron-LM and Korthikanti et al. (../shared/validation/training_compute.json).
+"""Step-time model against Megatron-LM and Korthikanti et al. (src/gpuplan/data/validation/training_compute.json).
 
 Issue #4's bar: Megatron-LM Table 1 (all 10 rows) within 15 % each, mean absolute error below 10 %, no
 per-row tuning. One global factor (model_shape_factor) is calibrated on Table 1; Megatron Table 2 and
@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import BUNDLED_ACCELERATORS
 from gpuplan.catalog import load_accelerators, load_models
 from gpuplan.estimate.steptime import training_step
 from gpuplan.estimate.time import gpus_for_deadline, seed_rule_constant, seed_rule_gpus, time_to_train, training_compute
 from gpuplan.spec.model import ModelSpec, ParamsOnlyModel
 from gpuplan.spec.training import Parallelism, TrainingJob
 
-A100 = load_accelerators().get("a100-sxm-80gb")
+def _a100():
+    return BUNDLED_ACCELERATORS.get("a100-sxm-80gb")
 
 
 def gpt(m) -> ModelSpec:
@@ -49,7 +51,7 @@ def _achieved_tflops(rec, micro, vstages, overlap):
     gpus, batch = rec["hardware"]["count"], rec["batch"]["global_batch_seqs"]
     job = TrainingJob(micro_batch=micro, seq_len=2048, global_batch=batch, recompute="full", flash_attention=False,
                       dropout=True, precision="fp16-mixed", recipe="megatron")
-    step = training_step(gpt(m), A100, Parallelism(gpus=gpus, tp=p["tp"], pp=p["pp"]), job, virtual_stages=vstages,
+    step = training_step(gpt(m), _a100(), Parallelism(gpus=gpus, tp=p["tp"], pp=p["pp"]), job, virtual_stages=vstages,
                          overlap_dp=overlap)
     return eq3_flops(batch, m) / (step.iteration_s * gpus) / 1e12
 
@@ -83,7 +85,7 @@ def test_korthikanti_table5_mfu_predicted(validation, rid, vstages):
     job = TrainingJob(micro_batch=rec["batch"]["micro_batch_seqs"], seq_len=2048,
                       global_batch=rec["batch"]["global_batch_seqs"], recompute="selective", flash_attention=False,
                       dropout=True, precision="fp16-mixed", recipe="megatron")
-    step = training_step(gpt(m), A100, Parallelism(gpus=rec["hardware"]["count"], tp=p["tp"], pp=p["pp"],
+    step = training_step(gpt(m), _a100(), Parallelism(gpus=rec["hardware"]["count"], tp=p["tp"], pp=p["pp"],
                                                    sequence_parallel=True), job, virtual_stages=vstages)
     assert 100 * step.mfu == pytest.approx(value(rec, "mfu_recomputed_from_eq7"), rel=0.15)
 
@@ -101,7 +103,7 @@ def test_step_parts_add_up_and_layout_does_not_change_flops():
 # ----------------------------------------------------------------------- time, GPU-hours, seed rule
 
 def test_seed_rule_constant_is_derived():
-    """GPUs = tokens x epochs x params x 13.3 / hours (billions, A100): 6N D at 40 % MFU of 312 TFLOP/s."""
+    """GPUs = tokens x epochs x params x 13.3 / hours (billions, _a100()): 6N D at 40 % MFU of 312 TFLOP/s."""
     assert seed_rule_constant(312e12, 0.40) == pytest.approx(13.35, abs=0.01)
     assert seed_rule_gpus(7e9, 1e12, 1, 24 * 30, 312e12, 0.4) == pytest.approx(7 * 1000 * 13.35 / 720, rel=1e-3)
 
@@ -148,6 +150,6 @@ def test_korthikanti_iteration_times_predicted(validation, rid, vstages):
         job = TrainingJob(micro_batch=rec["batch"]["micro_batch_seqs"], seq_len=2048,
                           global_batch=rec["batch"]["global_batch_seqs"], recompute=recompute, flash_attention=False,
                           dropout=True, precision="fp16-mixed", recipe="megatron")
-        step = training_step(gpt(m), A100, Parallelism(gpus=rec["hardware"]["count"], tp=p["tp"], pp=p["pp"],
+        step = training_step(gpt(m), _a100(), Parallelism(gpus=rec["hardware"]["count"], tp=p["tp"], pp=p["pp"],
                                                        sequence_parallel=sp), job, virtual_stages=vstages)
         assert step.iteration_s == pytest.approx(value(rec, metric), rel=0.15), metric

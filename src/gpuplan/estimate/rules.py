@@ -1,8 +1,8 @@
 """The rules of thumb users already apply, reproduced so the detailed estimate can be shown beside them.
 
-Source: the background texts in ../shared/seeds (the memory rules of thumb per parameter, and the GPU
-count formulas), as summarized in DESIGN.md: training memory (mixed precision, AdamW) = params x 18 B x
-1.25; inference = params x 2 B x 1.25. The 18 bytes are 2 (16-bit weights) + 4 (fp32 gradients) + 4
+Source: the rules of thumb in common use: 18 bytes per parameter for mixed-precision AdamW with fp32
+gradients (Hugging Face Transformers docs, "Model training anatomy"; ZeRO, Rajbhandari et al. 2020, section
+3.1, counts 16 with 16-bit gradients), a flat allowance, and the GPU-count formula derived in ``time.py``: training memory (mixed precision, AdamW) = params x 18 B x 1.25; inference = params x 2 B x 1.25. The 18 bytes are 2 (16-bit weights) + 4 (fp32 gradients) + 4
 (fp32 master weights) + 8 (two fp32 Adam moments); the 1.25 is a rough allowance for activations.
 """
 

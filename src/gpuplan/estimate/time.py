@@ -1,7 +1,7 @@
 """Training time, GPU count for a deadline, GPU-hours and cost, from FLOPs and a (predicted or given) MFU.
 
 - Total model FLOPs = training FLOPs per token (PaLM appendix B, ``flops.py``) x tokens x epochs.
-- Time = total FLOPs / (GPUs x dense peak of the training dtype x MFU) (DESIGN.md; Narayanan et al.
+- Time = total FLOPs / (GPUs x dense peak of the training dtype x MFU) (Narayanan et al.
   2021 eq. 4 is the same relation with their hardware-FLOPs convention).
 - The seed rule: GPUs = tokens x epochs x params x C / hours with tokens and params in billions, where
   C = 6e18 / (3600 x peak x MFU) = 13.35 for an A100 (312 dense bf16 TFLOP/s) at 40 % MFU.
