@@ -38,10 +38,11 @@ def test_train_table(run):
         assert frag in out, frag
 
 
-def test_not_fitting_is_exit_0_or_3_with_require_fit(run):
+def test_not_fitting_is_exit_3_with_the_report(run):
     code, out, _ = run("train", "llama-3.1-70b", "--gpu", "h100", "--json")
     rec = json.loads(out)
-    assert code == 0 and rec["memory"]["fits"] is False and rec["memory"]["reasons"]
+    assert code == 3 and rec["memory"]["fits"] is False and rec["memory"]["reasons"]
+    # --require-fit, from before exit 3 was the default, is still accepted and changes nothing
     code, out, _ = run("train", "llama-3.1-70b", "--gpu", "h100", "--require-fit")
     assert code == 3 and "does not fit" in out
 

@@ -7,9 +7,10 @@ from typing import Iterable
 
 from ..errors import CatalogError
 from ..spec.accelerator import Accelerator, Interconnect, Source
-from .paths import DATA_DIR, user_config_dir
+from .paths import DATA_DIR, user_files
 from .registry import Registry
-from .schema import AcceleratorEntry, AcceleratorFile, entry_label, read_structured, validate
+from .schema import (AcceleratorEntry, AcceleratorFile, Skipped, entry_label, read_structured, skip_or_raise,
+                     validate)
 
 BUNDLED_FILE = DATA_DIR / "accelerators.toml"
 LIST_HINT = "'gpuplan gpus list' shows them all"
@@ -30,33 +31,64 @@ def _to_spec(e: AcceleratorEntry, origin: str) -> Accelerator:
     )
 
 
-def read_accelerator_file(path: Path, origin: str | None = None) -> list[Accelerator]:
-    """Read and validate one accelerator file (TOML or JSON, schema in docs/catalog-schema.md)."""
+def read_accelerator_file(path: Path, origin: str | None = None, *,
+                          skipped: list[Skipped] | None = None) -> list[Accelerator]:
+    """Read and validate one accelerator file (TOML or JSON, schema in docs/catalog-schema.md).
+
+    Strict by default: the first problem raises CatalogError. With a ``skipped`` list, a broken entry is
+    noted there and left out instead (the user's config folder must not stop every command); a file that
+    cannot be read at all still raises.
+    """
     path = Path(path)
     data = read_structured(path)
     if isinstance(data, dict) and "accelerator" not in data and "accelerators" in data:
         data = {**{k: v for k, v in data.items() if k != "accelerators"}, "accelerator": data["accelerators"]}
+    if not isinstance(data, dict):
+        raise CatalogError(f"{path}: expected a table (object) with an 'accelerator' list at the top level, "
+                           f"got {type(data).__name__}; see docs/catalog-schema.md")
     doc = validate(AcceleratorFile, data, str(path))
     out: list[Accelerator] = []
     seen: set[str] = set()
+    where_origin = origin or str(path)
     for i, raw in enumerate(doc.accelerator):
-        entry = validate(AcceleratorEntry, raw, f"{path}: {entry_label(raw, i, 'accelerator')}")
-        if entry.id in seen:
-            raise CatalogError(f"{path}: accelerator '{entry.id}' appears twice; ids must be unique")
+        try:
+            entry = validate(AcceleratorEntry, raw, f"{path}: {entry_label(raw, i, 'accelerator')}")
+            if entry.id in seen:
+                raise CatalogError(f"{path}: accelerator '{entry.id}' appears twice; ids must be unique")
+        except CatalogError as e:
+            skip_or_raise(e, raw, skipped)
+            continue
         seen.add(entry.id)
-        out.append(_to_spec(entry, origin or str(path)))
+        out.append(_to_spec(entry, where_origin))
     return out
 
 
 def user_accelerator_files() -> list[Path]:
-    d = user_config_dir()
-    return [p for p in (d / "accelerators.toml", d / "accelerators.json") if p.is_file()]
+    return user_files("accelerators.toml", "accelerators.json")[0]
 
 
 def load_accelerators(extra_files: Iterable[Path] = ()) -> Registry[Accelerator]:
-    """Bundled accelerators, then the user's directory, then ``extra_files``; later ids override earlier."""
+    """Bundled accelerators, then the user's directory, then ``extra_files``; later ids override earlier.
+
+    A broken file or entry in the user's directory is left out and noted in the registry's ``problems``
+    (and looking its id up raises its error); a broken ``extra_files`` file raises CatalogError.
+    """
     reg: Registry[Accelerator] = Registry("accelerator", LIST_HINT, read_accelerator_file(BUNDLED_FILE, "built-in"))
-    for path in [*user_accelerator_files(), *map(Path, extra_files)]:
+    files, problems = user_files("accelerators.toml", "accelerators.json")
+    for problem in problems:
+        reg.add_problem(problem)
+    for path in files:
+        skipped: list[Skipped] = []
+        try:
+            accs = read_accelerator_file(path, skipped=skipped)
+        except CatalogError as e:
+            reg.add_problem(e)
+            continue
+        for acc in accs:
+            reg.add(acc)
+        for problem in skipped:
+            reg.add_problem(problem.error, problem.names)
+    for path in map(Path, extra_files):
         for acc in read_accelerator_file(path):
             reg.add(acc)
     return reg

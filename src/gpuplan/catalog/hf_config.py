@@ -4,61 +4,156 @@ Each supported ``model_type`` maps its field names and the defaults of its trans
 onto the family-agnostic spec. The mapping is checked in the test suite: for every built-in model
 and every fixture config, the parameter count derived from the spec equals what transformers builds
 for causal LM on the meta device. This module never imports transformers and never runs remote code.
+
+A config is input, not trusted: every field the reader uses is checked before it becomes a number
+(sizes are finite positive integers below a bound, flags are JSON booleans, a token is routed to no
+more experts than exist, KV heads divide the query heads), and a field of an unexpected shape (a list
+where a number belongs, a string for a dict...) is a :class:`~gpuplan.errors.ModelConfigError` that
+names the config and the field, never a traceback and never a silently wrong count.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import reprlib
 from typing import Any, Callable
 
-from ..errors import ModelConfigError
+from ..errors import GpuplanError, ModelConfigError
 from ..spec.model import MLA, ModelSpec, MoE
 
 Config = dict[str, Any]
 
+#: Largest model gpuplan plans, in parameters (a thousand times the largest published dense model);
+#: a config or a bare count above it is a typo, and the arithmetic on it would be meaningless.
+MAX_PARAMS = 10**15  # messages say 1e15; keep them in step
+
+#: Largest value of any size field (hidden size, vocabulary, context...), and of the layer count
+#: (the reader walks the layers one by one for sliding-window and MoE patterns).
+_MAX_SIZE = 2**40
+_MAX_LAYERS = 100_000
+
+_show = reprlib.Repr()
+_show.maxstring = _show.maxother = 40
+_show.maxlist = _show.maxdict = 4
+_show.maxlevel = 2
+
+
+def _shown(value: Any) -> str:
+    """A short, one-line rendering of a config value for an error message."""
+    return _show.repr(value)
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _type_name(value: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+    return names.get(type(value), type(value).__name__)
+
 
 class _Reader:
-    """Typed access to one config dict, with errors that name the field."""
+    """Typed access to one config dict, with errors that name the field.
+
+    ``key`` is the field read last, so an error the checks did not foresee can still name it.
+    """
 
     def __init__(self, cfg: Config, where: str):
         self.cfg = cfg
         self.where = where
+        self.key: str | None = None
+
+    def _fail(self, key: str, what: str) -> ModelConfigError:
+        return ModelConfigError(f"{self.where}: field '{key}' {what}")
+
+    def _first(self, keys: tuple[str, ...]) -> tuple[str, Any]:
+        """(the first of ``keys`` set to something other than null, its value); (keys[0], None) if none."""
+        for k in keys:
+            if self.cfg.get(k) is not None:
+                self.key = k
+                return k, self.cfg[k]
+        self.key = keys[0]
+        return keys[0], None
 
     def has(self, *keys: str) -> bool:
         return any(self.cfg.get(k) is not None for k in keys)
 
     def raw(self, *keys: str, default: Any = None) -> Any:
-        for k in keys:
-            if self.cfg.get(k) is not None:
-                return self.cfg[k]
-        return default
+        key, value = self._first(keys)
+        return default if value is None else value
 
-    def int(self, *keys: str, default: int | None = None, minimum: int = 1) -> int:
-        value = self.raw(*keys)
+    def int(self, *keys: str, default: int | None = None, minimum: int = 1, maximum: int = _MAX_SIZE) -> int:
+        key, value = self._first(keys)
         if value is None:
             if default is None:
                 raise ModelConfigError(f"{self.where}: missing field '{keys[0]}' (an integer)")
             return default
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
-            raise ModelConfigError(f"{self.where}: field '{keys[0]}' must be an integer, got {value!r}")
+        return self._check_int(key, value, minimum, maximum)
+
+    def opt_int(self, *keys: str, minimum: int = 1, maximum: int = _MAX_SIZE) -> int | None:
+        """An integer field that may be absent or null (None then)."""
+        key, value = self._first(keys)
+        return None if value is None else self._check_int(key, value, minimum, maximum)
+
+    def _check_int(self, key: str, value: Any, minimum: int, maximum: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self._fail(key, f"must be an integer, got {_type_name(value)} {_shown(value)}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self._fail(key, f"must be a finite integer, got {value}")
+        if isinstance(value, float) and not value.is_integer():
+            raise self._fail(key, f"must be an integer, got {value}")
         if value < minimum:
-            raise ModelConfigError(f"{self.where}: field '{keys[0]}' must be >= {minimum}, got {value}")
+            raise self._fail(key, f"must be >= {minimum}, got {_shown(value)}")
+        if value > maximum:
+            raise self._fail(key, f"must be <= {maximum:,}, got {_shown(value)}")
         return int(value)
 
+    def layers(self, *keys: str) -> int:
+        return self.int(*keys, maximum=_MAX_LAYERS)
+
     def bool(self, key: str, default: bool) -> bool:
+        self.key = key
         value = self.cfg.get(key)
         if value is None:
             return default
         if not isinstance(value, bool):
-            raise ModelConfigError(f"{self.where}: field '{key}' must be true or false, got {value!r}")
+            raise self._fail(key, f"must be true or false, got {_shown(value)}")
         return value
 
-    def float(self, key: str, default: float) -> float:
+    def float(self, key: str, default: float, minimum: float = -math.inf, maximum: float = math.inf) -> float:
+        self.key = key
         value = self.cfg.get(key)
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ModelConfigError(f"{self.where}: field '{key}' must be a number, got {value!r}")
+            raise self._fail(key, f"must be a number, got {_type_name(value)} {_shown(value)}")
+        if not math.isfinite(value):
+            raise self._fail(key, f"must be a finite number, got {value}")
+        if not minimum <= value <= maximum:
+            raise self._fail(key, f"must be between {minimum:g} and {maximum:g}, got {value:g}")
         return float(value)
+
+    def int_list(self, key: str, minimum: int = 0) -> list[int]:
+        """A list of integers (layer indices); absent or null is an empty list."""
+        self.key = key
+        value = self.cfg.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self._fail(key, f"must be a list of integers, got {_type_name(value)} {_shown(value)}")
+        return [self._check_int(f"{key}[{i}]", v, minimum, _MAX_SIZE) for i, v in enumerate(value)]
+
+    def str_list(self, key: str) -> list[str] | None:
+        """A list of strings (per-layer kinds); None when absent or null."""
+        self.key = key
+        value = self.cfg.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self._fail(key, f"must be a list of strings, got {_shown(value)}")
+        return value
 
 
 #: Families whose config class has a fixed head_dim default instead of hidden_size / heads.
@@ -75,19 +170,32 @@ def _heads(r: _Reader, hidden: int, heads_key: str = "num_attention_heads",
         head_dim = head_dim_default or hidden // heads
     if not r.has("head_dim") and head_dim_default is None and hidden % heads:
         raise ModelConfigError(f"{r.where}: hidden_size {hidden} is not divisible by {heads_key} {heads}")
-    if heads % kv:
-        raise ModelConfigError(f"{r.where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}")
+    _check_kv(r, heads, kv, heads_key, "num_key_value_heads")
     return heads, kv, head_dim
+
+
+def _check_kv(r: _Reader, heads: int, kv: int, heads_key: str, kv_key: str) -> None:
+    """Grouped-query attention shares each KV head among heads / kv query heads: kv must divide heads."""
+    if heads % kv:
+        raise ModelConfigError(f"{r.where}: {heads_key} {heads} is not a multiple of {kv_key} {kv}")
+
+
+def _check_divisible(r: _Reader, hidden: int, heads: int, hidden_key: str, heads_key: str) -> None:
+    """Families that derive the head width as hidden // heads need hidden to split evenly."""
+    if hidden % heads:
+        raise ModelConfigError(f"{r.where}: {hidden_key} {hidden} is not divisible by {heads_key} {heads}")
 
 
 def _sliding(r: _Reader, layers: int, context: int, pattern: Callable[[int], bool] | None = None,
              enabled: bool = True) -> tuple[int | None, int]:
     """(window, number of layers that use it); (None, 0) where no layer is windowed below the context."""
-    window = r.raw("sliding_window")
-    if not enabled or not isinstance(window, int) or isinstance(window, bool) or window <= 0 or window >= context:
+    if not enabled:
         return None, 0
-    types = r.raw("layer_types")
-    if isinstance(types, list) and len(types) == layers:
+    window = r.opt_int("sliding_window", minimum=0)  # null or 0: no window
+    if not window or window >= context:
+        return None, 0
+    types = r.str_list("layer_types")
+    if types is not None and len(types) == layers:
         n = sum(1 for t in types if t == "sliding_attention")
     elif pattern is not None:
         n = sum(1 for i in range(layers) if pattern(i))
@@ -104,7 +212,7 @@ def _common(r: _Reader, model_type: str, tie_default: bool, context_keys=("max_p
         model_type=model_type,
         vocab_size=r.int("vocab_size"),
         hidden_size=hidden,
-        layers=r.int("num_hidden_layers"),
+        layers=r.layers("num_hidden_layers"),
         attention_heads=heads,
         kv_heads=kv,
         head_dim=head_dim,
@@ -134,7 +242,7 @@ def _llama_like(r: _Reader, model_type: str) -> dict:
     if model_type == "olmo2":
         d["qk_norm"] = "full"
     if model_type == "phi3":
-        d["rotary_fraction"] = r.float("partial_rotary_factor", 1.0)
+        d["rotary_fraction"] = r.float("partial_rotary_factor", 1.0, 0.0, 1.0)
     layers, ctx = d["layers"], d["context_length"]
     if model_type == "gemma2":
         d["sliding_window"], d["sliding_window_layers"] = _sliding(r, layers, ctx, lambda i: i % 2 == 0)
@@ -153,14 +261,23 @@ def _llama_like(r: _Reader, model_type: str) -> dict:
 def _moe_layer_count(r: _Reader, layers: int, experts: int) -> int:
     """Qwen-MoE layer rule: MoE where not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0."""
     step = r.int("decoder_sparse_step", default=1)
-    only_mlp = set(r.raw("mlp_only_layers", default=[]) or [])
+    only_mlp = set(r.int_list("mlp_only_layers"))
     return sum(1 for i in range(layers) if i not in only_mlp and experts > 0 and (i + 1) % step == 0)
+
+
+def _experts_per_token(r: _Reader, experts: int, experts_key: str) -> int:
+    """num_experts_per_tok, which can't exceed the experts there are (the active count would go negative)."""
+    k = r.int("num_experts_per_tok")
+    if k > experts:
+        raise ModelConfigError(f"{r.where}: field 'num_experts_per_tok' ({k}) is more than {experts_key} ({experts}); "
+                               "a token can't be routed to more experts than the layer has")
+    return k
 
 
 def _read_mixtral(r: _Reader) -> dict:
     d = _llama_like(r, "mixtral")
     experts = r.int("num_local_experts")
-    d["moe"] = MoE(experts=experts, experts_per_token=r.int("num_experts_per_tok"),
+    d["moe"] = MoE(experts=experts, experts_per_token=_experts_per_token(r, experts, "num_local_experts"),
                    expert_ffn_size=d["ffn_size"], layers=d["layers"])
     return d
 
@@ -169,7 +286,7 @@ def _read_qwen_moe(r: _Reader, model_type: str) -> dict:
     d = _llama_like(r, model_type)
     experts = r.int("num_experts")
     shared = r.int("shared_expert_intermediate_size", default=0, minimum=0) if model_type == "qwen2_moe" else 0
-    d["moe"] = MoE(experts=experts, experts_per_token=r.int("num_experts_per_tok"),
+    d["moe"] = MoE(experts=experts, experts_per_token=_experts_per_token(r, experts, "num_experts"),
                    expert_ffn_size=r.int("moe_intermediate_size"), layers=_moe_layer_count(r, d["layers"], experts),
                    shared_ffn_size=shared, shared_expert_gate=shared > 0)
     return d
@@ -184,10 +301,10 @@ def _read_deepseek(r: _Reader, model_type: str) -> dict:
     moe_layers = sum(1 for i in range(layers) if experts and i >= first_dense and i % freq == 0)
     if moe_layers:
         expert_ffn = r.int("moe_intermediate_size")
-        d["moe"] = MoE(experts=experts, experts_per_token=r.int("num_experts_per_tok"), expert_ffn_size=expert_ffn,
+        d["moe"] = MoE(experts=experts, experts_per_token=_experts_per_token(r, experts, "n_routed_experts"),
+                       expert_ffn_size=expert_ffn,
                        layers=moe_layers, shared_ffn_size=expert_ffn * r.int("n_shared_experts", default=0, minimum=0))
-    q_lora = r.raw("q_lora_rank")
-    d["mla"] = MLA(q_lora_rank=int(q_lora) if q_lora else None, kv_lora_rank=r.int("kv_lora_rank"),
+    d["mla"] = MLA(q_lora_rank=r.opt_int("q_lora_rank"), kv_lora_rank=r.int("kv_lora_rank"),
                    qk_nope_head_dim=r.int("qk_nope_head_dim"), qk_rope_head_dim=r.int("qk_rope_head_dim"),
                    v_head_dim=r.int("v_head_dim"))
     d["kv_heads"] = d["attention_heads"]  # MLA: every head has its own (decompressed) keys and values
@@ -198,11 +315,10 @@ def _read_deepseek(r: _Reader, model_type: str) -> dict:
 def _read_gpt2(r: _Reader) -> dict:
     hidden = r.int("n_embd", "hidden_size")
     heads = r.int("n_head", "num_attention_heads")
-    if hidden % heads:
-        raise ModelConfigError(f"{r.where}: n_embd {hidden} is not divisible by n_head {heads}")
+    _check_divisible(r, hidden, heads, "n_embd", "n_head")
     positions = r.int("n_positions", "max_position_embeddings", default=1024)
     return dict(model_type="gpt2", vocab_size=r.int("vocab_size"), hidden_size=hidden,
-                layers=r.int("n_layer", "num_hidden_layers"), attention_heads=heads, kv_heads=heads,
+                layers=r.layers("n_layer", "num_hidden_layers"), attention_heads=heads, kv_heads=heads,
                 head_dim=hidden // heads, ffn_size=r.int("n_inner", default=4 * hidden),
                 context_length=positions, learned_positions=positions,
                 tie_embeddings=r.bool("tie_word_embeddings", True), mlp_gated=False, norm="layernorm",
@@ -214,7 +330,7 @@ def _read_gpt_neox(r: _Reader) -> dict:
     bias = r.bool("attention_bias", True)
     d.update(ffn_size=r.int("intermediate_size"), mlp_gated=False, norm="layernorm", qkv_bias=bias, o_bias=bias,
              mlp_bias=True, parallel_attention=r.bool("use_parallel_residual", True),
-             rotary_fraction=r.float("rotary_pct", 0.25))
+             rotary_fraction=r.float("rotary_pct", 0.25, 0.0, 1.0))
     return d
 
 
@@ -234,10 +350,9 @@ def _read_opt(r: _Reader) -> dict:
 def _read_bloom(r: _Reader) -> dict:
     hidden = r.int("hidden_size", "n_embed")
     heads = r.int("n_head", "num_attention_heads")
-    if hidden % heads:
-        raise ModelConfigError(f"{r.where}: hidden_size {hidden} is not divisible by n_head {heads}")
+    _check_divisible(r, hidden, heads, "hidden_size", "n_head")
     return dict(model_type="bloom", vocab_size=r.int("vocab_size"), hidden_size=hidden,
-                layers=r.int("n_layer", "num_hidden_layers"), attention_heads=heads, kv_heads=heads,
+                layers=r.layers("n_layer", "num_hidden_layers"), attention_heads=heads, kv_heads=heads,
                 head_dim=hidden // heads, ffn_size=4 * hidden, context_length=r.int("seq_length", default=2048),
                 tie_embeddings=r.bool("tie_word_embeddings", True), mlp_gated=False, norm="layernorm",
                 embedding_norm=True, qkv_bias=True, o_bias=True, mlp_bias=True)
@@ -246,22 +361,24 @@ def _read_bloom(r: _Reader) -> dict:
 def _read_falcon(r: _Reader) -> dict:
     hidden = r.int("hidden_size")
     heads = r.int("num_attention_heads")
+    _check_divisible(r, hidden, heads, "hidden_size", "num_attention_heads")
     new_arch = r.bool("new_decoder_architecture", False)
     if new_arch:
         kv = r.int("num_kv_heads", default=heads)
+        _check_kv(r, heads, kv, "num_attention_heads", "num_kv_heads")
     elif r.bool("multi_query", True):
         kv = 1
     else:
         kv = heads
     parallel = r.bool("parallel_attn", True)
-    n_ln = r.raw("num_ln_in_parallel_attn")
+    n_ln = r.opt_int("num_ln_in_parallel_attn")
     if new_arch and (n_ln is None or n_ln == 2):
         norms = 2  # ln_attn and ln_mlp
     else:
         norms = 1 if parallel else 2
     bias = r.bool("bias", False)
     return dict(model_type="falcon", vocab_size=r.int("vocab_size"), hidden_size=hidden,
-                layers=r.int("num_hidden_layers"), attention_heads=heads, kv_heads=kv, head_dim=hidden // heads,
+                layers=r.layers("num_hidden_layers"), attention_heads=heads, kv_heads=kv, head_dim=hidden // heads,
                 ffn_size=r.int("ffn_hidden_size", default=4 * hidden),
                 context_length=r.int("max_position_embeddings", default=2048),
                 tie_embeddings=r.bool("tie_word_embeddings", True), mlp_gated=False, norm="layernorm",
@@ -271,15 +388,14 @@ def _read_falcon(r: _Reader) -> dict:
 def _read_mpt(r: _Reader) -> dict:
     hidden = r.int("d_model", "hidden_size")
     heads = r.int("n_heads", "num_attention_heads")
-    if hidden % heads:
-        raise ModelConfigError(f"{r.where}: d_model {hidden} is not divisible by n_heads {heads}")
+    _check_divisible(r, hidden, heads, "d_model", "n_heads")
     # transformers' MPT (the one the Hub's MPT checkpoints load into) has no biases and a 4x MLP;
     # configs that ask for anything else describe weights it cannot hold.
     if not r.bool("no_bias", True) or r.int("expansion_ratio", default=4) != 4:
         raise ModelConfigError(f"{r.where}: MPT with no_bias=false or expansion_ratio != 4 is not supported "
                                "(transformers' MPT has neither); set no_bias true and expansion_ratio 4")
     return dict(model_type="mpt", vocab_size=r.int("vocab_size"), hidden_size=hidden,
-                layers=r.int("n_layers", "num_hidden_layers"), attention_heads=heads, kv_heads=heads,
+                layers=r.layers("n_layers", "num_hidden_layers"), attention_heads=heads, kv_heads=heads,
                 head_dim=hidden // heads, ffn_size=4 * hidden, context_length=r.int("max_seq_len", default=2048),
                 tie_embeddings=True, mlp_gated=False, norm="layernorm-nobias")
 
@@ -289,7 +405,7 @@ def _read_phi(r: _Reader) -> dict:
     d.update(ffn_size=r.int("intermediate_size"), mlp_gated=False, norm="layernorm", norms_per_layer=1,
              qkv_bias=True, o_bias=True, mlp_bias=True, lm_head_bias=True, parallel_attention=True,
              qk_norm="head" if r.bool("qk_layernorm", False) else "none",
-             rotary_fraction=r.float("partial_rotary_factor", 0.5))
+             rotary_fraction=r.float("partial_rotary_factor", 0.5, 0.0, 1.0))
     return d
 
 
@@ -319,18 +435,24 @@ def spec_from_hf_config(config: Config, *, id: str, name: str | None = None, whe
     """Build a ModelSpec from a Hugging Face config dict.
 
     ``where`` names the config in error messages (a path or a catalog entry). Multimodal configs with a
-    ``text_config`` are read through their text model, and a note says the rest was left out.
+    ``text_config`` are read through their text model, and a note says the rest was left out. Anything
+    wrong with the config is a ModelConfigError naming ``where`` and the field.
     """
     where = where or id
     if not isinstance(config, dict):
-        raise ModelConfigError(f"{where}: a model config must be a JSON object, got {type(config).__name__}")
+        raise ModelConfigError(f"{where}: a model config must be a JSON object, got {_type_name(config)}")
     notes = list(extra.pop("notes", ()))
-    model_type = config.get("model_type")
-    if isinstance(config.get("text_config"), dict) and model_type not in _READERS:
-        text = dict(config["text_config"])
-        text.setdefault("model_type", {"gemma3": "gemma3_text"}.get(model_type, model_type))
-        notes.append(f"read the text model of a '{model_type}' config; its vision/audio parts are not counted")
-        config, model_type = text, text.get("model_type")
+    model_type = _model_type(config, where)
+    text = config.get("text_config")
+    if text is not None and model_type not in _READERS:
+        if not isinstance(text, dict):
+            raise ModelConfigError(f"{where}: field 'text_config' must be an object, got {_type_name(text)}")
+        outer, text = model_type, dict(text)
+        if text.get("model_type") is None:
+            text["model_type"] = {"gemma3": "gemma3_text"}.get(outer, outer)
+        where = f"{where} text_config"
+        notes.append(f"read the text model of a '{outer}' config; its vision/audio parts are not counted")
+        config, model_type = text, _model_type(text, where)
     if model_type == "gemma3":
         model_type = "gemma3_text"
     if not model_type:
@@ -340,5 +462,88 @@ def spec_from_hf_config(config: Config, *, id: str, name: str | None = None, whe
         raise ModelConfigError(
             f"{where}: model_type '{model_type}' is not supported yet; supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
         )
-    fields = reader(_Reader(config, where))
-    return ModelSpec(id=id, name=name or id, notes=tuple(notes), **fields, **extra)
+    r = _Reader(config, where)
+    try:
+        fields = reader(r)
+    except GpuplanError:
+        raise
+    except (TypeError, ValueError, OverflowError, RecursionError) as e:
+        # A shape the checks above did not foresee; still the config's fault, and the field is known.
+        raise ModelConfigError(f"{where}: field '{r.key}' can't be read ({type(e).__name__}: "
+                               f"{_one_line(e)}); check its type against a working config.json") from e
+    spec = ModelSpec(id=id, name=name or id, notes=tuple(notes), **fields, **extra)
+    _check_size(spec, where)
+    return spec
+
+
+def _model_type(config: Config, where: str) -> str | None:
+    value = config.get("model_type")
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ModelConfigError(f"{where}: field 'model_type' must be a name like 'llama', got {_shown(value)}")
+    return value
+
+
+def _check_size(spec: ModelSpec, where: str) -> None:
+    """Refuse a config whose sizes multiply out to more than MAX_PARAMS parameters (a typo, not a model).
+
+    The count here is a rough upper bound from the main matrices (the catalog layer does not reach up to
+    the estimators' exact count); it is within a small factor of the exact one, plenty for a sanity bound.
+    """
+    h, heads = spec.hidden_size, spec.attention_heads
+    attention = h * spec.head_dim * 2 * (heads + spec.kv_heads)
+    if spec.mla is not None:
+        m = spec.mla
+        q_rank = m.q_lora_rank or h
+        attention = (h * q_rank + q_rank * heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+                     + h * (m.kv_lora_rank + m.qk_rope_head_dim)
+                     + m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim) + heads * m.v_head_dim * h)
+    total = 2 * spec.vocab_size * spec.token_embedding_dim + spec.layers * (attention + 3 * h * spec.ffn_size)
+    if spec.moe is not None:
+        total += spec.moe.layers * 3 * h * (spec.moe.experts * spec.moe.expert_ffn_size + spec.moe.shared_ffn_size)
+    if total > MAX_PARAMS:
+        raise ModelConfigError(f"{where}: the sizes describe about {total:.2g} parameters, more than the 1e15 "
+                               "gpuplan plans for; check hidden_size, num_hidden_layers, vocab_size and the FFN sizes")
+
+
+class _NonFinite:
+    """Stands in for a NaN / Infinity token while parsing, so the walk afterwards can name its key."""
+
+    def __init__(self, token: str):
+        self.token = token
+
+
+def _first_non_finite(value: Any) -> tuple[str, str] | None:
+    """(dotted path, token) of the first NaN, Infinity or overflowing number in a parsed document."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, v = stack.pop()
+        if isinstance(v, _NonFinite):
+            return path, v.token
+        if isinstance(v, float) and not math.isfinite(v):
+            return path, "a number too large for a float"
+        if isinstance(v, dict):
+            stack.extend((f"{path}.{k}" if path else str(k), item) for k, item in reversed(list(v.items())))
+        elif isinstance(v, list):
+            stack.extend((f"{path}[{i}]", item) for i, item in reversed(list(enumerate(v))))
+    return None
+
+
+def load_config_json(data: str | bytes, where: str) -> Config:
+    """Parse the text of a config.json strictly: standard JSON only (no NaN or Infinity, no number that
+    overflows a float), an object at the top. Errors are ModelConfigError naming ``where`` and the key."""
+    try:
+        config = json.loads(data, parse_constant=_NonFinite)
+    except RecursionError:
+        raise ModelConfigError(f"{where}: not valid JSON: nested too deeply") from None
+    except UnicodeDecodeError as e:
+        raise ModelConfigError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except ValueError as e:  # JSONDecodeError, or an integer longer than Python converts
+        why = "a number has thousands of digits" if "digits" in str(e) else _one_line(e)
+        raise ModelConfigError(f"{where}: not valid JSON: {why}") from None
+    bad = _first_non_finite(config)
+    if bad is not None:
+        key, token = bad
+        raise ModelConfigError(f"{where}: field '{key}' is {token}; JSON numbers must be finite")
+    if not isinstance(config, dict):
+        raise ModelConfigError(f"{where}: a model config must be a JSON object, got {_type_name(config)}")
+    return config

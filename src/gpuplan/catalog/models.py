@@ -7,19 +7,20 @@ to a ``config.json`` or to a folder holding one, a Hub id (read when online), or
 
 from __future__ import annotations
 
-import json
+import difflib
+import re
 from pathlib import Path
 from typing import Iterable
 
-from ..errors import CatalogError, GpuplanError, ModelConfigError, QuantityError
+from ..errors import CatalogError, GpuplanError, HubError, ModelConfigError, QuantityError
 from ..spec.accelerator import Source
 from ..spec.model import ModelSpec, ParamsOnlyModel
 from ..units import parse_params
-from .hf_config import spec_from_hf_config
-from .hub import HUB_ID_RE, Fetcher, fetch_hub_config
-from .paths import DATA_DIR, user_config_dir
+from .hf_config import MAX_PARAMS, load_config_json, spec_from_hf_config
+from .hub import HUB_ID_RE, MAX_CONFIG_BYTES, Fetcher, fetch_hub_config
+from .paths import DATA_DIR, user_files
 from .registry import Registry
-from .schema import ModelEntry, ModelFile, entry_label, read_structured, validate
+from .schema import ModelEntry, ModelFile, Skipped, entry_label, read_structured, skip_or_raise, validate
 
 BUNDLED_DIR = DATA_DIR / "models"
 LIST_HINT = "'gpuplan model list' shows the built-in ones; a config.json path or a Hub id works too"
@@ -40,19 +41,33 @@ def _to_spec(e: ModelEntry, where: str, origin: str) -> ModelSpec:
         raise CatalogError(str(err)) from None
 
 
-def read_model_file(path: Path, origin: str | None = None) -> list[ModelSpec]:
-    """Read and validate one model catalog file (schema in docs/catalog-schema.md)."""
+def read_model_file(path: Path, origin: str | None = None, *,
+                    skipped: list[Skipped] | None = None) -> list[ModelSpec]:
+    """Read and validate one model catalog file (schema in docs/catalog-schema.md).
+
+    Strict by default; with a ``skipped`` list a broken entry is noted there and left out (see
+    ``read_accelerator_file``).
+    """
     path = Path(path)
-    doc = validate(ModelFile, read_structured(path), str(path))
+    data = read_structured(path)
+    if not isinstance(data, dict):
+        raise CatalogError(f"{path}: expected an object with a 'models' list at the top level, "
+                           f"got {type(data).__name__}; see docs/catalog-schema.md")
+    doc = validate(ModelFile, data, str(path))
     out: list[ModelSpec] = []
     seen: set[str] = set()
     for i, raw in enumerate(doc.models):
         where = f"{path}: {entry_label(raw, i, 'model')}"
-        entry = validate(ModelEntry, raw, where)
-        if entry.id in seen:
-            raise CatalogError(f"{path}: model '{entry.id}' appears twice; ids must be unique")
+        try:
+            entry = validate(ModelEntry, raw, where)
+            if entry.id in seen:
+                raise CatalogError(f"{path}: model '{entry.id}' appears twice; ids must be unique")
+            spec = _to_spec(entry, f"{where} config", origin or str(path))
+        except CatalogError as e:
+            skip_or_raise(e, raw, skipped)
+            continue
         seen.add(entry.id)
-        out.append(_to_spec(entry, f"{where} config", origin or str(path)))
+        out.append(spec)
     return out
 
 
@@ -60,18 +75,20 @@ def bundled_configs() -> dict[str, dict]:
     """The bundled models' raw Hugging Face configs by id (for tools that build the models themselves)."""
     out: dict[str, dict] = {}
     for path in sorted(BUNDLED_DIR.glob("*.json")):
-        out.update({m["id"]: m["config"] for m in json.loads(path.read_text(encoding="utf-8"))["models"]})
+        out.update({m["id"]: m["config"] for m in read_structured(path)["models"]})
     return out
 
 
 def user_model_files() -> list[Path]:
-    d = user_config_dir()
-    files = sorted((d / "models").glob("*.json")) if (d / "models").is_dir() else []
-    return files + ([d / "models.json"] if (d / "models.json").is_file() else [])
+    return user_files("models/*.json", "models.json")[0]
 
 
 def load_models(extra_files: Iterable[Path] = ()) -> Registry[ModelSpec]:
-    """Bundled models, then the user's directory, then ``extra_files``; later ids override earlier."""
+    """Bundled models, then the user's directory, then ``extra_files``; later ids override earlier.
+
+    A broken file or entry in the user's directory is left out and noted in the registry's ``problems``
+    (looking its id up raises its error); a broken ``extra_files`` file raises CatalogError.
+    """
     reg: Registry[ModelSpec] = Registry("model", LIST_HINT)
     ids: dict[str, Path] = {}
     for path in sorted(BUNDLED_DIR.glob("*.json")):
@@ -80,7 +97,21 @@ def load_models(extra_files: Iterable[Path] = ()) -> Registry[ModelSpec]:
                 raise CatalogError(f"{path}: model '{spec.id}' is also defined in {ids[spec.id].name}")
             ids[spec.id] = path
             reg.add(spec)
-    for path in [*user_model_files(), *map(Path, extra_files)]:
+    files, problems = user_files("models/*.json", "models.json")
+    for problem in problems:
+        reg.add_problem(problem)
+    for path in files:
+        skipped: list[Skipped] = []
+        try:
+            specs = read_model_file(path, skipped=skipped)
+        except CatalogError as e:
+            reg.add_problem(e)
+            continue
+        for spec in specs:
+            reg.add(spec)
+        for problem in skipped:
+            reg.add_problem(problem.error, problem.names)
+    for path in map(Path, extra_files):
         for spec in read_model_file(path):
             reg.add(spec)
     return reg
@@ -93,21 +124,67 @@ def read_config_path(path: Path) -> ModelSpec:
         if not (path / "config.json").is_file():
             raise ModelConfigError(f"{path}: folder has no config.json")
         path = path / "config.json"
+    if not path.is_file():
+        raise ModelConfigError(f"{path}: not a regular file; give a config.json or the folder that holds one")
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        with open(path, "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)  # bounded, whatever the file claims to be
     except OSError as e:
         raise ModelConfigError(f"{path}: can't read the file ({e.strerror or e})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ModelConfigError(f"{path}: not valid JSON: {e}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ModelConfigError(f"{path}: too large for a config.json (more than {MAX_CONFIG_BYTES:,} bytes)")
+    config = load_config_json(data, str(path))
     model_id = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
     return spec_from_hf_config(config, id=model_id, name=model_id, where=str(path), origin=str(path))
+
+
+#: What a bare parameter count looks like (``7B``, ``1.5e9``, ``0.5``, ``70``); anything else is a name.
+_COUNT_LIKE = re.compile(r"^\s*[+-]?(?:\d[\d_]*(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*[kmbgtp]?\s*$", re.IGNORECASE)
+
+#: The smallest bare count taken for a model: below it the number is a slip ("7" for "7B"), and a
+#: model that small would be planned as costing nothing.
+MIN_BARE_PARAMS = 1_000
+
+
+def bare_count_model(text: str) -> ParamsOnlyModel:
+    """A model known by its parameter count alone (``7B``), between MIN_BARE_PARAMS and MAX_PARAMS."""
+    text = text.strip()
+    value = parse_params(text)  # QuantityError for zero, negative and non-finite counts
+    if value < MIN_BARE_PARAMS:
+        hint = f"did you mean {text}B?" if text[-1].isdigit() else "write it like 7B"
+        unit = "parameter" if value == 1 else "parameters"
+        raise QuantityError(f"parameter count '{text}' is {value:g} {unit}; a model needs at least "
+                            f"{MIN_BARE_PARAMS:,} ({hint})")
+    if value > MAX_PARAMS:
+        raise QuantityError(f"parameter count '{text}' is {value:.3g} parameters, more than the 1e15 (1,000,000B) "
+                            "gpuplan plans for; write it like 7B or 405B")
+    return ParamsOnlyModel(params=int(round(value)))
+
+
+def _near_catalog_names(text: str, models: Registry[ModelSpec], n: int = 2) -> list[str]:
+    """Catalog names (ids, aliases, Hub ids, as spelled in the catalog) that ``text`` is a near miss of."""
+    spelled: dict[str, str] = {}
+    for m in models:
+        for name in (m.id, m.hf_id, *m.aliases):
+            if name:
+                spelled.setdefault(name.lower(), name)
+    close = difflib.get_close_matches(text.strip().lower(), list(spelled), n=n, cutoff=0.85)
+    return [spelled[c] for c in close]
 
 
 def resolve_model(text: str, models: Registry[ModelSpec] | None = None,
                   fetch: Fetcher | None = fetch_hub_config) -> ModelSpec | ParamsOnlyModel:
     """Turn a model argument into a model: catalog id/alias, config path, bare parameter count, or Hub id.
 
-    ``fetch`` is the Hub seam (tests pass a fake; None forbids network access).
+    In that order: a built-in id or alias (case-insensitive); an existing path; a bare count such as
+    ``7B`` (see :func:`bare_count_model`); then a Hub id. Only ``owner/name`` is ever a Hub id: a bare name
+    without '/' that is none of the above is an unknown model with near matches and never touches the
+    network. For ``owner/name`` the near matches among the catalog's names are worked out first, without
+    the network; the Hub is asked only then (``fetch``), and if it fails for any reason its one-line error
+    ends with "did you mean" those names. Offline (``--offline``, HF_HUB_OFFLINE=1) the fetcher reads only
+    the local Hugging Face cache, so a typo gets the suggestion at once.
+
+    ``fetch`` is the Hub seam (tests pass a fake; None forbids the Hub, cache included).
     """
     text = text.strip()
     if not text:
@@ -115,17 +192,24 @@ def resolve_model(text: str, models: Registry[ModelSpec] | None = None,
     models = models if models is not None else load_models()
     if models.matches(text):
         return models.get(text)
+    problem = models.problem_for(text)
+    if problem is not None:  # the user's own entry for this name is broken: say why, not "unknown model"
+        raise problem
     path = Path(text).expanduser()
     if path.exists():
         return read_config_path(path)
-    try:
-        return ParamsOnlyModel(params=int(parse_params(text)))
-    except QuantityError:
-        pass
+    if _COUNT_LIKE.match(text):
+        return bare_count_model(text)
     if text.endswith(".json") or text.startswith((".", "/", "~")):
         raise ModelConfigError(f"{text}: no such file")
     if HUB_ID_RE.match(text) and fetch is not None:
-        config = fetch(text)
+        near = _near_catalog_names(text, models)  # worked out before any network call
+        try:
+            config = fetch(text)
+        except HubError as e:
+            if not near:
+                raise
+            raise HubError(f"{e}; or did you mean the built-in {' or '.join(repr(n) for n in near)}?") from None
         return spec_from_hf_config(config, id=text, name=text, where=f"{text} (Hub config.json)",
                                    hf_id=text, origin="huggingface-hub")
     try:

@@ -7,12 +7,13 @@ from typing import Annotated, Iterable, Literal
 
 from pydantic import Field
 
-from ..errors import CatalogError
+from ..errors import CatalogError, GpuplanError
 from ..spec.accelerator import Source
 from ..spec.offer import Offer
-from .paths import DATA_DIR, user_config_dir
+from .paths import DATA_DIR, user_files
 from .registry import Registry
-from .schema import _DATE, _ID, SourceEntry, _Strict, entry_label, read_structured, validate
+from .schema import (_DATE, _ID, Bytes, Count, Rate, Skipped, SourceEntry, _Strict, entry_label, read_structured,
+                     skip_or_raise, validate)
 
 BUNDLED_FILE = DATA_DIR / "offers.toml"
 LIST_HINT = "'gpuplan offers list' shows them all"
@@ -25,12 +26,12 @@ class OfferEntry(_Strict):
     instance: Annotated[str, Field(min_length=1)]
     region: Annotated[str, Field(min_length=1)]
     gpu: Annotated[str, Field(min_length=1)]
-    gpu_count: Annotated[int, Field(gt=0)]
-    vcpus: Annotated[int, Field(gt=0)] | None = None
-    host_memory_bytes: Annotated[int, Field(gt=0)] | None = None
+    gpu_count: Count
+    vcpus: Count | None = None
+    host_memory_bytes: Bytes | None = None
     scale_up: str | None = None
-    scale_out_bytes_per_s: Annotated[float, Field(gt=0)] | None = None
-    usd_per_hour: Annotated[float, Field(gt=0)]
+    scale_out_bytes_per_s: Rate | None = None
+    usd_per_hour: Annotated[float, Field(gt=0, le=1e9)]
     pricing: Literal[PRICING]  # type: ignore[valid-type]
     price_date: Annotated[str, Field(pattern=_DATE)]
     source: SourceEntry
@@ -42,59 +43,121 @@ class OfferFile(_Strict):
     offer: list[dict]
 
 
-def read_offer_file(path: Path, known_gpus: Registry, origin: str | None = None) -> list[Offer]:
-    """Read and check one offers file: valid rows, known GPUs, unique ids, spot never above on-demand."""
+def read_offer_file(path: Path, known_gpus: Registry, origin: str | None = None, *,
+                    skipped: list[Skipped] | None = None) -> list[Offer]:
+    """Read and check one offers file: valid rows, known GPUs, unique ids, spot never above on-demand.
+
+    Strict by default; with a ``skipped`` list a broken row is noted there and left out (see
+    ``read_accelerator_file``).
+    """
     path = Path(path)
-    doc = validate(OfferFile, read_structured(path), str(path))
+    data = read_structured(path)
+    if not isinstance(data, dict):
+        raise CatalogError(f"{path}: expected a table (object) with an 'offer' list at the top level, "
+                           f"got {type(data).__name__}; see docs/offers-schema.md")
+    doc = validate(OfferFile, data, str(path))
     out: list[Offer] = []
-    seen: dict[str, Offer] = {}
+    seen: set[str] = set()
+    raws: dict[str, dict] = {}
     for i, raw in enumerate(doc.offer):
         where = f"{path}: {entry_label(raw, i, 'offer')}"
-        e = validate(OfferEntry, raw, where)
-        if e.id in seen:
-            raise CatalogError(f"{path}: offer '{e.id}' appears twice; ids must be unique")
-        if not known_gpus.matches(e.gpu):
-            raise CatalogError(f"{where}: field 'gpu': unknown accelerator '{e.gpu}' ({known_gpus.list_hint})")
-        gpu_id = known_gpus.get(e.gpu).id
+        try:
+            e = validate(OfferEntry, raw, where)
+            if e.id in seen:
+                raise CatalogError(f"{path}: offer '{e.id}' appears twice; ids must be unique")
+            gpu_id = _gpu_id(known_gpus, e.gpu, where)
+        except CatalogError as err:
+            skip_or_raise(err, raw, skipped)
+            continue
         offer = Offer(id=e.id, provider=e.provider, instance=e.instance, region=e.region, gpu=gpu_id,
                       gpu_count=e.gpu_count, usd_per_hour=e.usd_per_hour, pricing=e.pricing, price_date=e.price_date,
                       source=Source(e.source.title, e.source.url, e.source.date), vcpus=e.vcpus,
                       host_memory_bytes=e.host_memory_bytes, scale_up=e.scale_up,
                       scale_out_bytes_per_s=e.scale_out_bytes_per_s, notes=e.notes, origin=origin or str(path))
-        seen[e.id] = offer
+        seen.add(e.id)
+        raws[e.id] = raw
         out.append(offer)
-    _check_consistency(out, path)
-    return out
+    bad: set[str] = set()
+    for err, ids in _consistency_problems(out, path):
+        for offer_id in ids:
+            if offer_id not in bad:
+                skip_or_raise(err, raws[offer_id], skipped)
+                bad.add(offer_id)
+    return [o for o in out if o.id not in bad] if bad else out
 
 
-def _check_consistency(offers: list[Offer], path: Path) -> None:
-    """Same instance and region: one GPU count, and spot never above on-demand; no duplicate rows."""
+def _gpu_id(known_gpus: Registry, name: str, where: str) -> str:
+    """The canonical id of an offer's accelerator; CatalogError (naming the field) when it is not one."""
+    problem = known_gpus.problem_for(name)
+    if problem is not None:
+        raise CatalogError(f"{where}: field 'gpu': accelerator '{name}' could not be read ({problem})")
+    if not known_gpus.matches(name):
+        raise CatalogError(f"{where}: field 'gpu': unknown accelerator '{name}' ({known_gpus.list_hint})")
+    try:
+        return known_gpus.get(name).id
+    except GpuplanError as err:  # an alias of several accelerators
+        raise CatalogError(f"{where}: field 'gpu': {err}") from None
+
+
+def _consistency_problems(offers: list[Offer], path: Path) -> list[tuple[CatalogError, list[str]]]:
+    """Same instance and region: one GPU count, and spot never above on-demand; no duplicate rows.
+    Each problem comes with the ids of the rows it concerns."""
     by_instance: dict[tuple[str, str, str], list[Offer]] = {}
     for o in offers:
         by_instance.setdefault((o.provider, o.instance, o.region), []).append(o)
+    problems: list[tuple[CatalogError, list[str]]] = []
     for (provider, instance, region), rows in by_instance.items():
+        if len(rows) == 1:
+            continue
         counts = {r.gpu_count for r in rows}
         if len(counts) > 1:
-            raise CatalogError(f"{path}: {provider} {instance} in {region} is listed with {sorted(counts)} GPUs; "
-                               "one instance has one GPU count")
-        keys = [(r.pricing, r.usd_per_hour, r.price_date) for r in rows]
-        if len(keys) != len(set(keys)):
-            raise CatalogError(f"{path}: {provider} {instance} in {region} has duplicate rows")
-        on_demand = [r.usd_per_hour for r in rows if r.pricing == "on-demand"]
+            problems.append((CatalogError(f"{path}: {provider} {instance} in {region} is listed with {sorted(counts)} "
+                                          "GPUs; one instance has one GPU count"), [r.id for r in rows]))
+            continue
+        first: dict[tuple, str] = {}
+        dupes = []
         for r in rows:
-            if r.pricing == "spot" and on_demand and r.usd_per_hour > min(on_demand):
-                raise CatalogError(f"{path}: offer '{r.id}': spot ${r.usd_per_hour:g}/h is above on-demand "
-                                   f"${min(on_demand):g}/h for the same instance")
+            k = (r.pricing, r.usd_per_hour, r.price_date)
+            if k in first:
+                dupes.append(r.id)
+            else:
+                first[k] = r.id
+        if dupes:
+            problems.append((CatalogError(f"{path}: {provider} {instance} in {region} has duplicate rows "
+                                          f"(offer '{dupes[0]}')"), dupes))
+        on_demand = min((r.usd_per_hour for r in rows if r.pricing == "on-demand"), default=None)
+        for r in rows:
+            if r.pricing == "spot" and on_demand is not None and r.usd_per_hour > on_demand:
+                problems.append((CatalogError(f"{path}: offer '{r.id}': spot ${r.usd_per_hour:g}/h is above on-demand "
+                                              f"${on_demand:g}/h for the same instance"), [r.id]))
+    return problems
 
 
 def load_offers(accelerators: Registry, extra_files: Iterable[Path] = ()) -> Registry[Offer]:
-    """Bundled offers, then the user's offers.toml/json, then ``extra_files``; later ids override earlier."""
+    """Bundled offers, then the user's offers.toml/json, then ``extra_files``; later ids override earlier.
+
+    A broken file or row in the user's directory is left out and noted in the registry's ``problems``
+    (looking its id up raises its error); a broken ``extra_files`` file raises CatalogError.
+    """
     reg: Registry[Offer] = Registry("offer", LIST_HINT)
     if BUNDLED_FILE.is_file():
         for o in read_offer_file(BUNDLED_FILE, accelerators, "built-in"):
             reg.add(o)
-    d = user_config_dir()
-    for path in [p for p in (d / "offers.toml", d / "offers.json") if p.is_file()] + list(map(Path, extra_files)):
+    files, problems = user_files("offers.toml", "offers.json")
+    for problem in problems:
+        reg.add_problem(problem)
+    for path in files:
+        skipped: list[Skipped] = []
+        try:
+            rows = read_offer_file(path, accelerators, skipped=skipped)
+        except CatalogError as e:
+            reg.add_problem(e)
+            continue
+        for o in rows:
+            reg.add(o)
+        for problem in skipped:
+            reg.add_problem(problem.error, problem.names)
+    for path in map(Path, extra_files):
         for o in read_offer_file(path, accelerators):
             reg.add(o)
     return reg

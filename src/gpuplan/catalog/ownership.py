@@ -23,8 +23,8 @@ class _Src(_Strict):
 
 class Purchase(_Strict):
     gpu: Annotated[str, Field(min_length=1)]
-    usd_per_gpu: Annotated[float, Field(gt=0)]
-    server_usd_per_gpu: Annotated[float, Field(ge=0)] = 0.0
+    usd_per_gpu: Annotated[float, Field(gt=0, le=1e9)]
+    server_usd_per_gpu: Annotated[float, Field(ge=0, le=1e9)] = 0.0
     kind: Literal["list price", "street estimate", "analyst estimate", "launch price"] | str
     date: Annotated[str, Field(pattern=_DATE_OR_ND)]
     source: _Src
@@ -32,13 +32,13 @@ class Purchase(_Strict):
 
 
 class Defaults(_Strict):
-    pue: Annotated[float, Field(ge=1)]
-    usd_per_kwh: Annotated[float, Field(ge=0)]
-    host_power_factor: Annotated[float, Field(ge=1)]
-    server_overhead_fraction: Annotated[float, Field(ge=0)]
-    hosting_usd_per_kw_month: Annotated[float, Field(ge=0)]
-    depreciation_years: Annotated[float, Field(gt=0)]
-    cost_of_capital: Annotated[float, Field(ge=0)]
+    pue: Annotated[float, Field(ge=1, le=1e3)]
+    usd_per_kwh: Annotated[float, Field(ge=0, le=1e9)]
+    host_power_factor: Annotated[float, Field(ge=1, le=1e3)]
+    server_overhead_fraction: Annotated[float, Field(ge=0, le=1e9)]
+    hosting_usd_per_kw_month: Annotated[float, Field(ge=0, le=1e9)]
+    depreciation_years: Annotated[float, Field(gt=0, le=1e9)]
+    cost_of_capital: Annotated[float, Field(ge=0, le=1e9)]
 
 
 class OwnershipFile(_Strict):

@@ -1,13 +1,21 @@
-"""Id and alias lookup shared by every catalog: exact ids, case-insensitive aliases, near-match hints."""
+"""Id and alias lookup shared by every catalog: exact ids, case-insensitive aliases, near-match hints.
+
+Lookups are O(1) whatever the catalog's size: the alias index is kept up to date as entries are added
+(a catalog of 100,000 entries must list and rank in about a second).
+"""
 
 from __future__ import annotations
 
 import difflib
 from typing import Generic, Iterable, Iterator, TypeVar
 
-from ..errors import AmbiguousIdError, UnknownIdError
+from ..errors import AmbiguousIdError, GpuplanError, UnknownIdError
 
 T = TypeVar("T")
+
+#: Above this many names, near-match suggestions look only at names of about the same length that share
+#: a character with the query's start (difflib over everything would take seconds).
+_SUGGEST_ALL_BELOW = 5000
 
 
 def _key(name: str) -> str:
@@ -17,17 +25,54 @@ def _key(name: str) -> str:
 class Registry(Generic[T]):
     """Entries by canonical id, plus aliases. An alias naming several entries is ambiguous, not an error
     at load time: looking it up lists the choices. Later entries with the same id replace earlier ones
-    (that is how a user's file overrides the bundled one)."""
+    (that is how a user's file overrides the bundled one).
+
+    ``problems`` lists what was skipped while loading (a broken entry or file in the user's config
+    folder): the CLI prints them as warnings. Looking up the id or alias of a skipped entry raises its
+    error instead of "unknown id".
+    """
 
     def __init__(self, kind: str, list_hint: str, entries: Iterable[T] = ()):
         self.kind = kind
         self.list_hint = list_hint
         self._by_id: dict[str, T] = {}
+        self._order: dict[str, int] = {}  # id key -> position of first insertion (the listing order)
+        self._alias_index: dict[str, list[str]] = {}  # alias key -> id keys carrying it
+        self._broken: dict[str, GpuplanError] = {}
+        self.problems: list[GpuplanError] = []
         for entry in entries:
             self.add(entry)
 
     def add(self, entry: T) -> None:
-        self._by_id[_key(entry.id)] = entry  # type: ignore[attr-defined]
+        key = _key(entry.id)  # type: ignore[attr-defined]
+        old = self._by_id.get(key)
+        if old is not None:
+            for alias in getattr(old, "aliases", ()):
+                ids = self._alias_index.get(_key(alias))
+                if ids and key in ids:
+                    ids.remove(key)
+                    if not ids:
+                        del self._alias_index[_key(alias)]
+        else:
+            self._order[key] = len(self._order)
+        self._by_id[key] = entry
+        for alias in getattr(entry, "aliases", ()):
+            akey = _key(alias)
+            if akey == key:
+                continue
+            ids = self._alias_index.setdefault(akey, [])
+            if key not in ids:
+                ids.append(key)
+                if len(ids) > 1:
+                    ids.sort(key=self._order.__getitem__)
+
+    def add_problem(self, error: GpuplanError, names: Iterable[str] = ()) -> None:
+        """Record something skipped while loading; ``names`` (the entry's id and aliases) then raise ``error``
+        when looked up and nothing valid carries them."""
+        self.problems.append(error)
+        for name in names:
+            if isinstance(name, str) and name.strip():
+                self._broken.setdefault(_key(name), error)
 
     def __iter__(self) -> Iterator[T]:
         return iter(self._by_id.values())
@@ -38,43 +83,55 @@ class Registry(Generic[T]):
     def __contains__(self, name: str) -> bool:
         return bool(self.matches(name))
 
-    def _aliases(self) -> dict[str, list[str]]:
-        index: dict[str, list[str]] = {}
-        for key, entry in self._by_id.items():
-            for alias in getattr(entry, "aliases", ()):
-                ids = index.setdefault(_key(alias), [])
-                if key not in ids and _key(alias) != key:
-                    ids.append(key)
-        return index
-
     def matches(self, name: str) -> list[T]:
         """Every entry that ``name`` names: its id, else the entries that carry it as an alias."""
         key = _key(name)
         if key in self._by_id:
             return [self._by_id[key]]
-        return [self._by_id[k] for k in self._aliases().get(key, [])]
+        return [self._by_id[k] for k in self._alias_index.get(key, ())]
+
+    def problem_for(self, name: str) -> GpuplanError | None:
+        """The error of a skipped entry that ``name`` names (None when a valid entry has it, or none does)."""
+        if not self._broken or self.matches(name):
+            return None
+        return self._broken.get(_key(name))
 
     def get(self, name: str) -> T:
-        """The one entry ``name`` names; raises UnknownIdError (with suggestions) or AmbiguousIdError."""
+        """The one entry ``name`` names; raises UnknownIdError (with suggestions) or AmbiguousIdError, or the
+        error of the skipped entry that ``name`` names."""
         found = self.matches(name)
         if len(found) == 1:
             return found[0]
         if found:
             raise AmbiguousIdError(self.kind, name, tuple(e.id for e in found))  # type: ignore[attr-defined]
+        problem = self._broken.get(_key(name))
+        if problem is not None:
+            raise problem
         raise UnknownIdError(self.kind, name, self.suggest(name), self.list_hint)
 
     def suggest(self, name: str, n: int = 3) -> tuple[str, ...]:
         """Near matches among ids and aliases, mapped back to canonical ids."""
-        names = {k: k for k in self._by_id}
-        for alias, ids in self._aliases().items():
-            if len(ids) == 1:
-                names.setdefault(alias, ids[0])
         key = _key(name)
-        close = difflib.get_close_matches(key, list(names), n=n * 2, cutoff=0.6)
-        close += [k for k in names if key and key in k and k not in close]
+        if not key:
+            return ()
+        names = dict.fromkeys(self._by_id)
+        names.update((alias, None) for alias, ids in self._alias_index.items() if len(ids) == 1)
+        candidates = list(names)
+        if len(candidates) > _SUGGEST_ALL_BELOW:  # difflib's ratio >= 0.6 needs close lengths and shared letters
+            lo, hi, start = len(key) * 0.4, len(key) * 2.5 + 1, set(key[:3])
+            candidates = [c for c in candidates if lo <= len(c) <= hi and c[:1] in start]
+        close = difflib.get_close_matches(key, candidates, n=n * 2, cutoff=0.6)
         out: list[str] = []
-        for c in close:
-            canonical = self._by_id[names[c]].id  # type: ignore[attr-defined]
-            if canonical not in out:
+        for c in close + [k for k in names if key in k]:
+            canonical = self._canonical(c)
+            if canonical is not None and canonical not in out:
                 out.append(canonical)
+            if len(out) >= n:
+                break
         return tuple(out[:n])
+
+    def _canonical(self, key: str) -> str | None:
+        if key in self._by_id:
+            return self._by_id[key].id  # type: ignore[attr-defined]
+        ids = self._alias_index.get(key, ())
+        return self._by_id[ids[0]].id if len(ids) == 1 else None  # type: ignore[attr-defined]

@@ -7,9 +7,12 @@ entry and the field. The formats are documented in docs/catalog-schema.md.
 from __future__ import annotations
 
 import json
+import math
+import os
+import stat
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -23,7 +26,19 @@ _ID = r"^[a-z0-9][a-z0-9._\-]*$"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+#: Upper bounds that keep every figure a finite float and a 64-bit integer downstream (a 1e400 or a
+#: 400-digit integer in a file is a typo, not hardware), far above anything real: a million devices, an exabyte,
+#: 1e24 FLOP/s.
+MAX_COUNT = 10**6
+MAX_BYTES = 10**18
+MAX_RATE = 1e24
+
+Count = Annotated[int, Field(gt=0, le=MAX_COUNT)]
+Bytes = Annotated[int, Field(gt=0, le=MAX_BYTES)]
+Rate = Annotated[float, Field(gt=0, le=MAX_RATE)]
 
 
 class SourceEntry(_Strict):
@@ -34,8 +49,8 @@ class SourceEntry(_Strict):
 
 class InterconnectEntry(_Strict):
     kind: Annotated[str, Field(min_length=1)]
-    bandwidth_bytes_per_s: Annotated[float, Field(gt=0)]
-    links: Annotated[int, Field(gt=0)] | None = None
+    bandwidth_bytes_per_s: Rate
+    links: Count | None = None
 
 
 class AcceleratorEntry(_Strict):
@@ -46,14 +61,14 @@ class AcceleratorEntry(_Strict):
     form_factor: Annotated[str, Field(min_length=1)]
     year: Annotated[int, Field(ge=1990, le=2100)]
     aliases: list[Annotated[str, Field(min_length=1)]] = []
-    memory_bytes: Annotated[int, Field(gt=0)]
-    memory_reported_bytes: Annotated[int, Field(gt=0)] | None = None
+    memory_bytes: Bytes
+    memory_reported_bytes: Bytes | None = None
     memory_type: Annotated[str, Field(min_length=1)]
-    memory_bandwidth_bytes_per_s: Annotated[float, Field(gt=0)]
-    tdp_w: Annotated[float, Field(gt=0)] | None = None  # Google publishes none for recent TPUs
-    pcie_gen: Annotated[int, Field(ge=1, le=8)] | None = None
+    memory_bandwidth_bytes_per_s: Rate
+    tdp_w: Annotated[float, Field(gt=0, le=1e7)] | None = None  # Google publishes none for recent TPUs
+    pcie_gen: Annotated[int, Field(ge=1, le=6)] | None = None  # the generations spec.accelerator knows
     pci_device_ids: list[Annotated[str, Field(pattern=r"^0x[0-9a-fA-F]{4}$")]] = []
-    peak_flops_per_s: dict[Literal[DTYPES], Annotated[float, Field(gt=0)]]  # type: ignore[valid-type]
+    peak_flops_per_s: dict[Literal[DTYPES], Rate]  # type: ignore[valid-type]
     interconnect: InterconnectEntry | None = None
     sources: dict[str, SourceEntry]
     notes: str | None = None
@@ -85,17 +100,17 @@ class ModelEntry(_Strict):
     hf_id: str | None = None
     source: SourceEntry | None = None
     config_source: SourceEntry | None = None  # where `config` was copied from, when not `source`
-    published_params: Annotated[int, Field(gt=0)] | None = None
+    published_params: Bytes | None = None
     published_params_source: str | None = None
     published_params_rounded: bool = False
-    published_active_params: Annotated[int, Field(gt=0)] | None = None
+    published_active_params: Bytes | None = None
     published_active_params_rounded: bool = False
     published_active_params_source: str | None = None
     # parameters counted in published_params that the causal-LM model does not hold (a vision tower)
-    published_params_excluded: dict[str, Annotated[int, Field(ge=0)]] | None = None
+    published_params_excluded: dict[str, Annotated[int, Field(ge=0, le=MAX_BYTES)]] | None = None
     # the Hub's safetensors total when it differs from the model (stored tied copies, MTP modules)
-    hub_safetensors_params: Annotated[int, Field(gt=0)] | None = None
-    transformers_params: Annotated[int, Field(gt=0)] | None = None
+    hub_safetensors_params: Bytes | None = None
+    transformers_params: Bytes | None = None
     notes: str | list[str] | None = None
     config: dict[str, Any]
 
@@ -105,18 +120,194 @@ class ModelFile(_Strict):
     models: list[dict[str, Any]]
 
 
-def read_structured(path: Path) -> Any:
-    """Parse a TOML or JSON file (by extension; JSON for anything not .toml)."""
+#: The largest file any gpuplan reader takes (catalogs, calibration profiles, config.json). A 100,000-entry
+#: JSON catalog is about 60 MB; anything larger is a mistake (a log, a dataset, /dev/zero) not to slurp.
+MAX_FILE_BYTES = 256 * 2**20
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _not_regular(mode: int) -> str | None:
+    """What a non-regular file is, in words; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((words for test, words in _KINDS if test(mode)), "not a regular file")
+
+
+def read_file_bytes(path: Path, *, error: type[Exception] = CatalogError, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of one regular file, at most ``max_bytes`` of them: the one way gpuplan reads an input file.
+
+    A directory, FIFO, socket or device (``/dev/zero``, a pipe behind ``/dev/stdin``) is refused before
+    it is opened, so nothing blocks or reads without end; the check is repeated on the open descriptor
+    (opened non-blocking) in case the path changed in between. Problems raise ``error`` (one line).
+    """
+    path = Path(path)
     try:
-        raw = path.read_bytes()
+        kind = _not_regular(os.stat(path).st_mode)
     except OSError as e:
-        raise CatalogError(f"{path}: can't read the file ({e.strerror or e})") from None
+        raise error(f"{path}: can't read the file ({e.strerror or e})") from None
+    except ValueError as e:  # an embedded NUL byte in the name
+        raise error(f"{path!r}: not a usable file name ({e})") from None
+    if kind:
+        raise error(f"{path}: is {kind}, not a regular file; give the path of a file")
     try:
-        if path.suffix.lower() == ".toml":
-            return tomllib.loads(raw.decode("utf-8"))
-        return json.loads(raw)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CatalogError(f"{path}: not valid {'TOML' if path.suffix.lower() == '.toml' else 'JSON'}: {e}") from None
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+                     | getattr(os, "O_BINARY", 0))
+    except OSError as e:
+        raise error(f"{path}: can't read the file ({e.strerror or e})") from None
+    try:
+        st = os.fstat(fd)
+        kind = _not_regular(st.st_mode)
+        if kind:
+            raise error(f"{path}: is {kind}, not a regular file; give the path of a file")
+        if st.st_size > max_bytes:
+            raise error(f"{path}: the file is {st.st_size:,} bytes; gpuplan reads files of at most {max_bytes:,} bytes "
+                        f"({max_bytes / 2**20:g} MiB)")
+        chunks, size = [], 0
+        while size <= max_bytes:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as e:
+        raise error(f"{path}: can't read the file ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+    if size > max_bytes:
+        raise error(f"{path}: the file grew past {max_bytes:,} bytes ({max_bytes / 2**20:g} MiB) while being read")
+    return b"".join(chunks)
+
+
+class _Bad:
+    """Stands in for a number that cannot be used (NaN, an infinity, an integer too long to read), so the
+    slow path can say where in the document it was."""
+
+    def __init__(self, text: str, why: str = "is not a finite number"):
+        self.text = text
+        self.why = why
+
+
+#: Python refuses to read integers of more than 4300 digits; no figure in any gpuplan file needs them.
+_MAX_INT_DIGITS = 4000
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is not a finite number")
+    return value
+
+
+def _no_constant(text: str) -> float:
+    raise ValueError(f"{text} is not a finite number")
+
+
+def _float_or_bad(text: str) -> Any:
+    value = float(text)
+    return value if math.isfinite(value) else _Bad(text)
+
+
+def _int_or_bad(text: str) -> Any:
+    return int(text) if len(text) <= _MAX_INT_DIGITS else _Bad(text, f"has more than {_MAX_INT_DIGITS} digits")
+
+
+def _find_bad(data: Any) -> tuple[tuple, _Bad] | None:
+    """The location of the first :class:`_Bad` in a parsed document, and the stand-in (iterative: any depth)."""
+    stack: list[tuple[tuple, Any]] = [((), data)]
+    while stack:
+        loc, node = stack.pop()
+        if isinstance(node, _Bad):
+            return loc, node
+        if isinstance(node, dict):
+            stack.extend((loc + (k,), v) for k, v in reversed(list(node.items())))
+        elif isinstance(node, list):
+            stack.extend((loc + (i,), v) for i, v in reversed(list(enumerate(node))))
+    return None
+
+
+#: The entry lists of gpuplan's files, and what one entry is called in messages.
+_ENTRY_KINDS = {"accelerator": "accelerator", "accelerators": "accelerator", "models": "model", "offer": "offer",
+                "purchase": "purchase", "results": "result"}
+
+
+def describe_location(data: Any, loc: tuple) -> str:
+    """Where ``loc`` is, in words: ``accelerator 'x1': field 'peak_flops_per_s.bf16'``, else ``field 'a.b[2]'``."""
+    if len(loc) >= 2 and isinstance(loc[1], int) and isinstance(data, dict) and str(loc[0]) in _ENTRY_KINDS:
+        entries = data.get(loc[0])
+        entry = entries[loc[1]] if isinstance(entries, list) and 0 <= loc[1] < len(entries) else None
+        label = entry_label(entry, loc[1], _ENTRY_KINDS[str(loc[0])])
+        return f"{label}: field '{_field_path(loc[2:])}'" if loc[2:] else label
+    return f"field '{_field_path(loc)}'" if loc else "the top level"
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} characters)"
+
+
+#: Documents parsed with ``keep=True``, by file identity, handed to the next reader of the same file (once):
+#: the CLI sorts --catalog files by their content, and a 60 MB catalog should not be parsed twice.
+_KEPT: dict[tuple, Any] = {}
+
+
+def _identity(path: Path, fmt: str | None) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (os.path.abspath(path), fmt, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def read_structured(path: Path, fmt: Literal["TOML", "JSON"] | None = None, *, keep: bool = False) -> Any:
+    """Parse a TOML or JSON file (``fmt``, else by extension: JSON for anything not .toml), read with
+    :func:`read_file_bytes`. With ``keep``, the document is also handed to the next call for the same
+    unchanged file, which then does not parse it again (treat a kept document as read-only).
+
+    Only finite numbers are accepted: JSON's ``NaN`` / ``Infinity``, TOML's ``nan`` / ``inf`` and literals
+    that overflow a float (``1e400``) are an error naming the file and the field, as are an integer too
+    long to read and a document nested too deeply.
+    """
+    path = Path(path)
+    ident = _identity(path, fmt) if (keep or _KEPT) else None
+    if ident is not None and ident in _KEPT:
+        return _KEPT[ident] if keep else _KEPT.pop(ident)
+    data = _parse_structured(path, fmt)
+    if keep and ident is not None:
+        _KEPT[ident] = data
+    return data
+
+
+def _parse_structured(path: Path, fmt: str | None) -> Any:
+    raw = read_file_bytes(path)
+    is_toml = fmt == "TOML" if fmt else path.suffix.lower() == ".toml"
+    fmt = "TOML" if is_toml else "JSON"
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise CatalogError(f"{path}: not valid {fmt}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    try:
+        if is_toml:
+            return tomllib.loads(text, parse_float=_finite_float)
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
+        raise CatalogError(f"{path}: not valid {fmt}: {e}") from None
+    except RecursionError:
+        raise CatalogError(f"{path}: not valid {fmt}: nested too deeply to read") from None
+    except ValueError:
+        pass  # a number that is not finite, or an integer too long: parse again to say where
+    try:
+        if is_toml:
+            data = tomllib.loads(text, parse_float=_float_or_bad)
+        else:
+            data = json.loads(text, parse_constant=_Bad, parse_float=_float_or_bad, parse_int=_int_or_bad)
+    except ValueError as e:  # TOML: an integer of more than 4300 digits (tomllib has no hook for integers)
+        raise CatalogError(f"{path}: not valid {fmt}: {str(e).split(';')[0]}") from None
+    found = _find_bad(data)
+    if found is None:  # pragma: no cover - only _Bad numbers fail the first parse with a plain ValueError
+        raise CatalogError(f"{path}: not valid {fmt}: a number is out of range")
+    loc, bad = found
+    raise CatalogError(f"{path}: {describe_location(data, loc)}: {_short(bad.text)} {bad.why}; give a finite number")
 
 
 def _field_path(loc: tuple) -> str:
@@ -141,6 +332,30 @@ def explain(err: ValidationError, where: str) -> CatalogError:
 def entry_label(raw: Any, index: int, kind: str) -> str:
     ident = raw.get("id") if isinstance(raw, dict) else None
     return f"{kind} '{ident}'" if isinstance(ident, str) else f"{kind} #{index + 1}"
+
+
+def entry_names(raw: Any) -> tuple[str, ...]:
+    """The id and aliases a raw entry claims (strings only), for lookups of an entry that was skipped."""
+    if not isinstance(raw, dict):
+        return ()
+    names = [raw.get("id")]
+    if isinstance(raw.get("aliases"), list):
+        names += raw["aliases"]
+    return tuple(n for n in names if isinstance(n, str) and n.strip())
+
+
+class Skipped(NamedTuple):
+    """An entry (or a whole file) of the user's config folder that was left out, and why."""
+
+    error: CatalogError
+    names: tuple[str, ...] = ()
+
+
+def skip_or_raise(error: CatalogError, raw: Any, skipped: list[Skipped] | None) -> None:
+    """Strict readers (``skipped`` None) raise; lenient ones note the entry and go on."""
+    if skipped is None:
+        raise error
+    skipped.append(Skipped(error, entry_names(raw)))
 
 
 def validate(model: type[BaseModel], data: Any, where: str) -> Any:

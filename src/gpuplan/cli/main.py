@@ -24,12 +24,16 @@ EXIT_BAD_INPUT = 2
 
 
 class Ctx:
-    """What every command needs: the extra catalog files and the output mode."""
+    """What every command needs: the extra catalog files, the output mode, the catalogs (loaded once per
+    command) and the warnings met loading them (broken entries of the user's config folder), which
+    ``main`` prints on stderr when the command ends."""
 
-    def __init__(self, catalog_files: Sequence[Path], as_json: bool):
+    def __init__(self, catalog_files: Sequence[Path], as_json: bool, warnings: list[str] | None = None):
         self.catalog_files = tuple(catalog_files)
         self.as_json = as_json
+        self.warnings: list[str] = warnings if warnings is not None else []
         self._split: tuple[list[Path], list[Path], list[Path]] | None = None
+        self._loaded: dict[str, Any] = {}
 
     def _files(self) -> tuple[list[Path], list[Path], list[Path]]:
         if self._split is None:
@@ -37,7 +41,7 @@ class Ctx:
 
             accs, models, offers = [], [], []
             for path in self.catalog_files:
-                data = read_structured(path)
+                data = read_structured(path, keep=True)  # the loader takes the parsed document from here
                 if isinstance(data, dict) and ("accelerator" in data or "accelerators" in data):
                     accs.append(path)
                 elif isinstance(data, dict) and "models" in data:
@@ -50,24 +54,51 @@ class Ctx:
             self._split = (accs, models, offers)
         return self._split
 
+    def _once(self, kind: str, load: Callable[[], Any]) -> Any:
+        if kind not in self._loaded:
+            registry = load()
+            self._loaded[kind] = registry
+            for problem in getattr(registry, "problems", ()):
+                if str(problem) not in self.warnings:
+                    self.warnings.append(str(problem))
+        return self._loaded[kind]
+
     def accelerators(self):
         from ..catalog import load_accelerators
 
-        return load_accelerators(self._files()[0])
+        return self._once("accelerators", lambda: load_accelerators(self._files()[0]))
 
     def models(self):
         from ..catalog import load_models
 
-        return load_models(self._files()[1])
+        return self._once("models", lambda: load_models(self._files()[1]))
 
     def offers(self):
         from ..catalog.offers import load_offers
 
-        return load_offers(self.accelerators(), self._files()[2])
+        return self._once("offers", lambda: load_offers(self.accelerators(), self._files()[2]))
 
 
 def _json_option(f: Callable) -> Callable:
     return click.option("--json", "as_json", is_flag=True, help="Print the JSON record instead of a table.")(f)
+
+
+def _offline_option(f: Callable) -> Callable:
+    """--offline, the same on every command that takes a model; the command reads it with _hub_fetch(ctx)."""
+    def remember(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+        if value:
+            ctx.meta["gpuplan.offline"] = True
+
+    return click.option("--offline", is_flag=True, expose_value=False, callback=remember,
+                        help="Don't contact the Hugging Face Hub: a Hub id (owner/name) is read from the local "
+                             "Hugging Face cache only, as with HF_HUB_OFFLINE=1.")(f)
+
+
+def _hub_fetch(ctx: click.Context):
+    """How resolve_model reads a Hub id for this command: cache only under --offline."""
+    from ..catalog.hub import hub_fetcher
+
+    return hub_fetcher(bool(ctx.meta.get("gpuplan.offline")))
 
 
 def _emit(ctx: click.Context, record: dict, as_json: bool, render: Callable[[dict], Any]) -> None:
@@ -85,7 +116,8 @@ def _emit(ctx: click.Context, record: dict, as_json: bool, render: Callable[[dic
     width = None
     if not sys.stdout.isatty():  # piped: rich would assume 80 columns; take $COLUMNS or a wide default
         width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else 140
-    console = Console(width=width, soft_wrap=False)
+    # catalog and offer strings reach the cells as they are: "[/]" or ":fire:" in a name is text, never markup
+    console = Console(width=width, soft_wrap=False, markup=False, emoji=False)
     console.print(render(record))
 
 
@@ -107,7 +139,7 @@ def cli(ctx: click.Context, catalog_files: tuple[Path, ...], as_json: bool) -> N
       gpuplan model show llama-3.1-70b
       gpuplan model show ./my-model/config.json --json
     """
-    ctx.obj = Ctx(catalog_files, as_json)
+    ctx.obj = Ctx(catalog_files, as_json, warnings=ctx.obj if isinstance(ctx.obj, list) else None)
 
 
 # ----------------------------------------------------------------------------------------------- gpus
@@ -256,16 +288,15 @@ def model_list(ctx: click.Context, family: str | None, as_json: bool) -> None:
 @click.argument("model_name", metavar="MODEL")
 @click.option("--seq-len", type=click.IntRange(min=1), help="Sequence length for FLOPs per token "
               "[default: 4096, capped at the model's context].")
-@click.option("--offline", is_flag=True, help="Never read from the Hugging Face Hub.")
+@_offline_option
 @_json_option
 @click.pass_context
-def model_show(ctx: click.Context, model_name: str, seq_len: int | None, offline: bool, as_json: bool) -> None:
+def model_show(ctx: click.Context, model_name: str, seq_len: int | None, as_json: bool) -> None:
     """Show one model: MODEL is a built-in id, a config.json (or its folder), a Hub id, or a count like 7B."""
     from ..catalog import resolve_model
-    from ..catalog.hub import fetch_hub_config
     from ..render import records, tables
 
-    spec = resolve_model(model_name, ctx.obj.models(), fetch=None if offline else fetch_hub_config)
+    spec = resolve_model(model_name, ctx.obj.models(), fetch=_hub_fetch(ctx))
     _emit(ctx, records.model_show(spec, seq_len), as_json, tables.model_show)
 
 
@@ -342,7 +373,9 @@ def _parse_assumptions(items: tuple[str, ...], base=None):
               help="A profile from 'gpuplan local bench --save': measured efficiencies replace datasheet ones.")
 @click.option("--rank", is_flag=True, help="Rank every offer that can run the job by cost and time.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="With --rank: write an HTML chart.")
-@click.option("--require-fit", is_flag=True, help="Exit with code 3 when the job does not fit.")
+@click.option("--require-fit", is_flag=True, hidden=True,
+              help="Kept for old scripts: exit code 3 when the job does not fit is now the default.")
+@_offline_option
 @_json_option
 @click.pass_context
 def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int, pp: int, cp: int, ep: int,
@@ -396,7 +429,7 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
         zero = 3
     layout = Parallelism(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, sequence_parallel=sequence_parallel, zero=zero,
                          offload=offload)
-    model = resolve_model(model_name, ctx.obj.models())
+    model = resolve_model(model_name, ctx.obj.models(), fetch=_hub_fetch(ctx))
     seq_len = seq_len if seq_len is not None else records.default_seq_len(model)
     job = TrainingJob(micro_batch=micro_batch, seq_len=seq_len, global_batch=global_batch, precision=precision,
                       recipe=recipe, optimizer=optimizer, method=method, lora_rank=lora_rank,
@@ -422,7 +455,7 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
                 except OSError as e:
                     raise click.BadParameter(f"can't write {plot}: {e.strerror or e}", param_hint="--plot") from None
             _emit(ctx, record, as_json, tables.offer_ranking)
-            if require_fit and not any(r.fits for r in ranked):
+            if not any(r.fits for r in ranked):
                 raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
             return
         calibrated = None
@@ -448,8 +481,13 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
     if plan is not None:
         record = records.with_training_plan(record, plan, step_assumptions)
         record = records.with_calibration(record, calibrated)
+    if not report.fits:
+        from ..plan.advice import training_fit_advice
+
+        advice = training_fit_advice(model, accelerator, layout, job, assumptions)
+        record["fit_advice"] = advice.to_dict() if advice else None
     _emit(ctx, record, as_json, tables.train_report)
-    if require_fit and not report.fits:
+    if not report.fits:
         raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
 
 
@@ -482,7 +520,9 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
 @click.option("--assume", "assume", multiple=True, metavar="NAME=VALUE", help="Override an assumption.")
 @click.option("--rank", is_flag=True, help="Compare every GPU x weight format (bf16, fp8, int8, int4-awq) on the "
               "smallest TP group that fits, by $ per million output tokens (then tokens/s per GPU).")
-@click.option("--require-fit", is_flag=True, help="Exit with code 3 when it does not fit or misses a target.")
+@click.option("--require-fit", is_flag=True, hidden=True,
+              help="Kept for old scripts: exit code 3 when it does not fit or misses a target is now the default.")
+@_offline_option
 @_json_option
 @click.pass_context
 def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, replicas: int, weights: str,
@@ -511,7 +551,7 @@ def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, 
                      max_ttft_s=parse_duration(max_ttft, "--max-ttft") if max_ttft else None, engine=engine)
     layout = ServingLayout(tp=tp, pp=pp, replicas=replicas)
     assumptions = _parse_assumptions(assume, assumptions_for(job)) if assume else None
-    model = resolve_model(model_name, ctx.obj.models())
+    model = resolve_model(model_name, ctx.obj.models(), fetch=_hub_fetch(ctx))
     if rank and calibration:
         raise click.BadParameter("a calibration profile describes one GPU; --rank compares many", param_hint="--calibration")
     if rank:
@@ -525,7 +565,7 @@ def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, 
         options, skipped = rank_serving(model, gpus, job, assumptions=assumptions,
                                         prices=cheapest_on_demand(ctx.obj.offers()))
         _emit(ctx, records.serving_rank(model, job, options, skipped), as_json, tables.serve_rank)
-        if require_fit and not options:
+        if not options:
             raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
         return
     accelerator = ctx.obj.accelerators().get(gpu_name)
@@ -559,8 +599,13 @@ def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, 
     if not report.fits and (rate or price or offer_id_given):
         record["notes"].append("no fleet or cost: one replica does not fit")
     record = records.with_calibration(record, calibrated)
+    if not report.fits:
+        from ..plan.advice import serving_fit_advice
+
+        advice = serving_fit_advice(model, accelerator, layout, job, assumptions)
+        record["fit_advice"] = advice.to_dict() if advice else None
     _emit(ctx, record, as_json, tables.serve_report)
-    if require_fit and report.reasons:
+    if report.reasons:
         raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
 
 
@@ -652,7 +697,7 @@ def local_detect(ctx: click.Context, as_json: bool) -> None:
 @click.option("--dtype", "dtypes", multiple=True, type=click.Choice(["bf16", "fp16", "fp8", "tf32", "fp32"]),
               help="Matmul dtypes [default: bf16, fp16, fp8, tf32, each where the GPU supports it].")
 @click.option("--path", "disk_path", type=click.Path(path_type=Path), default=Path("."), show_default=True,
-              help="Folder on the disk to test.")
+              help="Disk: folder on the disk to test; the files go in a private subfolder, removed afterwards.")
 @click.option("--writers", type=click.IntRange(min=1, max=256), default=4, show_default=True,
               help="Disk: files written (and read) at once, like ranks saving a checkpoint.")
 @click.option("--file-size", "file_size", help="Disk: size of each file, e.g. 4GiB [default: 256MiB quick, 2GiB full].")
@@ -661,6 +706,7 @@ def local_detect(ctx: click.Context, as_json: bool) -> None:
                    "64 KiB to 1 GiB].")
 @click.option("--model", "model_name", help="Benchmark the GEMM shapes of this model (4096 tokens x each linear layer).")
 @click.option("--save", type=click.Path(dir_okay=False, path_type=Path), help="Write a calibration profile (JSON).")
+@_offline_option
 @_json_option
 @click.pass_context
 def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, ...], disk_path: Path, writers: int,
@@ -686,8 +732,6 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
                                  "benchmark); run it once without torchrun", param_hint="WHICH")
     todo = (["allreduce"] if world > 1 else ["matmul", "memory", "pcie", "allreduce", "disk"]) if which == "all" \
         else [which]
-    if "disk" in todo and not disk_path.is_dir():
-        raise click.BadParameter(f"{disk_path}: not a directory; give a folder on the disk to test", param_hint="--path")
     from ..units import parse_bytes
 
     file_bytes = None
@@ -695,6 +739,8 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
         file_bytes = parse_bytes(file_size, "--file-size")
         if file_bytes <= 0:
             raise click.BadParameter("must be more than zero", param_hint="--file-size")
+    if "disk" in todo:  # a folder, and room for the files: refused now, not after the GPU benchmarks
+        bench.check_disk(disk_path, writers, file_bytes, quick)
     payload_bytes = [parse_bytes(p, "--payload") for p in payloads] or None
     if payload_bytes and min(payload_bytes) < 4:
         raise click.BadParameter("must be at least 4 bytes (one fp32 element)", param_hint="--payload")
@@ -705,7 +751,7 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
         from ..estimate.params import linear_shapes
         from ..spec.model import ModelSpec
 
-        model = resolve_model(model_name, ctx.obj.models())
+        model = resolve_model(model_name, ctx.obj.models(), fetch=_hub_fetch(ctx))
         if not isinstance(model, ModelSpec):
             raise click.BadParameter("needs an architecture (a model id or config.json)", param_hint="--model")
         model_id = model.id
@@ -802,28 +848,41 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
 
 # ------------------------------------------------------------------------------------------- entry
 
-def _fail(message: str) -> int:
+def _warn(warnings: Sequence[str], covered: str = "") -> None:
+    """The warnings met while loading catalogs, once each, on stderr (less the one an error already says)."""
+    for w in dict.fromkeys(warnings):
+        if w != covered:
+            click.echo(f"gpuplan: warning: {w}", err=True)
+
+
+def _fail(message: str, warnings: Sequence[str] = ()) -> int:
+    _warn(warnings, covered=message)
     click.echo(f"gpuplan: error: {message}", err=True)
     return EXIT_BAD_INPUT
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; user errors become one line on stderr and exit code 2, never a traceback."""
+    """Run the CLI; user errors become one line on stderr and exit code 2, never a traceback. Warnings
+    (a broken entry in the user's config folder) come first, one line each."""
+    warnings: list[str] = []  # filled by Ctx as catalogs load
     try:
-        rv = cli.main(args=list(argv) if argv is not None else None, prog_name="gpuplan", standalone_mode=False)
+        rv = cli.main(args=list(argv) if argv is not None else None, prog_name="gpuplan", standalone_mode=False,
+                      obj=warnings)
     except GpuplanError as e:
-        return _fail(str(e))
+        return _fail(str(e), warnings)
     except click.UsageError as e:
         hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
-        return _fail(f"{e.format_message()}{hint}")
+        return _fail(f"{e.format_message()}{hint}", warnings)
     except click.exceptions.Abort:
-        return _fail("aborted")
+        return _fail("aborted", warnings)
     except click.exceptions.Exit as e:
+        _warn(warnings)
         return e.exit_code
     except click.ClickException as e:
-        return _fail(e.format_message())
+        return _fail(e.format_message(), warnings)
     except BrokenPipeError:
         return 0
+    _warn(warnings)
     return rv if isinstance(rv, int) else 0
 
 

@@ -477,41 +477,315 @@ def bench_collectives(quick: bool = True, sizes: list[int] | None = None, ops: S
 # ------------------------------------------------------------------------------------------ disk
 
 _O_DIRECT_ALIGN = 4096  # logical block size that O_DIRECT buffers and offsets must be aligned to
+_DISK_CHUNK = 8 * 2**20  # one write or read call: a checkpoint shard is written in large blocks
+#: the disk test refuses to run when its files would leave less than this fraction of the filesystem free
+DISK_MIN_FREE = 0.10
+#: the private folder the disk test makes under --path is this prefix plus mkdtemp's random suffix
+DISK_DIR_PREFIX = ".gpuplan-bench-"
 
 
-def _read_direct(p: Path, chunk: int) -> str:
-    """Read ``p`` bypassing the page cache: O_DIRECT into a page-aligned buffer where the filesystem allows
-    it, else after posix_fadvise(DONTNEED) (Linux drops the file's clean cached pages). Returns the mode."""
+class DiskBenchError(BenchUnavailable):
+    """The disk benchmark cannot write where it was pointed: a read-only or full filesystem, no permission,
+    an I/O error. Alone (``local bench disk``) it is one error line; under ``local bench all`` it is listed
+    among the skipped benchmarks."""
+
+
+class BenchInterrupted(GpuplanError):
+    """SIGINT, SIGTERM or SIGHUP stopped the disk benchmark; its files and folder were removed first."""
+
+
+class _StopFlag:
+    """Tells the disk workers to stop: set by the signal handler or by a worker that failed, read by every
+    worker between two blocks. A plain attribute, not a ``threading.Event``: ``Event.set`` takes a lock, and a
+    signal handler that runs while the main thread is inside ``set`` would wait for that lock forever."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+        self.signum: int | None = None
+
+    def set(self, signum: int | None = None) -> None:
+        if signum is not None and self.signum is None:
+            self.signum = signum
+        self.stopped = True
+
+    def is_set(self) -> bool:
+        return self.stopped
+
+
+_STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+class _StopOnSignals:
+    """For the duration of a ``with``: SIGINT, SIGTERM and SIGHUP set ``stop`` instead of killing the process
+    (the workers then stop within one block and the caller removes its files); the previous handlers come
+    back on exit. Python runs handlers in the main thread only, so elsewhere (a library caller's thread)
+    nothing is installed. A signal that is ignored (SIG_IGN: nohup, a background job) stays ignored."""
+
+    def __init__(self, stop: _StopFlag):
+        self.stop = stop
+        self.previous: dict = {}
+
+    def _handler(self, signum, frame) -> None:
+        self.stop.set(signum)
+
+    def __enter__(self) -> "_StopOnSignals":
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        try:
+            for name in _STOP_SIGNALS:
+                sig = getattr(signal, name, None)
+                if sig is None:
+                    continue
+                old = signal.getsignal(sig)
+                if old is signal.SIG_IGN or old is None:  # None: a handler set outside Python, which we can't put back
+                    continue
+                signal.signal(sig, self._handler)
+                self.previous[sig] = old
+        except BaseException:
+            self._restore()
+            raise
+        return self
+
+    def _restore(self) -> None:
+        import signal
+
+        while self.previous:
+            sig, old = self.previous.popitem()
+            signal.signal(sig, old)
+
+    def __exit__(self, *exc) -> None:
+        self._restore()
+
+
+def _signal_name(signum: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _disk_error(path: Path, e: OSError, doing: str) -> DiskBenchError:
+    """One line for an OSError of the disk benchmark: what happened, where, and what to do about it."""
+    import errno
+
+    code = e.errno
+    if code == errno.EROFS:
+        return DiskBenchError(f"{path}: read-only filesystem, can't {doing}; give --path a writable folder")
+    if code in (errno.EACCES, errno.EPERM):
+        return DiskBenchError(f"{path}: permission denied, can't {doing}; give --path a folder you can write to")
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        what = "the filesystem is full" if code == errno.ENOSPC else "the disk quota is used up"
+        return DiskBenchError(f"{path}: {what} (while the disk test was trying to {doing}); "
+                              "lower --file-size or --writers, or free some space")
+    if code == errno.EIO:
+        return DiskBenchError(f"{path}: I/O error while the disk test was trying to {doing}; check the disk "
+                              "(dmesg) before trusting it")
+    name = errno.errorcode.get(code, "") if code else ""
+    return DiskBenchError(f"{path}: disk test failed to {doing}: {e.strerror or e}" + (f" ({name})" if name else ""))
+
+
+def check_disk(path: Path, writers: int = 4, file_bytes: int | None = None, quick: bool = True) -> int:
+    """Check a disk benchmark before it writes anything; returns the bytes each writer will write.
+
+    ``path`` must be an existing directory (a symlink to one is fine: everything is then written inside a
+    private folder made in it). The files must leave at least ``DISK_MIN_FREE`` of the filesystem free
+    (``os.statvfs``: blocks available to an unprivileged user); the refusal gives the numbers and the flag
+    to lower. Raises ``GpuplanError`` (bad input) or ``DiskBenchError`` (the filesystem cannot be read)."""
+    import stat
+
+    path = Path(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise GpuplanError(f"--path {path}: not a directory (nothing is there); give a folder on the disk to "
+                           "test") from None
+    except OSError as e:
+        raise GpuplanError(f"--path {path}: not a directory I can use ({e.strerror or e}); give a folder on the "
+                           "disk to test") from None
+    if not stat.S_ISDIR(st.st_mode):
+        kind = ("a file" if stat.S_ISREG(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else
+                "a socket" if stat.S_ISSOCK(st.st_mode) else "a device" if stat.S_ISBLK(st.st_mode) or
+                stat.S_ISCHR(st.st_mode) else "not a folder")
+        raise GpuplanError(f"--path {path}: not a directory ({kind}); give a folder on the disk to test")
+    if writers < 1:
+        raise GpuplanError(f"--writers must be at least 1, got {writers}")
+    per_file = file_bytes if file_bytes is not None else (256 if quick else 2048) * 2**20
+    if per_file <= 0:
+        raise GpuplanError(f"the disk file size must be positive, got {per_file} bytes")
+    per_file = -(-per_file // _O_DIRECT_ALIGN) * _O_DIRECT_ALIGN
+    try:
+        fs = os.statvfs(path)
+    except OSError as e:
+        raise _disk_error(path, e, "read how much space is free") from None
+    size, free = fs.f_blocks * fs.f_frsize, fs.f_bavail * fs.f_frsize
+    needed = per_file * writers
+    if size > 0 and free - needed < DISK_MIN_FREE * size:  # size 0: a filesystem that reports none (some FUSE)
+        fmt = lambda b: format_bytes(b, binary=True)  # noqa: E731
+        fits = max(0, int(free - DISK_MIN_FREE * size)) // writers  # the largest file that would still fit
+        fits_str = f"{fits // 2**30}GiB" if fits >= 2**30 else f"{fits // 2**20}MiB"  # rounded down, as typed
+        hint = (f"lower --file-size (to {fits_str} or less with {writers} writer{'s' if writers > 1 else ''}) "
+                "or --writers" if fits >= 2**20 else
+                "lower --file-size or --writers, free some space, or test another folder")
+        raise GpuplanError(f"--path {path}: the disk test needs {fmt(needed)} ({writers} x {fmt(per_file)}) but the "
+                           f"filesystem has {fmt(free)} free of {fmt(size)}; that would leave less than "
+                           f"{DISK_MIN_FREE:.0%} free: {hint}")
+    return per_file
+
+
+class _PrivateDir:
+    """A fresh folder made by ``tempfile.mkdtemp`` (mode 0700) under ``parent``, worked on through a file
+    descriptor: files are created in it with O_CREAT | O_EXCL | O_NOFOLLOW (a name that exists, a symlink
+    included, is an error, never followed or overwritten) and opened for reading with O_NOFOLLOW. On exit
+    every file it created is unlinked and the folder removed, whatever happened in between."""
+
+    _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+    def __init__(self, parent: Path):
+        self.parent = parent
+        self.created: list[str] = []
+        self.fd = self.parent_fd = -1
+        self.path: Path | None = None
+
+    def __enter__(self) -> "_PrivateDir":
+        import tempfile
+
+        try:
+            self.parent_fd = os.open(self.parent, os.O_RDONLY | os.O_DIRECTORY | self._CLOEXEC)
+            made = tempfile.mkdtemp(prefix=DISK_DIR_PREFIX, dir=self.parent)
+        except OSError as e:
+            self._close()
+            raise _disk_error(self.parent, e, "create its folder") from None
+        self.path = Path(made)
+        self.name = os.path.basename(made)
+        try:
+            # the folder mkdtemp made, looked up once through the parent's descriptor; from here on every file
+            # operation goes through this descriptor, so a rename or a symlink put in place of the folder
+            # cannot redirect them
+            self.fd = os.open(self.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | self._CLOEXEC,
+                              dir_fd=self.parent_fd)
+            st = os.fstat(self.fd)
+            self.ident = (st.st_dev, st.st_ino)
+        except OSError as e:
+            self._close()
+            raise DiskBenchError(f"{made}: the folder just made could not be opened ({e.strerror or e}); "
+                                 "is something else changing " + str(self.parent) + "?") from None
+        return self
+
+    def create(self, name: str) -> int:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | self._CLOEXEC, 0o600,
+                     dir_fd=self.fd)
+        self.created.append(name)
+        return fd
+
+    def open_read(self, name: str, extra: int = 0) -> int:
+        return os.open(name, os.O_RDONLY | os.O_NOFOLLOW | self._CLOEXEC | extra, dir_fd=self.fd)
+
+    def _close(self) -> None:
+        for attr in ("fd", "parent_fd"):
+            fd = getattr(self, attr)
+            if fd >= 0:
+                os.close(fd)
+                setattr(self, attr, -1)
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        left: list[str] = []
+        try:
+            for name in self.created:
+                try:
+                    os.unlink(name, dir_fd=self.fd)
+                except FileNotFoundError:
+                    pass
+                except OSError as e:
+                    left.append(f"{name}: {e.strerror or e}")
+            try:  # remove the folder only if it is still the one made (rmdir never removes a non-empty one)
+                st = os.stat(self.name, dir_fd=self.parent_fd, follow_symlinks=False)
+                if (st.st_dev, st.st_ino) == self.ident:
+                    os.rmdir(self.name, dir_fd=self.parent_fd)
+                else:
+                    left.append("the folder was replaced by something else")
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                left.append(e.strerror or str(e))
+        finally:
+            self._close()
+        if left and exc_type is None:
+            raise DiskBenchError(f"{self.path}: the disk test could not remove its files ({'; '.join(left)}); "
+                                 "remove the folder by hand")
+
+
+def _read_direct(box: _PrivateDir, name: str, chunk: int, stop: _StopFlag) -> str:
+    """Read ``name`` in ``box`` bypassing the page cache: O_DIRECT into a page-aligned buffer where the
+    filesystem allows it, else after posix_fadvise(DONTNEED) (Linux drops the file's clean cached pages).
+    Returns the mode; stops early (the result is then thrown away) once ``stop`` is set."""
+    import errno
     import mmap
 
     if hasattr(os, "O_DIRECT"):
         try:
-            fd = os.open(p, os.O_RDONLY | os.O_DIRECT)
-        except OSError:
+            fd = box.open_read(name, os.O_DIRECT)
+        except OSError as e:
+            if e.errno == errno.ELOOP:  # a symlink where our file was: never read through it
+                raise
             fd = -1  # tmpfs and some FUSE mounts refuse O_DIRECT
         if fd >= 0:
             buf = mmap.mmap(-1, chunk)  # anonymous maps are page-aligned
             try:
                 offset = 0
-                while True:
+                while not stop.is_set():
                     got = os.preadv(fd, [buf], offset)
                     offset += got
                     if got < chunk:
                         return "O_DIRECT"
+                return "O_DIRECT"
             except OSError:
                 pass  # the filesystem took the flag but not the read: read it the other way
             finally:
                 buf.close()
                 os.close(fd)
-    fd = os.open(p, os.O_RDONLY)
+    fd = box.open_read(name)
     try:
         if hasattr(os, "posix_fadvise"):
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        while os.read(fd, chunk):
+        while not stop.is_set() and os.read(fd, chunk):
             pass
         return "fadvise-dontneed" if hasattr(os, "posix_fadvise") else "cached"
     finally:
         os.close(fd)
+
+
+def _block_stop_signals() -> None:
+    """Worker threads block the stop signals, so the kernel hands them to the main thread, where Python runs
+    the handler."""
+    import signal
+
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {getattr(signal, n) for n in _STOP_SIGNALS if hasattr(signal, n)})
+
+
+def _run_all(pool, fn: Callable[[int], object], count: int, stop: _StopFlag) -> float:
+    """Run ``fn(0..count-1)`` on the pool at once; the wall time in seconds. The main thread waits in short
+    slices, so that a signal handler runs promptly; the first failure stops the other workers, and is raised
+    once they have all returned."""
+    import concurrent.futures as cf
+
+    t0 = time.perf_counter()
+    futures = [pool.submit(fn, i) for i in range(count)]
+    pending = set(futures)
+    while pending:
+        done, pending = cf.wait(pending, timeout=0.1, return_when=cf.FIRST_EXCEPTION)
+        if any(f.exception() is not None for f in done):
+            stop.set()
+    seconds = time.perf_counter() - t0
+    for f in futures:
+        if f.exception() is not None:
+            raise f.exception()  # type: ignore[misc]
+    return seconds
 
 
 def bench_disk(path: Path, writers: int = 4, file_bytes: int | None = None, quick: bool = True,
@@ -519,60 +793,93 @@ def bench_disk(path: Path, writers: int = 4, file_bytes: int | None = None, quic
     """Checkpoint-shaped writes (``writers`` files written at once in 8 MiB blocks, each fsync'ed) and
     data-loader-shaped reads of them that bypass the page cache (``_read_direct``), on ``path``. Bandwidth is
     total bytes / wall time of the whole phase (GB/s, 1e9 bytes). File size: ``file_bytes`` per writer, else
-    256 MiB (quick) or 2 GiB (full)."""
+    256 MiB (quick) or 2 GiB (full).
+
+    Safe in a shared folder: ``check_disk`` first (a directory, enough free space); every file lives in a
+    private folder made for this run (``_PrivateDir``: mkdtemp, O_EXCL | O_NOFOLLOW), which is removed with
+    everything in it on any exit. SIGINT, SIGTERM and SIGHUP stop the workers within one block; the files
+    are removed and ``BenchInterrupted`` raised. OSErrors (read-only, full, I/O error) become
+    ``DiskBenchError``.
+    """
     import concurrent.futures as cf
 
+    if os.name != "posix":
+        raise BenchUnavailable("the disk benchmark needs a POSIX system (O_NOFOLLOW, descriptor-relative files)")
     path = Path(path)
-    if not path.is_dir():
-        raise GpuplanError(f"{path}: not a directory; give --path a folder on the disk to test")
-    if writers < 1:
-        raise GpuplanError(f"--writers must be at least 1, got {writers}")
-    per_file = file_bytes if file_bytes is not None else (256 if quick else 2048) * 2**20
-    if per_file <= 0:
-        raise GpuplanError(f"the disk file size must be positive, got {per_file} bytes")
-    per_file = -(-per_file // _O_DIRECT_ALIGN) * _O_DIRECT_ALIGN
-    chunk = 8 * 2**20
-    files = [path / f".gpuplan-bench-{os.getpid()}-{i}" for i in range(writers)]
+    per_file = check_disk(path, writers, file_bytes, quick)
+    chunk = _DISK_CHUNK
     # random data, so compressing filesystems cannot shrink it; each block starts at a different byte offset
     # of the pool, so its 4 KiB pages differ from every other block's (for the first 4096 blocks, 32 GiB)
     # and deduplicating filesystems cannot skip it
     data = memoryview(os.urandom(chunk + _O_DIRECT_ALIGN))
     blocks = -(-per_file // chunk)
+    names = [f"data-{i}" for i in range(writers)]
     done = [0]
+    modes: list[str] = []
+    stop = _StopFlag()
+
+    def tick() -> None:
+        done[0] += 1
+        if progress:
+            progress(done[0], 2 * writers)
 
     def write(i: int) -> None:
-        with open(files[i], "wb", buffering=0) as f:
-            written, b = 0, 0
-            while written < per_file:
-                r = (i * blocks + b) % _O_DIRECT_ALIGN
-                written += f.write(data[r:r + min(chunk, per_file - written)])
-                b += 1
-            os.fsync(f.fileno())
-        done[0] += 1
-        if progress:
-            progress(done[0], 2 * writers)
-
-    modes: list[str] = []
+        try:
+            fd = box.create(names[i])
+            try:
+                written, b = 0, 0
+                while written < per_file:
+                    if stop.is_set():
+                        return
+                    r = (i * blocks + b) % _O_DIRECT_ALIGN
+                    n = os.write(fd, data[r:r + min(chunk, per_file - written)])
+                    if n <= 0:  # a regular file never takes nothing without an error; don't spin on it
+                        import errno
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                    written += n
+                    b += 1
+                if stop.is_set():
+                    return
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except BaseException:
+            stop.set()
+            raise
+        tick()
 
     def read(i: int) -> None:
-        modes.append(_read_direct(files[i], chunk))
-        done[0] += 1
-        if progress:
-            progress(done[0], 2 * writers)
+        try:
+            modes.append(_read_direct(box, names[i], chunk, stop))
+        except BaseException:
+            stop.set()
+            raise
+        tick()
 
-    try:
-        with cf.ThreadPoolExecutor(writers) as pool:
-            t0 = time.perf_counter()
-            list(pool.map(write, range(writers)))
-            t_write = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            list(pool.map(read, range(writers)))
-            t_read = time.perf_counter() - t0
-    except OSError as e:
-        raise GpuplanError(f"{path}: disk benchmark failed: {e.strerror or e}") from None
-    finally:
-        for p in files:
-            p.unlink(missing_ok=True)
+    def interrupted() -> BenchInterrupted:
+        return BenchInterrupted(f"disk benchmark stopped by {_signal_name(stop.signum or 0)}; its files under "
+                                f"{path} were removed")
+
+    with _StopOnSignals(stop):
+        doing = "create its folder"
+        try:
+            with _PrivateDir(path) as box:
+                if stop.signum is not None:
+                    raise interrupted()
+                with cf.ThreadPoolExecutor(writers, initializer=_block_stop_signals) as pool:
+                    doing = "write its files"
+                    t_write = _run_all(pool, write, writers, stop)
+                    if stop.signum is not None:
+                        raise interrupted()
+                    doing = "read its files back"
+                    t_read = _run_all(pool, read, writers, stop)
+                    if stop.signum is not None:
+                        raise interrupted()
+                doing = "remove its files"
+        except OSError as e:
+            raise _disk_error(path, e, doing) from None
+        if stop.signum is not None:  # a signal during the clean-up: the files are gone, honour it now
+            raise interrupted()
     total = per_file * writers
     fstype = _fstype(path)
     mode = "O_DIRECT" if set(modes) == {"O_DIRECT"} else next((m for m in modes if m != "O_DIRECT"), "cached")

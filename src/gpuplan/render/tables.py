@@ -217,6 +217,18 @@ def model_show(record: dict) -> Group:
     return Group(*parts)
 
 
+def _fit_advice(record: dict) -> list[Text]:
+    """The smallest change that makes a plan fit (plan/advice.py), as one line; nothing when it fits."""
+    if "fit_advice" not in record:
+        return []
+    advice = record["fit_advice"]
+    if advice is None:
+        return [Text("no single change found that fits (searched recompute, ZeRO, TP/PP, offload, formats and "
+                     "more GPUs): see 'gpuplan gpus list' for larger GPUs", style="red")]
+    return [Text(f"to fit, add: {advice['flags']} (then {advice['total_bytes'] / GiB:.1f} GiB of "
+                 f"{advice['capacity_bytes'] / GiB:.1f} GiB)", style="bold")]
+
+
 def train_report(record: dict) -> Group:
     """``gpuplan train``: the memory of the busiest GPU by part, the verdict, and the rule of thumb."""
     m, lay, job, mem, rule = record["model"], record["layout"], record["job"], record["memory"], record["rule_of_thumb"]
@@ -256,7 +268,7 @@ def train_report(record: dict) -> Group:
     verdict = (Text(f"fits: {mem['total_bytes'] / GiB:.1f} GiB of {mem['capacity_bytes'] / GiB:.1f} GiB usable "
                     f"({share:.0f}%)", style="bold green") if mem["fits"] else
                Text("does not fit: " + "; ".join(mem["reasons"]), style="bold red"))
-    parts: list = [*head, t, verdict]
+    parts: list = [*head, t, verdict, *_fit_advice(record)]
     mb = mem["max_micro_batch"]
     if mb is None:
         parts.append(Text("largest micro-batch: not estimated (activations need the architecture)"))
@@ -304,6 +316,7 @@ def serve_report(record: dict) -> Group:
                           f"sequences of {job['sequence_tokens']:,} tokens", style="bold green"))
     else:
         parts.append(Text("does not fit: " + "; ".join(mem["reasons"]), style="bold red"))
+        parts.extend(_fit_advice(record))
     lt = Table(box=box.SIMPLE_HEAD, header_style="bold")
     for col in ("time to first token", "time per output token", "request latency", "tokens/s per replica",
                 "tokens/s per GPU", "requests/s per replica"):

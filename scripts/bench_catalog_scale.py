@@ -1,0 +1,119 @@
+"""Time gpuplan's commands on very large catalogs (100,000 accelerators, offers or models by default).
+
+Generates the catalogs in a temporary folder, then runs each command in a fresh process (so start-up,
+parsing and validation are all counted) and prints its wall time, with the target beside it:
+
+    python scripts/bench_catalog_scale.py            # 100,000 entries per catalog
+    python scripts/bench_catalog_scale.py -n 20000   # smaller
+    python scripts/bench_catalog_scale.py --config-dir   # plant the files in $GPUPLAN_CONFIG_DIR instead
+
+Targets (2-core machine): list commands under 2 s, ``train ... --rank`` under 5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def accelerators(n: int) -> dict:
+    rows = []
+    for i in range(n):
+        rows.append({
+            "id": f"scale-gpu-{i}", "name": f"Scale GPU {i}", "vendor": "other", "architecture": "Scale",
+            "form_factor": "PCIe", "year": 2020 + i % 6, "aliases": [f"sg{i}", "scale-any"],
+            "memory_bytes": 16_000_000_000 + (i % 64) * 1_000_000_000, "memory_type": "HBM3",
+            "memory_bandwidth_bytes_per_s": 1e12 + i * 1e6, "tdp_w": 300 + i % 400, "pcie_gen": 5,
+            "peak_flops_per_s": {"bf16": 1e14 + i * 1e9, "fp8": 2e14 + i * 1e9},
+            "interconnect": {"kind": "NVLink 4", "bandwidth_bytes_per_s": 450e9},
+            "sources": {"default": {"title": "generated", "url": "https://example.com", "date": "2026-01"}},
+        })
+    return {"schema_version": 1, "accelerator": rows}
+
+
+def offers(n: int, gpus: list[str]) -> dict:
+    rows = []
+    for i in range(n):
+        rows.append({
+            "id": f"scale-offer-{i}", "provider": f"prov{i % 50}", "instance": f"inst-{i}", "region": "r1",
+            "gpu": gpus[i % len(gpus)], "gpu_count": 8, "usd_per_hour": 10 + (i % 997) / 10, "pricing": "on-demand",
+            "price_date": "2026-01", "source": {"title": "generated", "url": "https://example.com", "date": "2026-01"},
+        })
+    return {"schema_version": 1, "offer": rows}
+
+
+def models(n: int) -> dict:
+    cfg = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "num_hidden_layers": 2, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 4096}
+    return {"schema_version": 1, "models": [
+        {"id": f"scale-model-{i}", "name": f"Scale model {i}", "family": f"fam{i % 20}", "aliases": [f"sm{i}"],
+         "config": dict(cfg, hidden_size=256 + 64 * (i % 8))} for i in range(n)]}
+
+
+def write_catalogs(folder: Path, n: int) -> dict[str, Path]:
+    files = {"accelerators": folder / "accelerators.json", "offers": folder / "offers.json",
+             "models": folder / "models.json"}
+    files["accelerators"].write_text(json.dumps(accelerators(n)))
+    files["offers"].write_text(json.dumps(offers(n, ["h100-sxm-80gb", "a100-sxm-80gb", "b200", "l4"])))
+    files["models"].write_text(json.dumps(models(n)))
+    return files
+
+
+def timed(args: list[str], env: dict[str, str]) -> tuple[float, int, str]:
+    start = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "gpuplan", *args], env=env, capture_output=True, text=True)
+    return time.perf_counter() - start, p.returncode, p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-n", type=int, default=100_000, help="entries per catalog [100000]")
+    ap.add_argument("--config-dir", action="store_true", help="plant the catalogs in the config folder, not --catalog")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="gpuplan-scale-") as tmp:
+        root = Path(tmp)
+        conf = root / "config"
+        conf.mkdir()
+        t0 = time.perf_counter()
+        files = write_catalogs(root if not a.config_dir else conf, a.n)
+        if a.config_dir:
+            (conf / "models").mkdir()
+            files["models"].rename(conf / "models" / "scale.json")
+        print(f"generated {a.n:,} accelerators, offers and models in {time.perf_counter() - t0:.1f} s "
+              f"({'config dir' if a.config_dir else '--catalog'})")
+        env = {**os.environ, "GPUPLAN_CONFIG_DIR": str(conf), "HF_HUB_OFFLINE": "1"}
+
+        def cat(*names: str) -> list[str]:
+            return [] if a.config_dir else [x for n in names for x in ("--catalog", str(files[n]))]
+
+        cases = [
+            ("gpus list", cat("accelerators") + ["gpus", "list"], 2.0),
+            ("gpus show", cat("accelerators") + ["gpus", "show", "sg99"], 2.0),
+            ("offers list", cat("offers") + ["offers", "list"], 2.0),
+            ("offers list (+gpus)", cat("accelerators", "offers") + ["offers", "list"], 2.0),
+            ("model list", cat("models") + ["model", "list"], 2.0),
+            ("model show", cat("models") + ["model", "show", "sm7"], 2.0),
+            ("train --rank", cat("offers") + ["train", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--zero", "3",
+                                              "--tokens", "1T", "--rank"], 5.0),
+            ("train --rank (all)", cat("accelerators", "offers", "models") +
+             ["train", "sm3", "--gpu", "h100", "--gpus", "8", "--tokens", "1T", "--rank"], 5.0),
+            ("unknown gpu", cat("accelerators") + ["gpus", "show", "scale-gpu-x"], 2.0),
+        ]
+        worst = 0.0
+        for label, args, target in cases:
+            seconds, code, last = timed(args, env)
+            worst = max(worst, seconds / target)
+            flag = "ok  " if seconds < target else "SLOW"
+            print(f"{flag} {label:<22} {seconds:6.2f} s (target {target:g} s) exit {code}"
+                  + (f"  [{last[:100]}]" if code not in (0, 3) else ""))
+    return 0 if worst < 1 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
