@@ -71,7 +71,7 @@ def test_named_parts_resolve(name):
 
 def test_catalog_size_and_vendors():
     assert len(ACCS) >= 40
-    assert {a.vendor for a in ACCS} == {"nvidia", "amd", "intel", "google"}
+    assert {a.vendor for a in ACCS} == {"nvidia", "amd", "intel", "google", "other"}
 
 
 def test_entry_is_sourced_and_sane(acc):
