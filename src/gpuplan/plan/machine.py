@@ -1,0 +1,327 @@
+"""The ``machine`` block of a training or serving plan: storage, checkpoints, failures and goodput, CPU, host
+RAM, network, energy and emissions, built from the formulas in ``estimate/machine.py``. Pure (no I/O).
+
+A figure that cannot be computed (time-based ones without ``--tokens``, the network without the
+architecture, energy without a TDP) is None here and absent from the JSON, never 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import QuantityError
+from ..estimate import machine as mx
+from ..estimate.assumptions import Assumption
+from ..estimate.memory import _optimizer_bytes_per_param
+from ..estimate.steptime import StepAssumptions
+from ..spec.accelerator import Accelerator, pcie_bytes_per_s
+from ..spec.model import ModelSpec
+from ..units import parse_bytes, parse_count
+
+STORAGE_CHOICES = tuple(mx.STORAGE_CLASSES)
+DEFAULT_TRAIN_STORAGE = "lustre"
+DEFAULT_SERVE_STORAGE = "object"
+
+
+def parse_bytes_per_s(text: str, what: str = "--storage-write") -> float:
+    """A bandwidth: ``20GB/s``, ``1.5GiB/s``, ``800MB/s`` (``/s`` optional); more than zero."""
+    raw = str(text).strip()
+    body = raw[:-2] if raw.lower().endswith("/s") else raw
+    try:
+        value = parse_bytes(body, what)
+    except QuantityError:
+        raise QuantityError(f"can't read {what} '{text}': write bytes per second, like 20GB/s or 1.5GiB/s") from None
+    if value <= 0:
+        raise QuantityError(f"{what} '{text}' must be more than zero; write it like 20GB/s")
+    return float(value)
+
+
+def _number(text: str | float, what: str, allow_zero: bool, upper: float) -> float:
+    value = parse_count(text, what, allow_zero=allow_zero)
+    if value > upper:
+        raise QuantityError(f"{what} '{text}' is out of range: give at most {upper:g}")
+    return value
+
+
+@dataclass(frozen=True)
+class MachineOptions:
+    """The user's machine choices (flags); each validated on construction (QuantityError: one line, exit 2)."""
+
+    storage: str = DEFAULT_TRAIN_STORAGE
+    storage_write_bytes_per_s: float | None = None
+    bytes_per_token: float | None = None  # None: the stored token size for the model's vocabulary
+    async_checkpoint: bool = False
+    mtbf_per_gpu_hours: float | None = None
+    grid_gco2_per_kwh: float | None = None
+
+    @classmethod
+    def from_flags(cls, storage: str | None = None, storage_write: str | None = None,
+                   bytes_per_token: str | None = None, async_checkpoint: bool = False,
+                   mtbf_per_gpu_hours: str | None = None, grid_gco2_per_kwh: str | None = None,
+                   default_storage: str = DEFAULT_TRAIN_STORAGE) -> MachineOptions:
+        return cls(
+            storage=storage or default_storage,
+            storage_write_bytes_per_s=parse_bytes_per_s(storage_write) if storage_write is not None else None,
+            bytes_per_token=_number(bytes_per_token, "--bytes-per-token", False, 1e9) if bytes_per_token is not None
+            else None,
+            async_checkpoint=async_checkpoint,
+            mtbf_per_gpu_hours=_number(mtbf_per_gpu_hours, "--mtbf-per-gpu-hours", False, 1e9)
+            if mtbf_per_gpu_hours is not None else None,
+            grid_gco2_per_kwh=_number(grid_gco2_per_kwh, "--grid-gco2-per-kwh", True, 2000)
+            if grid_gco2_per_kwh is not None else None)
+
+    def __post_init__(self) -> None:
+        if self.storage not in mx.STORAGE_CLASSES:
+            raise QuantityError(f"--storage must be one of {', '.join(STORAGE_CHOICES)}, got {self.storage!r}")
+        for name, lo, hi, zero_ok in (("storage_write_bytes_per_s", 0, 1e15, False), ("bytes_per_token", 0, 1e9, False),
+                                      ("mtbf_per_gpu_hours", 0, 1e9, False), ("grid_gco2_per_kwh", 0, 2000, True)):
+            v = getattr(self, name)
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < lo or v > hi \
+                    or (v == 0 and not zero_ok):
+                raise QuantityError(f"--{name.replace('_', '-')} must be a finite number in "
+                                    f"{'[' if zero_ok else '('}{lo:g}, {hi:g}], got {v!r}")
+
+
+@dataclass(frozen=True)
+class MachineReport:
+    """The ``machine`` block: figures (None when not computable), assumptions used, notes."""
+
+    figures: dict[str, Any]
+    assumptions: tuple[Assumption, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict:
+        return _drop_none(self.figures)
+
+
+def _drop_none(d: dict) -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            v = _drop_none(v)
+        if v is not None:
+            out[k] = v
+    return out
+
+
+def nic_bytes_per_s_per_gpu(gpu: Accelerator, a: StepAssumptions) -> float:
+    """The scale-out bandwidth the step-time model uses: the set figure, else one NDR NIC (48 GB/s) per GPU
+    from Hopper on and one HDR NIC (24 GB/s) before (``estimate/steptime.py``)."""
+    return a.scale_out_bytes_per_s_per_gpu or (48e9 if gpu.architecture.lower() in
+                                               ("hopper", "blackwell", "cdna3", "cdna4") else 24e9)
+
+
+def _host_link_bytes_per_s(gpu: Accelerator, a: mx.MachineAssumptions) -> float:
+    return pcie_bytes_per_s(gpu.pcie_gen or 4) * a.pcie_efficiency
+
+
+def _failure_rate(gpu: Accelerator, options: MachineOptions, a: mx.MachineAssumptions) -> tuple[float, str]:
+    if options.mtbf_per_gpu_hours is not None:
+        return 1 / options.mtbf_per_gpu_hours, f"--mtbf-per-gpu-hours {options.mtbf_per_gpu_hours:g}"
+    if a.failures_per_gpu_hour:
+        return a.failures_per_gpu_hour, "--assume failures_per_gpu_hour"
+    key = mx.default_failure_source(gpu.architecture)
+    rate, source = mx.FAILURE_SOURCES[key]
+    return rate, f"{source} (picked for {gpu.architecture}; {mx.FAILURE_RANGE_NOTE})"
+
+
+def train_machine(model, gpu: Accelerator, layout, job, memory, plan=None, *,
+                  step_assumptions: StepAssumptions = StepAssumptions(),
+                  options: MachineOptions = MachineOptions(),
+                  assumptions: mx.MachineAssumptions = mx.MachineAssumptions()) -> MachineReport:
+    """The machine a training plan needs. ``memory`` is the MemoryReport of the layout; ``plan`` the
+    TrainingPlan (None without --tokens: the time-based figures are then absent)."""
+    a = assumptions
+    if plan is not None and plan.offer is not None:
+        from .training import offer_network
+
+        step_assumptions = offer_network(plan.offer, step_assumptions)
+    gpn = max(1, step_assumptions.gpus_per_node)
+    nodes = math.ceil(layout.gpus / gpn)
+    gpus_here = min(layout.gpus, gpn)
+    notes: list[str] = []
+
+    # ---- checkpoint: the trained parameters' weights, master weights and optimizer states
+    recipe = memory.recipe
+    spec = model if isinstance(model, ModelSpec) else None
+    opt_bytes = _optimizer_bytes_per_param(job, recipe, spec)
+    mp = layout.tp * layout.pp
+    data = layout.dp * layout.cp
+    ckpt = mx.checkpoint_size(memory.trainable_params, recipe.weights, recipe.master, opt_bytes,
+                              model_shards=mp * (data if layout.zero >= 3 else 1),
+                              optimizer_shards=mp * (data if layout.zero >= 1 else 1))
+    writer_nodes = min(nodes, math.ceil(ckpt.writer_ranks / gpn))
+    storage = mx.STORAGE_CLASSES[options.storage]
+    if options.storage_write_bytes_per_s is not None:
+        write_bw, write_src = options.storage_write_bytes_per_s, "--storage-write"
+    else:
+        write_bw = mx.storage_write_bytes_per_s(storage, writer_nodes)
+        write_src = f"{options.storage}: {writer_nodes} writing node(s) x per-node write" + (
+            ", capped by the file system" if storage.aggregate_write_bytes_per_s and
+            write_bw == storage.aggregate_write_bytes_per_s else "")
+    write_s = mx.transfer_s(ckpt.total_bytes, write_bw)
+    d2h_s = mx.transfer_s(ckpt.per_rank_bytes, _host_link_bytes_per_s(gpu, a))
+    blocking_s = mx.checkpoint_blocking_s(write_s, d2h_s, options.async_checkpoint)
+    if job.method != "full":
+        notes.append("checkpoint: the adapters and their optimizer states only (the frozen base is not saved)")
+    if not storage.durable and options.storage_write_bytes_per_s is None:
+        notes.append("local NVMe is not durable: copy checkpoints to shared storage, or a node loss loses them")
+
+    # ---- failures and the checkpoint interval
+    rate, rate_src = _failure_rate(gpu, options, a)
+    mtbf_s = mx.cluster_mtbf_s(rate, layout.gpus)
+    interval_s = mx.daly_interval_s(blocking_s, mtbf_s)
+    if options.async_checkpoint and interval_s < write_s:
+        interval_s = write_s  # the background write must finish before the next checkpoint starts
+        notes.append("asynchronous checkpoints: the interval is stretched to the storage write time")
+
+    # ---- host: CPU cores and RAM per node
+    cores = mx.cpu_cores_per_gpu(a.loader_workers_per_gpu)
+    ram_parts = {
+        "gpu_memory_floor_bytes": mx.host_ram_floor_bytes(gpu.memory_bytes, gpus_here, a.host_ram_per_gpu_memory),
+        "loader_workers_bytes": gpus_here * a.loader_workers_per_gpu * a.loader_worker_bytes,
+        "cpu_offload_bytes": gpus_here * memory.cpu_offload_bytes,
+        "pinned_checkpoint_staging_bytes": gpus_here * ckpt.per_rank_bytes if options.async_checkpoint else 0.0,
+    }
+
+    # ---- time-based figures (need --tokens)
+    bpt = options.bytes_per_token or mx.token_dtype_bytes(getattr(model, "vocab_size", None))
+    bpt_src = "--bytes-per-token" if options.bytes_per_token else (
+        "Megatron-LM DType.optimal_dtype: uint16 below 65,500 vocabulary entries, else int32")
+    figures: dict[str, Any] = {
+        "storage": {"class": options.storage, "source": storage.source,
+                    "read_bytes_per_s_per_node": storage.read_bytes_per_s_per_node,
+                    "write_bytes_per_s": write_bw, "write_source": write_src},
+        "bytes_per_token": bpt, "bytes_per_token_source": bpt_src,
+        "dataset_bytes": None, "storage_read_bytes_per_s": None, "storage_read_bytes_per_s_per_node": None,
+        "checkpoint_bytes": ckpt.total_bytes,
+        "checkpoint_parts_bytes": {"weights_bytes": ckpt.weights_bytes,
+                                   "master_weights_bytes": ckpt.master_weights_bytes,
+                                   "optimizer_bytes": ckpt.optimizer_bytes},
+        "checkpoint_bytes_per_rank": ckpt.per_rank_bytes, "checkpoint_writer_ranks": ckpt.writer_ranks,
+        "checkpoint_write_s": write_s, "checkpoint_device_to_host_s": d2h_s,
+        "checkpoint_blocking_s": blocking_s, "async_checkpoint": options.async_checkpoint,
+        "failures_per_gpu_hour": rate, "failures_source": rate_src,
+        "cluster_mtbf_s": mtbf_s,
+        "checkpoint_interval_s": interval_s,
+        "checkpoint_interval_young_s": mx.young_interval_s(blocking_s, mtbf_s),
+        "checkpoint_interval_method": "Daly 2006 higher-order optimum (Young 1974 beside it)",
+        "checkpoint_interval_steps": None,
+        "expected_interruptions": None, "time_lost_s": None, "goodput": None,
+        "wall_time_s": None, "wall_time_with_failures_s": None,
+        "cost_usd": None, "cost_with_failures_usd": None,
+        "cpu_cores_per_gpu": cores, "cpu_cores_per_node": cores * gpus_here,
+        "host_ram_bytes_per_node": sum(ram_parts.values()), "host_ram_parts_bytes": ram_parts,
+        "network_bytes_per_s_per_gpu": None, "nic_bytes_per_s_per_gpu": None, "network_exposed_s_per_step": None,
+        "energy_kwh": None, "co2eq_kg": None,
+        "grid_gco2_per_kwh": options.grid_gco2_per_kwh if options.grid_gco2_per_kwh is not None
+        else a.grid_gco2_per_kwh,
+    }
+    if plan is not None:
+        tokens = plan.compute.tokens * plan.compute.epochs
+        solve_s = plan.time.seconds
+        tokens_per_s = tokens / solve_s
+        figures["dataset_bytes"] = mx.dataset_bytes(tokens, bpt)
+        figures["storage_read_bytes_per_s"] = mx.read_bytes_per_s(tokens_per_s, bpt)
+        figures["storage_read_bytes_per_s_per_node"] = figures["storage_read_bytes_per_s"] / nodes
+        if figures["storage_read_bytes_per_s_per_node"] > storage.read_bytes_per_s_per_node:
+            notes.append(f"storage: {options.storage} reads {storage.read_bytes_per_s_per_node / 1e9:.3g} GB/s per node, "
+                         f"less than the {figures['storage_read_bytes_per_s_per_node'] / 1e9:.3g} GB/s the plan needs")
+        extra = write_s if options.async_checkpoint else 0.0
+        fc = mx.run_with_failures(solve_s, interval_s, blocking_s, a.restart_s, mtbf_s, extra)
+        figures.update(expected_interruptions=fc.interruptions, goodput=fc.goodput, wall_time_s=solve_s,
+                       wall_time_with_failures_s=fc.wall_s,
+                       time_lost_s={"checkpoint_s": fc.checkpoint_s, "restart_s": fc.restart_s, "rework_s": fc.rework_s})
+        if plan.step is not None:
+            figures["checkpoint_interval_steps"] = max(1, round(interval_s / plan.step.iteration_s))
+        if plan.usd_per_gpu_hour is not None:
+            figures["cost_usd"] = plan.usd
+            figures["cost_with_failures_usd"] = fc.wall_s * layout.gpus / mx.HOUR_S * plan.usd_per_gpu_hour
+        if gpu.tdp_w:
+            gpu_hours = fc.wall_s * layout.gpus / mx.HOUR_S
+            figures["energy_kwh"] = mx.energy_kwh(gpu_hours, gpu.tdp_w, a.host_power_factor, a.pue)
+            figures["co2eq_kg"] = mx.co2eq_kg(figures["energy_kwh"], figures["grid_gco2_per_kwh"])
+        else:
+            notes.append(f"energy: {gpu.id} has no TDP in the catalog")
+        if plan.step is not None and isinstance(model, ModelSpec):
+            figures.update(_network(model, gpu, layout, job, memory, plan.step, step_assumptions, gpn))
+    used = [Assumption(x.name, rate, x.unit, rate_src) if x.name == "failures_per_gpu_hour" else x for x in a.items()]
+    used = [Assumption(x.name, figures["grid_gco2_per_kwh"], x.unit, "--grid-gco2-per-kwh")
+            if x.name == "grid_gco2_per_kwh" and options.grid_gco2_per_kwh is not None else x for x in used]
+    return MachineReport(figures, tuple(used), tuple(notes))
+
+
+def _network(model, gpu, layout, job, memory, step, a: StepAssumptions, gpn: int) -> dict:
+    """Per-GPU inter-node traffic per step, the bandwidth that hides it, and what shows when it does not.
+
+    Data parallel: the ring all-reduce of the gradients this GPU holds (2(n-1)/n x S), split over the NICs of
+    the group's members on one node, as the step-time model counts it, overlapped with the last micro-batch's
+    backward (two thirds of its compute); ZeRO-3 moves 1.5x (Rajbhandari et al. 2020,
+    section 7). Pipeline: 2 x chunks x micro-batches activations of tokens x hidden / tp per step, spread
+    over the step.
+    """
+    from ..estimate.memory import resolve_recipe
+    from ..estimate.params import count_params
+
+    nic = nic_bytes_per_s_per_gpu(gpu, a)
+    out = {"nic_bytes_per_s_per_gpu": nic, "network_bytes_per_s_per_gpu": 0.0, "network_exposed_s_per_step": 0.0}
+    if gpu.vendor == "google" or layout.gpus <= gpn:
+        return out  # one node (or a TPU slice): no scale-out traffic
+    m = step.micro_batches
+    compute = sum(step.parts.get(k, 0.0) for k in ("matmul", "attention", "elementwise"))
+    window = compute * 2 / 3 / m  # backward is two thirds of forward + backward
+    recipe, _ = resolve_recipe(job, layout)
+    b = count_params(model)
+    local = (b.total - b.parts.get("experts", 0)) / (layout.tp * layout.pp) + \
+        b.parts.get("experts", 0) / (layout.tp * layout.pp * layout.ep)
+    group = layout.dp * layout.cp
+    per_node = max(1, gpn // (layout.tp * layout.pp))
+    dp_bytes = 0.0
+    if group > 1 and job.method == "full":
+        dp_bytes = mx.allreduce_bytes_per_rank(local * recipe.grads, group) / per_node
+        if layout.zero >= 3:
+            dp_bytes *= 1.5
+    pp_bytes = 0.0
+    if layout.pp > 1 and layout.tp * layout.pp > gpn:
+        send = job.micro_batch * job.seq_len / layout.cp * model.hidden_size * (4 if job.precision == "fp32" else 2)
+        pp_bytes = 2 * m * send / layout.tp
+    need = (dp_bytes / window if window > 0 else 0.0) + pp_bytes / step.iteration_s
+    out.update(network_bytes_per_s_per_gpu=need,
+               network_exposed_s_per_step=mx.exposed_s(dp_bytes, nic, window) if dp_bytes else 0.0,
+               network_dp_bytes_per_step=dp_bytes, network_pp_bytes_per_step=pp_bytes)
+    return out
+
+
+def serve_machine(gpu: Accelerator, layout, report, *, storage: str = DEFAULT_SERVE_STORAGE,
+                  gpus_per_node: int = StepAssumptions().gpus_per_node,
+                  assumptions: mx.MachineAssumptions = mx.MachineAssumptions()) -> MachineReport:
+    """Cold start of one replica: its weights read from storage into host memory, then copied to each GPU
+    over PCIe (in parallel across GPUs); host RAM to stage them; disk to cache the weight files."""
+    a = assumptions
+    if storage not in mx.STORAGE_CLASSES:
+        raise QuantityError(f"--storage must be one of {', '.join(STORAGE_CHOICES)}, got {storage!r}")
+    sc = mx.STORAGE_CLASSES[storage]
+    per_gpu = float(report.group_bytes("weights"))
+    gpus_here = min(layout.gpus_per_replica, max(1, gpus_per_node))
+    replica = per_gpu * layout.gpus_per_replica
+    per_node = per_gpu * gpus_here
+    read_s = mx.transfer_s(per_node, sc.read_bytes_per_s_per_node)
+    h2d_s = mx.transfer_s(per_gpu, _host_link_bytes_per_s(gpu, a))
+    floor = mx.host_ram_floor_bytes(gpu.memory_bytes, gpus_here, a.host_ram_per_gpu_memory)
+    figures = {
+        "storage": {"class": storage, "source": sc.source, "read_bytes_per_s_per_node": sc.read_bytes_per_s_per_node},
+        "weights_bytes_per_replica": replica, "weights_bytes_per_node": per_node,
+        "cold_start_s": read_s + h2d_s,
+        "cold_start_parts_s": {"storage_read_s": read_s, "host_to_device_s": h2d_s},
+        "host_ram_bytes_per_node": max(floor, per_node),
+        "host_ram_parts_bytes": {"gpu_memory_floor_bytes": floor, "weight_staging_bytes": per_node},
+        "disk_bytes_per_node": replica,
+    }
+    keep = {"pcie_efficiency", "host_ram_per_gpu_memory"}
+    return MachineReport(figures, tuple(x for x in a.items() if x.name in keep),
+                         ("cold start: engine start-up, graph capture and compilation come on top",))
+
