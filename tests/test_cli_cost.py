@@ -159,8 +159,8 @@ def test_long_context_mfu_note(run):
 @pytest.mark.parametrize("args,fragment", [
     (("--tokens", "1T", "--assume", "hbm_efficiency=0"), "must be more than 0"),
     (("--tokens", "1T", "--epochs", "nan"), "finite"),
-    (("--tokens", "1T", "--usd-per-gpu-hour", "1e308", "--json"), "not a finite number"),
-    (("--tokens", "1T", "--deadline", "1ms"), "shorter than one step"),
+    (("--tokens", "1T", "--usd-per-gpu-hour", "1e308", "--json"), "at most"),
+    (("--tokens", "1T", "--deadline", "1ms"), "--deadline must be at least 1"),
     (("--gpus", "8", "--zero", "1", "--tokens", "1T", "--rank", "--plot", "/nonexistent/x.html"), "can't write"),
 ])
 def test_planner_bad_input(run, args, fragment):

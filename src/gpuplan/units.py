@@ -32,6 +32,53 @@ DAY_S = 86400.0
 WEEK_S = 7 * DAY_S
 YEAR_S = 365.0 * DAY_S
 
+# ---------------------------------------------------------------------------------------------
+# Ranges: the largest (and smallest) values gpuplan plans with. Beyond them an estimate is not
+# meaningful and the arithmetic could overflow or take long, so inputs outside are refused (exit 2).
+
+#: Accelerators in one job or fleet: 2**20, about ten times the largest clusters announced (2024-25).
+MAX_GPUS = 2**20
+#: Tokens of one training run: 1e18, about 30 000 times Llama 3's 15.6T.
+MAX_TOKENS = 1e18
+#: Training epochs.
+MAX_EPOCHS = 1e6
+#: Tokens per sequence (sequence length, prompt, output, context): 2**24, above every published context.
+MAX_SEQ_TOKENS = 2**24
+#: Sequences per (micro-)batch, and concurrent sequences.
+MAX_BATCH = 2**40
+#: LoRA adapter rank (ranks in use are 4-256; the hidden size bounds a useful one).
+MAX_LORA_RANK = 2**16
+#: The smallest MFU worth planning with: 0.1 % (measured MFUs are 20-60 %; below 0.1 % the GPUs idle).
+MIN_MFU = 1e-3
+#: Durations (deadlines, latency targets, periods): 1 microsecond to 1000 years.
+MIN_DURATION_S = 1e-6
+MAX_DURATION_S = 1000 * 365.0 * 86400.0
+#: Requests per second to serve: from one a million seconds (11.6 days) to 1e9.
+MIN_QPS = 1e-6
+MAX_QPS = 1e9
+#: Dollar amounts (a purchase price) and prices per GPU-hour.
+MAX_USD = 1e12
+MAX_USD_PER_HOUR = 1e6
+
+
+def check_range(value: float, what: str, low: float, high: float, *, low_open: bool = False,
+                why: str = "") -> float:
+    """``value`` if it is finite and within [low, high] ((low, high] with ``low_open``), else a
+    :class:`~gpuplan.errors.QuantityError` that names the range (and ``why``, when given). -0 becomes 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise QuantityError(f"{what} must be a number, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise QuantityError(f"{what} must be a finite number, got {value!r}")
+    if value > high or value < low or (low_open and value == low):
+        def show(x: float) -> str:
+            return f"{x:,}" if isinstance(x, int) else f"{x:g}"
+
+        lower = f"more than {show(low)}" if low_open else f"at least {show(low)}"
+        raise QuantityError(f"{what} must be {lower} and at most {show(high)}, got {show(value)}"
+                            + (f" ({why})" if why else ""))
+    return value + 0 if isinstance(value, int) else value + 0.0
+
+
 _NUMBER = r"[+-]?(?:\d+(?:_\d+)*(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 
 _COUNT_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15}
@@ -62,16 +109,29 @@ _PRICE_RE = re.compile(
 
 
 def _number(text: str) -> float:
-    return float(text.replace("_", ""))
+    """The float of a matched number; too many digits (or an exponent past 1e308) read as inf, refused later."""
+    digits = text.replace("_", "")
+    if len(digits) > 400:
+        return math.inf
+    return float(digits)
+
+
+def _as_float(value: int | float) -> float:
+    """A Python number as a float; an int too large for one reads as inf (refused by ``_check``)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
 
 
 def _check(value: float, what: str, raw: str, example: str, allow_zero: bool) -> float:
+    """Finite (no nan, no inf, no overflow) and not negative; -0 reads as 0."""
     if not math.isfinite(value):
         raise QuantityError(f"{what} '{raw}' is not a finite number; write it like {example}")
     if value < 0 or (value == 0 and not allow_zero):
         bound = "zero or more" if allow_zero else "more than zero"
         raise QuantityError(f"{what} '{raw}' must be {bound}; write it like {example}")
-    return value
+    return value + 0.0
 
 
 def parse_count(text: str | int | float, what: str = "count", allow_zero: bool = False) -> float:
@@ -80,7 +140,7 @@ def parse_count(text: str | int | float, what: str = "count", allow_zero: bool =
     ``G`` is read as 1e9 too (``7G``). Used for parameters and tokens.
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return _check(float(text), what, str(text), "7B or 1.5e9", allow_zero)
+        return _check(_as_float(text), what, str(text), "7B or 1.5e9", allow_zero)
     m = _COUNT_RE.match(str(text))
     if not m:
         raise QuantityError(
@@ -103,7 +163,7 @@ def parse_tokens(text: str | int | float) -> float:
 def parse_bytes(text: str | int | float, what: str = "size") -> int:
     """A size in bytes: ``80GB`` (1e9), ``80GiB`` (2**30), ``512MiB``, ``1.5TB``; a plain number is bytes."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return int(_check(float(text), what, str(text), "80GB or 80GiB", True))
+        return int(_check(_as_float(text), what, str(text), "80GB or 80GiB", True))
     m = _BYTES_RE.match(str(text))
     unit = m.group(2).lower() if m else None
     if not m or unit not in _BYTE_UNITS:
@@ -117,7 +177,7 @@ def parse_bytes(text: str | int | float, what: str = "size") -> int:
 def parse_duration(text: str | int | float, what: str = "duration") -> float:
     """A duration in seconds: ``30d``, ``12h``, ``90min``, ``1w``, ``1d12h``; a plain number is seconds."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return _check(float(text), what, str(text), "30d or 12h", False)
+        return _check(_as_float(text), what, str(text), "30d or 12h", False)
     raw = str(text).strip()
     pos, total, parts = 0, 0.0, 0
     for m in _DURATION_PART_RE.finditer(raw):
@@ -138,7 +198,7 @@ def parse_duration(text: str | int | float, what: str = "duration") -> float:
 def parse_usd_per_hour(text: str | int | float, what: str = "price") -> float:
     """A price per hour in US dollars: ``$2.5/h``, ``2.5``, ``$2.50/hr``, ``3/gpu-hour``."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return _check(float(text), what, str(text), "$2.5/h", True)
+        return _check(_as_float(text), what, str(text), "$2.5/h", True)
     m = _PRICE_RE.match(str(text))
     if not m:
         raise QuantityError(f"can't read {what} '{text}': write dollars per hour, like $2.5/h or 2.5")
@@ -151,7 +211,7 @@ _USD_RE = re.compile(rf"^\s*\$?\s*({_NUMBER})\s*([kmb]?)\s*$", re.IGNORECASE)
 def parse_usd(text: str | int | float, what: str = "amount") -> float:
     """A dollar amount: ``30000``, ``$30,000``, ``$30k``, ``1.2M``."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return _check(float(text), what, str(text), "$30000 or $30k", True)
+        return _check(_as_float(text), what, str(text), "$30000 or $30k", True)
     m = _USD_RE.match(str(text).replace(",", ""))
     if not m:
         raise QuantityError(f"can't read {what} '{text}': write dollars, like 30000, $30,000 or $30k")

@@ -9,8 +9,8 @@ from ..errors import CatalogError
 from ..spec.accelerator import Accelerator, Interconnect, Source
 from .paths import DATA_DIR, user_files
 from .registry import Registry
-from .schema import (AcceleratorEntry, AcceleratorFile, Skipped, entry_label, read_structured, skip_or_raise,
-                     validate)
+from .schema import (AcceleratorEntry, AcceleratorFile, Skipped, entry_label, read_entries, skip_or_raise, validate,
+                     without_gc)
 
 BUNDLED_FILE = DATA_DIR / "accelerators.toml"
 LIST_HINT = "'gpuplan gpus list' shows them all"
@@ -40,7 +40,7 @@ def read_accelerator_file(path: Path, origin: str | None = None, *,
     cannot be read at all still raises.
     """
     path = Path(path)
-    data = read_structured(path)
+    data, left_out = read_entries(path, ("accelerator", "accelerators"), skipped)
     if isinstance(data, dict) and "accelerator" not in data and "accelerators" in data:
         data = {**{k: v for k, v in data.items() if k != "accelerators"}, "accelerator": data["accelerators"]}
     if not isinstance(data, dict):
@@ -51,6 +51,8 @@ def read_accelerator_file(path: Path, origin: str | None = None, *,
     seen: set[str] = set()
     where_origin = origin or str(path)
     for i, raw in enumerate(doc.accelerator):
+        if i in left_out:
+            continue
         try:
             entry = validate(AcceleratorEntry, raw, f"{path}: {entry_label(raw, i, 'accelerator')}")
             if entry.id in seen:
@@ -67,6 +69,7 @@ def user_accelerator_files() -> list[Path]:
     return user_files("accelerators.toml", "accelerators.json")[0]
 
 
+@without_gc
 def load_accelerators(extra_files: Iterable[Path] = ()) -> Registry[Accelerator]:
     """Bundled accelerators, then the user's directory, then ``extra_files``; later ids override earlier.
 

@@ -20,7 +20,8 @@ from .hf_config import MAX_PARAMS, load_config_json, spec_from_hf_config
 from .hub import HUB_ID_RE, MAX_CONFIG_BYTES, Fetcher, fetch_hub_config
 from .paths import DATA_DIR, user_files
 from .registry import Registry
-from .schema import ModelEntry, ModelFile, Skipped, entry_label, read_structured, skip_or_raise, validate
+from .schema import (ModelEntry, ModelFile, Skipped, entry_label, read_entries, read_file_bytes, read_structured,
+                     skip_or_raise, validate, without_gc)
 
 BUNDLED_DIR = DATA_DIR / "models"
 LIST_HINT = "'gpuplan model list' shows the built-in ones; a config.json path or a Hub id works too"
@@ -49,7 +50,7 @@ def read_model_file(path: Path, origin: str | None = None, *,
     ``read_accelerator_file``).
     """
     path = Path(path)
-    data = read_structured(path)
+    data, left_out = read_entries(path, ("models",), skipped)
     if not isinstance(data, dict):
         raise CatalogError(f"{path}: expected an object with a 'models' list at the top level, "
                            f"got {type(data).__name__}; see docs/catalog-schema.md")
@@ -57,6 +58,8 @@ def read_model_file(path: Path, origin: str | None = None, *,
     out: list[ModelSpec] = []
     seen: set[str] = set()
     for i, raw in enumerate(doc.models):
+        if i in left_out:
+            continue
         where = f"{path}: {entry_label(raw, i, 'model')}"
         try:
             entry = validate(ModelEntry, raw, where)
@@ -83,6 +86,7 @@ def user_model_files() -> list[Path]:
     return user_files("models/*.json", "models.json")[0]
 
 
+@without_gc
 def load_models(extra_files: Iterable[Path] = ()) -> Registry[ModelSpec]:
     """Bundled models, then the user's directory, then ``extra_files``; later ids override earlier.
 
@@ -124,15 +128,8 @@ def read_config_path(path: Path) -> ModelSpec:
         if not (path / "config.json").is_file():
             raise ModelConfigError(f"{path}: folder has no config.json")
         path = path / "config.json"
-    if not path.is_file():
-        raise ModelConfigError(f"{path}: not a regular file; give a config.json or the folder that holds one")
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_CONFIG_BYTES + 1)  # bounded, whatever the file claims to be
-    except OSError as e:
-        raise ModelConfigError(f"{path}: can't read the file ({e.strerror or e})") from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise ModelConfigError(f"{path}: too large for a config.json (more than {MAX_CONFIG_BYTES:,} bytes)")
+    # the project's one file reader: regular files only (no FIFO or device), bounded
+    data = read_file_bytes(path, error=ModelConfigError, max_bytes=MAX_CONFIG_BYTES)
     config = load_config_json(data, str(path))
     model_id = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
     return spec_from_hf_config(config, id=model_id, name=model_id, where=str(path), origin=str(path))

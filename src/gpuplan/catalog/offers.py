@@ -12,8 +12,8 @@ from ..spec.accelerator import Source
 from ..spec.offer import Offer
 from .paths import DATA_DIR, user_files
 from .registry import Registry
-from .schema import (_DATE, _ID, Bytes, Count, Rate, Skipped, SourceEntry, _Strict, entry_label, read_structured,
-                     skip_or_raise, validate)
+from .schema import (_DATE, _ID, Bytes, Count, Rate, Skipped, SourceEntry, _Strict, entry_label, read_entries,
+                     skip_or_raise, validate, without_gc)
 
 BUNDLED_FILE = DATA_DIR / "offers.toml"
 LIST_HINT = "'gpuplan offers list' shows them all"
@@ -51,7 +51,7 @@ def read_offer_file(path: Path, known_gpus: Registry, origin: str | None = None,
     ``read_accelerator_file``).
     """
     path = Path(path)
-    data = read_structured(path)
+    data, left_out = read_entries(path, ("offer",), skipped)
     if not isinstance(data, dict):
         raise CatalogError(f"{path}: expected a table (object) with an 'offer' list at the top level, "
                            f"got {type(data).__name__}; see docs/offers-schema.md")
@@ -60,6 +60,8 @@ def read_offer_file(path: Path, known_gpus: Registry, origin: str | None = None,
     seen: set[str] = set()
     raws: dict[str, dict] = {}
     for i, raw in enumerate(doc.offer):
+        if i in left_out:
+            continue
         where = f"{path}: {entry_label(raw, i, 'offer')}"
         try:
             e = validate(OfferEntry, raw, where)
@@ -133,6 +135,7 @@ def _consistency_problems(offers: list[Offer], path: Path) -> list[tuple[Catalog
     return problems
 
 
+@without_gc
 def load_offers(accelerators: Registry, extra_files: Iterable[Path] = ()) -> Registry[Offer]:
     """Bundled offers, then the user's offers.toml/json, then ``extra_files``; later ids override earlier.
 

@@ -78,9 +78,14 @@ def user_files(*patterns: str) -> tuple[list[Path], list[CatalogError]]:
                                                  " its files are not read"))
         return listings[folder]
 
+    top = listing(d)
+    if top is None:  # the folder itself is unreadable: one problem, not one per file
+        return [], problems
     out: list[Path] = []
     for pattern in patterns:
         sub, _, name = pattern.rpartition("/")
+        if sub and sub not in top:
+            continue
         folder = d / sub if sub else d
         names = listing(folder)
         if names is None:

@@ -37,7 +37,7 @@ class Registry(Generic[T]):
         self.list_hint = list_hint
         self._by_id: dict[str, T] = {}
         self._order: dict[str, int] = {}  # id key -> position of first insertion (the listing order)
-        self._alias_index: dict[str, list[str]] = {}  # alias key -> id keys carrying it
+        self._alias_index: dict[str, dict[str, None]] = {}  # alias key -> id keys carrying it (a set, ordered)
         self._broken: dict[str, GpuplanError] = {}
         self.problems: list[GpuplanError] = []
         for entry in entries:
@@ -49,8 +49,8 @@ class Registry(Generic[T]):
         if old is not None:
             for alias in getattr(old, "aliases", ()):
                 ids = self._alias_index.get(_key(alias))
-                if ids and key in ids:
-                    ids.remove(key)
+                if ids is not None:
+                    ids.pop(key, None)
                     if not ids:
                         del self._alias_index[_key(alias)]
         else:
@@ -58,13 +58,8 @@ class Registry(Generic[T]):
         self._by_id[key] = entry
         for alias in getattr(entry, "aliases", ()):
             akey = _key(alias)
-            if akey == key:
-                continue
-            ids = self._alias_index.setdefault(akey, [])
-            if key not in ids:
-                ids.append(key)
-                if len(ids) > 1:
-                    ids.sort(key=self._order.__getitem__)
+            if akey != key:
+                self._alias_index.setdefault(akey, {})[key] = None
 
     def add_problem(self, error: GpuplanError, names: Iterable[str] = ()) -> None:
         """Record something skipped while loading; ``names`` (the entry's id and aliases) then raise ``error``
@@ -88,7 +83,12 @@ class Registry(Generic[T]):
         key = _key(name)
         if key in self._by_id:
             return [self._by_id[key]]
-        return [self._by_id[k] for k in self._alias_index.get(key, ())]
+        ids = self._alias_index.get(key)
+        if not ids:
+            return []
+        if len(ids) == 1:
+            return [self._by_id[next(iter(ids))]]
+        return [self._by_id[k] for k in sorted(ids, key=self._order.__getitem__)]  # in listing order
 
     def problem_for(self, name: str) -> GpuplanError | None:
         """The error of a skipped entry that ``name`` names (None when a valid entry has it, or none does)."""
@@ -133,5 +133,5 @@ class Registry(Generic[T]):
     def _canonical(self, key: str) -> str | None:
         if key in self._by_id:
             return self._by_id[key].id  # type: ignore[attr-defined]
-        ids = self._alias_index.get(key, ())
-        return self._by_id[ids[0]].id if len(ids) == 1 else None  # type: ignore[attr-defined]
+        ids = self._alias_index.get(key, {})
+        return self._by_id[next(iter(ids))].id if len(ids) == 1 else None  # type: ignore[attr-defined]

@@ -6,13 +6,15 @@ entry and the field. The formats are documented in docs/catalog-schema.md.
 
 from __future__ import annotations
 
+import functools
+import gc
 import json
 import math
 import os
 import stat
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Callable, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -213,18 +215,31 @@ def _int_or_bad(text: str) -> Any:
     return int(text) if len(text) <= _MAX_INT_DIGITS else _Bad(text, f"has more than {_MAX_INT_DIGITS} digits")
 
 
-def _find_bad(data: Any) -> tuple[tuple, _Bad] | None:
-    """The location of the first :class:`_Bad` in a parsed document, and the stand-in (iterative: any depth)."""
+class NumberError(CatalogError):
+    """A file whose numbers are not all finite (or too long to read). ``document`` is the parsed file with
+    stand-ins for those numbers and ``found`` their locations, so a lenient reader can leave out just the
+    entries that hold one."""
+
+    def __init__(self, message: str, document: Any, found: list[tuple[tuple, CatalogError]]):
+        super().__init__(message)
+        self.document = document
+        self.found = found
+
+
+def _find_bad(data: Any) -> list[tuple[tuple, _Bad]]:
+    """The locations of every :class:`_Bad` in a parsed document, in document order (iterative: any depth)."""
+    out: list[tuple[tuple, _Bad]] = []
     stack: list[tuple[tuple, Any]] = [((), data)]
     while stack:
         loc, node = stack.pop()
         if isinstance(node, _Bad):
-            return loc, node
+            out.append((loc, node))
+            continue
         if isinstance(node, dict):
             stack.extend((loc + (k,), v) for k, v in reversed(list(node.items())))
         elif isinstance(node, list):
             stack.extend((loc + (i,), v) for i, v in reversed(list(enumerate(node))))
-    return None
+    return out
 
 
 #: The entry lists of gpuplan's files, and what one entry is called in messages.
@@ -303,11 +318,30 @@ def _parse_structured(path: Path, fmt: str | None) -> Any:
             data = json.loads(text, parse_constant=_Bad, parse_float=_float_or_bad, parse_int=_int_or_bad)
     except ValueError as e:  # TOML: an integer of more than 4300 digits (tomllib has no hook for integers)
         raise CatalogError(f"{path}: not valid {fmt}: {str(e).split(';')[0]}") from None
-    found = _find_bad(data)
-    if found is None:  # pragma: no cover - only _Bad numbers fail the first parse with a plain ValueError
+    found = [(loc, CatalogError(f"{path}: {describe_location(data, loc)}: {_short(bad.text)} {bad.why}; "
+                                "give a finite number")) for loc, bad in _find_bad(data)]
+    if not found:  # pragma: no cover - only stand-ins fail the first parse with a plain ValueError
         raise CatalogError(f"{path}: not valid {fmt}: a number is out of range")
-    loc, bad = found
-    raise CatalogError(f"{path}: {describe_location(data, loc)}: {_short(bad.text)} {bad.why}; give a finite number")
+    raise NumberError(str(found[0][1]), data, found)
+
+
+def read_entries(path: Path, keys: tuple[str, ...], skipped: list[Skipped] | None) -> tuple[Any, set[int]]:
+    """``read_structured`` for a file of entries listed under one of ``keys``: with a ``skipped`` list (a lenient reader), an
+    entry holding a number that is not finite is noted there, and its index returned to be left out;
+    anything else wrong with the numbers raises."""
+    try:
+        return read_structured(path), set()
+    except NumberError as e:
+        if skipped is None:
+            raise
+        data, left_out = e.document, set()
+        for loc, err in e.found:
+            if len(loc) < 2 or loc[0] not in keys or not isinstance(loc[1], int):
+                raise err from None
+            if loc[1] not in left_out:
+                left_out.add(loc[1])
+                skipped.append(Skipped(err, entry_names(data[loc[0]][loc[1]])))
+        return data, left_out
 
 
 def _field_path(loc: tuple) -> str:
@@ -332,6 +366,21 @@ def explain(err: ValidationError, where: str) -> CatalogError:
 def entry_label(raw: Any, index: int, kind: str) -> str:
     ident = raw.get("id") if isinstance(raw, dict) else None
     return f"{kind} '{ident}'" if isinstance(ident, str) else f"{kind} #{index + 1}"
+
+
+def without_gc(func: Callable) -> Callable:
+    """Run ``func`` with the cyclic garbage collector paused: reading a 100,000-entry catalog makes millions
+    of objects, none in a cycle, and the collector's full passes over them cost more than the reading."""
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            if was_enabled:
+                gc.enable()
+    return wrapper
 
 
 def entry_names(raw: Any) -> tuple[str, ...]:

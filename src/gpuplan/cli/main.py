@@ -23,6 +23,75 @@ from ..errors import CatalogError, GpuplanError
 EXIT_BAD_INPUT = 2
 
 
+class _Number(click.ParamType):
+    """A numeric flag: a whole number (``integer``) or a finite float, within [low, high] ((low, high] with
+    ``low_open``). nan, inf, overflow and huge integers are refused before any arithmetic (exit 2, one
+    line that names the range and ``why``); -0 reads as 0. The bounds live in ``units.py``."""
+
+    def __init__(self, low: float, high: float, *, integer: bool = False, low_open: bool = False, why: str = ""):
+        self.low, self.high, self.integer, self.low_open, self.why = low, high, integer, low_open, why
+        self.name = "integer" if integer else "number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        import math
+
+        from ..errors import QuantityError
+
+        flag = (param.opts[0] if param is not None and param.opts else getattr(param, "name", None)) or "value"
+        kind = "a whole number" if self.integer else "a finite number"
+        low, high = (f"{self.low:,}", f"{self.high:,}") if self.integer else (f"{self.low:g}", f"{self.high:g}")
+        lower = f"> {low}" if self.low_open else f">= {low}"
+        expected = f"{flag} must be {kind} {lower} and <= {high}" + (f" ({self.why})" if self.why else "")
+        if isinstance(value, bool):
+            raise QuantityError(f"{expected}, got {value!r}")
+        if isinstance(value, (int, float)):
+            number: float | int = value
+        else:
+            text = str(value).strip().replace("_", "")
+            if self.integer:
+                if not text.isascii() or not text.lstrip("+-").isdigit() or len(text) > 30:
+                    raise QuantityError(f"{expected}, got {value!r}")
+                number = int(text)
+            else:
+                try:
+                    number = float(text) if len(text) <= 400 else math.inf
+                except ValueError:
+                    raise QuantityError(f"{expected}, got {value!r}") from None
+        if isinstance(number, float) and not math.isfinite(number):
+            raise QuantityError(f"{expected}, got {value!r} (not a finite number)")
+        if self.integer and isinstance(number, float):
+            if not number.is_integer():
+                raise QuantityError(f"{expected}, got {value!r}")
+            number = int(number)
+        if number > self.high or number < self.low or (self.low_open and number == self.low):
+            raise QuantityError(f"{expected}, got {value}")
+        return number + 0 if isinstance(number, int) else number + 0.0
+
+
+def _given(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A quantity flag given an empty or blank value is an error, not the flag left out."""
+    if value is not None and not value.strip():
+        from ..errors import QuantityError
+
+        raise QuantityError(f"{param.opts[0] if param.opts else param.name} is empty; give a value (see --help)")
+    return value
+
+
+def _whole(low: int, high: int, why: str = "") -> _Number:
+    return _Number(low, high, integer=True, why=why)
+
+
+def _real(low: float, high: float, *, low_open: bool = False, why: str = "") -> _Number:
+    return _Number(low, high, low_open=low_open, why=why)
+
+
+# the ranges of the numeric flags (units.py documents each bound)
+_GPUS = 2**20        # units.MAX_GPUS (kept here so --help does not import more than click)
+_SEQ = 2**24         # units.MAX_SEQ_TOKENS
+_BATCH = 2**40       # units.MAX_BATCH
+_LORA = 2**16        # units.MAX_LORA_RANK
+
+
 class Ctx:
     """What every command needs: the extra catalog files, the output mode, the catalogs (loaded once per
     command) and the warnings met loading them (broken entries of the user's config folder), which
@@ -101,15 +170,38 @@ def _hub_fetch(ctx: click.Context):
     return hub_fetcher(bool(ctx.meta.get("gpuplan.offline")))
 
 
-def _emit(ctx: click.Context, record: dict, as_json: bool, render: Callable[[dict], Any]) -> None:
-    """Print a record as JSON or as the table ``render`` draws from it."""
-    if as_json or ctx.obj.as_json:
+def _nonfinite(value: Any, path: str = "") -> str | None:
+    """The path of the first float in a record that is nan or inf (None when every number is finite)."""
+    if not path:  # the C encoder checks a 100,000-row record in a fraction of a second; walk only to say where
         try:
-            text = json.dumps(record, indent=2, allow_nan=False)
-        except ValueError:
-            raise GpuplanError("a result is not a finite number: an input is out of range (check prices, "
-                               "--epochs and the assumptions)") from None
-        click.echo(text)
+            json.dumps(value, allow_nan=False)
+            return None
+        except (ValueError, TypeError):
+            pass
+    if isinstance(value, float):
+        return None if value == value and value not in (float("inf"), float("-inf")) else (path or "result")
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _nonfinite(item, f"{path}.{key}" if path else str(key))
+        if found:
+            return found
+    return None
+
+
+def _emit(ctx: click.Context, record: dict, as_json: bool, render: Callable[[dict], Any]) -> None:
+    """Print a record as JSON or as the table ``render`` draws from it; either way a result that is not a
+    finite number (an input far out of range overflowed) is an error, never printed as nan or inf."""
+    bad = _nonfinite(record)
+    if bad:
+        raise GpuplanError(f"a result ({bad}) is not a finite number: an input is out of range (check the "
+                           "counts, prices, --epochs and the assumptions)")
+    if as_json or ctx.obj.as_json:
+        click.echo(json.dumps(record, indent=2, allow_nan=False))
         return
     from rich.console import Console
 
@@ -166,7 +258,7 @@ _SORT_KEYS: dict[str, Callable[[Any], Any]] = {
 
 @gpus.command("list")
 @click.option("--vendor", help="Only this vendor (nvidia, amd, intel, google).")
-@click.option("--min-memory", help="Only devices with at least this much memory, e.g. 40GB or 80GiB.")
+@click.option("--min-memory", callback=_given, help="Only devices with at least this much memory, e.g. 40GB or 80GiB.")
 @click.option("--dtype", help="Only devices with a peak for this dtype: fp64 fp32 tf32 fp16 bf16 fp8 int8 fp4.")
 @click.option("--sort", "sort_key", type=click.Choice(sorted(_SORT_KEYS)), default="vendor", show_default=True,
               help="Order (numbers: largest first).")
@@ -286,7 +378,7 @@ def model_list(ctx: click.Context, family: str | None, as_json: bool) -> None:
 
 @model.command("show")
 @click.argument("model_name", metavar="MODEL")
-@click.option("--seq-len", type=click.IntRange(min=1), help="Sequence length for FLOPs per token "
+@click.option("--seq-len", type=_whole(1, _SEQ), help="Sequence length for FLOPs per token "
               "[default: 4096, capped at the model's context].")
 @_offline_option
 @_json_option
@@ -303,6 +395,8 @@ def model_show(ctx: click.Context, model_name: str, seq_len: int | None, as_json
 # -------------------------------------------------------------------------------------------- train
 
 EXIT_DOES_NOT_FIT = 3
+#: The storage classes of estimate/machine.py (kept here so --help does not import the estimate package).
+_STORAGE_CHOICES = ("local-nvme", "nfs", "lustre", "object")
 
 
 def _parse_assumptions(items: tuple[str, ...], base=None):
@@ -324,26 +418,31 @@ def _parse_assumptions(items: tuple[str, ...], base=None):
             changes[name] = parse_bytes(value, name) if name.endswith("_bytes") else (
                 int(value) if isinstance(getattr(base, name), int) else float(value))
         except (ValueError, OverflowError):
-            raise click.BadParameter(f"'{item}': {value!r} is not a number", param_hint="--assume") from None
+            kind = "a whole number" if isinstance(getattr(base, name), int) and not name.endswith("_bytes") \
+                else "a number"
+            raise click.BadParameter(f"'{item}': {value!r} is not {kind}", param_hint="--assume") from None
     return replace(base, **changes)  # the assumptions class checks ranges (one line, exit 2)
 
 
 @cli.command()
 @click.argument("model_name", metavar="MODEL")
 @click.option("--gpu", "gpu_name", required=True, help="Accelerator id or alias (gpuplan gpus list).")
-@click.option("--gpus", type=int, help="Number of GPUs [default: tp x pp x cp, or what --deadline needs].")
-@click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel degree.")
-@click.option("--pp", type=int, default=1, show_default=True, help="Pipeline-parallel degree.")
-@click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel degree.")
-@click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel degree (MoE).")
+@click.option("--gpus", type=_whole(1, _GPUS), help="Number of GPUs [default: tp x pp x cp, or what --deadline needs].")
+@click.option("--tp", type=_whole(1, _GPUS), default=1, show_default=True, help="Tensor-parallel degree.")
+@click.option("--pp", type=_whole(1, _GPUS), default=1, show_default=True, help="Pipeline-parallel degree.")
+@click.option("--cp", type=_whole(1, _GPUS), default=1, show_default=True, help="Context-parallel degree.")
+@click.option("--ep", type=_whole(1, _GPUS), default=1, show_default=True, help="Expert-parallel degree (MoE).")
 @click.option("--sequence-parallel", is_flag=True, help="Megatron sequence parallelism (needs --tp > 1).")
 @click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True, help="ZeRO stage.")
 @click.option("--fsdp", is_flag=True, help="PyTorch FSDP full sharding (ZeRO-3 semantics, FSDP recipe).")
 @click.option("--offload", type=click.Choice(["none", "optimizer", "params"]), default="none", show_default=True,
               help="ZeRO-Offload of optimizer states (or params too, ZeRO-3) to CPU memory.")
-@click.option("--micro-batch", type=int, default=1, show_default=True, help="Sequences per GPU per micro-step.")
-@click.option("--global-batch", type=int, help="Sequences per optimizer step (gradient accumulation follows).")
-@click.option("--seq-len", type=int, help="Tokens per sequence [default: 4096, capped at the model's context].")
+@click.option("--micro-batch", type=_whole(1, _BATCH), default=1, show_default=True,
+              help="Sequences per GPU per micro-step.")
+@click.option("--global-batch", type=_whole(1, _BATCH),
+              help="Sequences per optimizer step (gradient accumulation follows).")
+@click.option("--seq-len", type=_whole(1, _SEQ), help="Tokens per sequence [default: 4096, capped at the model's "
+              "context].")
 @click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none", show_default=True,
               help="Activation recomputation.")
 @click.option("--flash-attention/--no-flash-attention", default=True, show_default=True)
@@ -355,24 +454,36 @@ def _parse_assumptions(items: tuple[str, ...], base=None):
 @click.option("--optimizer", type=click.Choice(["adamw", "adamw-8bit", "sgd", "adafactor", "lion"]), default="adamw",
               show_default=True)
 @click.option("--method", type=click.Choice(["full", "lora", "qlora"]), default="full", show_default=True)
-@click.option("--lora-rank", type=int, default=16, show_default=True)
+@click.option("--lora-rank", type=_whole(1, _LORA), default=16, show_default=True)
 @click.option("--lora-targets", default="q_proj,k_proj,v_proj,o_proj", show_default=True,
               help="Comma-separated module names, or all-linear.")
 @click.option("--quant", type=click.Choice(["nf4", "int8"]), help="Quantized frozen base (qlora implies nf4).")
 @click.option("--assume", "assume", multiple=True, metavar="NAME=VALUE",
               help="Override an assumption, e.g. cuda_context_bytes=1GiB (names in the --json output).")
-@click.option("--tokens", help="Training tokens, e.g. 2T: adds FLOPs, time, GPU-hours and cost.")
-@click.option("--epochs", type=float, default=1.0, show_default=True)
-@click.option("--mfu", type=float, help="Model FLOPs utilization to assume instead of predicting it (0-1).")
-@click.option("--deadline", help="Finish within, e.g. 30d: picks the GPU count (instead of --gpus).")
+@click.option("--tokens", callback=_given, help="Training tokens, e.g. 2T: adds FLOPs, time, GPU-hours and cost.")
+@click.option("--epochs", type=_real(0, 1e6, low_open=True), default=1.0, show_default=True)
+@click.option("--mfu", type=_real(0.001, 1, why="a fraction of the dense peak; below 0.001 (0.1 %) the GPUs would "
+              "idle, measured MFUs are 0.2-0.6"),
+              help="Model FLOPs utilization to assume instead of predicting it (0.001-1).")
+@click.option("--deadline", callback=_given, help="Finish within, e.g. 30d: picks the GPU count (instead of --gpus).")
 @click.option("--offer", "offer_id", help="Price with this offer (gpuplan offers list).")
-@click.option("--usd-per-gpu-hour", "price", help="Price per GPU-hour, e.g. $2.5/h (instead of --offer).")
-@click.option("--virtual-stages", type=int, default=1, show_default=True,
+@click.option("--usd-per-gpu-hour", "price", callback=_given, help="Price per GPU-hour, e.g. $2.5/h (instead of --offer).")
+@click.option("--virtual-stages", type=_whole(1, 1024), default=1, show_default=True,
               help="Interleaved pipeline chunks per GPU (Megatron virtual pipeline).")
 @click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path),
               help="A profile from 'gpuplan local bench --save': measured efficiencies replace datasheet ones.")
 @click.option("--rank", is_flag=True, help="Rank every offer that can run the job by cost and time.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="With --rank: write an HTML chart.")
+@click.option("--bytes-per-token", help="Stored bytes per training token [default: 2 below 65,500 vocabulary entries "
+              "(uint16), else 4].")
+@click.option("--storage", type=click.Choice(_STORAGE_CHOICES), default="lustre", show_default=True,
+              help="Storage class for data and checkpoints (sourced default bandwidths).")
+@click.option("--storage-write", help="Checkpoint write bandwidth of the storage, e.g. 20GB/s (instead of the class's).")
+@click.option("--async-checkpoint/--no-async-checkpoint", default=False, show_default=True,
+              help="Asynchronous checkpoints: training waits only for the device-to-host copy.")
+@click.option("--mtbf-per-gpu-hours", help="Mean time between failures of one GPU, in hours [default: from Llama 3 "
+              "(Hopper and later) or Meta's A100 clusters].")
+@click.option("--grid-gco2-per-kwh", help="Grid carbon intensity for CO2eq, g/kWh [default: 480, world 2023 (Ember)].")
 @click.option("--require-fit", is_flag=True, hidden=True,
               help="Kept for old scripts: exit code 3 when the job does not fit is now the default.")
 @_offline_option
@@ -384,7 +495,9 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
           optimizer: str, method: str, lora_rank: int, lora_targets: str, quant: str | None,
           assume: tuple[str, ...], tokens: str | None, epochs: float, mfu: float | None, deadline: str | None,
           offer_id: str | None, price: str | None, virtual_stages: int, calibration: Path | None, rank: bool,
-          plot: Path | None, require_fit: bool, as_json: bool) -> None:
+          plot: Path | None, bytes_per_token: str | None, storage: str, storage_write: str | None,
+          async_checkpoint: bool, mtbf_per_gpu_hours: str | None, grid_gco2_per_kwh: str | None,
+          require_fit: bool, as_json: bool) -> None:
     """Will training or fine-tuning MODEL fit, how long will it take and what will it cost?
 
     Memory per GPU, itemized, with the largest micro-batch; with --tokens also FLOPs, predicted step time
@@ -402,10 +515,18 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
     from ..estimate.steptime import StepAssumptions
     from ..units import parse_duration, parse_tokens, parse_usd_per_hour
 
+    from ..estimate.machine import MachineAssumptions
+    from ..plan.machine import MachineOptions
+
     memory_names = set(MemoryAssumptions.SOURCES)
+    machine_names = set(MachineAssumptions.SOURCES)
     assumptions = _parse_assumptions(tuple(x for x in assume if x.partition("=")[0] in memory_names))
-    step_assumptions = _parse_assumptions(tuple(x for x in assume if x.partition("=")[0] not in memory_names),
-                                          StepAssumptions())
+    machine_assumptions = _parse_assumptions(tuple(x for x in assume if x.partition("=")[0] in machine_names),
+                                             MachineAssumptions())
+    step_assumptions = _parse_assumptions(tuple(x for x in assume if x.partition("=")[0] not in
+                                                memory_names | machine_names), StepAssumptions())
+    machine_options = MachineOptions.from_flags(storage, storage_write, bytes_per_token, async_checkpoint,
+                                                mtbf_per_gpu_hours, grid_gco2_per_kwh)
     if (deadline or rank or mfu is not None or offer_id or price or plot or calibration) and not tokens:
         raise click.BadParameter("--deadline, --rank, --mfu, --offer, --usd-per-gpu-hour, --plot and --calibration "
                                  "need --tokens",
@@ -481,6 +602,11 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
     if plan is not None:
         record = records.with_training_plan(record, plan, step_assumptions)
         record = records.with_calibration(record, calibrated)
+    from ..plan.machine import train_machine
+
+    record = records.with_machine(record, train_machine(model, accelerator, layout, job, report, plan,
+                                                        step_assumptions=step_assumptions, options=machine_options,
+                                                        assumptions=machine_assumptions))
     if not report.fits:
         from ..plan.advice import training_fit_advice
 
@@ -496,28 +622,31 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
 @cli.command()
 @click.argument("model_name", metavar="MODEL")
 @click.option("--gpu", "gpu_name", required=True, help="Accelerator id or alias (gpuplan gpus list).")
-@click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel GPUs per replica.")
-@click.option("--pp", type=int, default=1, show_default=True, help="Pipeline stages per replica.")
-@click.option("--replicas", type=int, default=1, show_default=True, help="Replicas (without --qps/--qpm).")
+@click.option("--tp", type=_whole(1, _GPUS), default=1, show_default=True, help="Tensor-parallel GPUs per replica.")
+@click.option("--pp", type=_whole(1, _GPUS), default=1, show_default=True, help="Pipeline stages per replica.")
+@click.option("--replicas", type=_whole(1, _GPUS), default=1, show_default=True,
+              help="Replicas (without --qps/--qpm).")
 @click.option("--weights", default="bf16", show_default=True,
               help="bf16 fp16 fp8 int8 int4-g32 int4-awq int4-gptq gguf-q8_0 gguf-q6_k gguf-q5_k_m gguf-q4_k_m gguf-q4_0")
 @click.option("--kv-cache", default="bf16", show_default=True, help="bf16 fp16 fp8 int8")
-@click.option("--prompt-tokens", type=int, default=512, show_default=True)
-@click.option("--output-tokens", type=int, default=256, show_default=True)
-@click.option("--batch", type=int, help="Static batch: prompts prefilled together, decoded together.")
-@click.option("--concurrency", type=int, help="Continuous batching: sequences decoding at once.")
-@click.option("--context", type=int, help="KV tokens reserved per sequence [default: prompt + output].")
-@click.option("--max-tpot", help="Largest time per output token, e.g. 50ms (picks the largest batch that meets it).")
-@click.option("--max-ttft", help="Largest time to first token, e.g. 2s.")
-@click.option("--qps", help="Requests per second to serve (sizes the fleet).")
-@click.option("--qpm", help="Requests per minute to serve (sizes the fleet).")
-@click.option("--usd-per-gpu-hour", "price", help="GPU price, e.g. $2.5/h, for $ per million tokens.")
+@click.option("--prompt-tokens", type=_whole(1, _SEQ), default=512, show_default=True)
+@click.option("--output-tokens", type=_whole(1, _SEQ), default=256, show_default=True)
+@click.option("--batch", type=_whole(1, _BATCH), help="Static batch: prompts prefilled together, decoded together.")
+@click.option("--concurrency", type=_whole(1, _BATCH), help="Continuous batching: sequences decoding at once.")
+@click.option("--context", type=_whole(1, _SEQ), help="KV tokens reserved per sequence [default: prompt + output].")
+@click.option("--max-tpot", callback=_given, help="Largest time per output token, e.g. 50ms (picks the largest batch that meets it).")
+@click.option("--max-ttft", callback=_given, help="Largest time to first token, e.g. 2s.")
+@click.option("--qps", callback=_given, help="Requests per second to serve (sizes the fleet).")
+@click.option("--qpm", callback=_given, help="Requests per minute to serve (sizes the fleet).")
+@click.option("--usd-per-gpu-hour", "price", callback=_given, help="GPU price, e.g. $2.5/h, for $ per million tokens.")
 @click.option("--offer", "offer_id", help="Price with this offer (gpuplan offers list) instead of --usd-per-gpu-hour.")
 @click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path),
               help="A profile from 'gpuplan local bench --save': measured bandwidth replaces the default efficiency.")
 @click.option("--engine", type=click.Choice(["server", "compiled"]), default="server", show_default=True,
               help="server: continuous-batching engine (vLLM-like); compiled: one CUDA-graph stream (gpt-fast-like).")
 @click.option("--assume", "assume", multiple=True, metavar="NAME=VALUE", help="Override an assumption.")
+@click.option("--storage", type=click.Choice(_STORAGE_CHOICES), default="object", show_default=True,
+              help="Where the weights are read from at cold start (sourced default bandwidths).")
 @click.option("--rank", is_flag=True, help="Compare every GPU x weight format (bf16, fp8, int8, int4-awq) on the "
               "smallest TP group that fits, by $ per million output tokens (then tokens/s per GPU).")
 @click.option("--require-fit", is_flag=True, hidden=True,
@@ -529,7 +658,7 @@ def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, 
           kv_cache: str, prompt_tokens: int, output_tokens: int, batch: int | None, concurrency: int | None,
           context: int | None, max_tpot: str | None, max_ttft: str | None, qps: str | None, qpm: str | None,
           price: str | None, offer_id: str | None, calibration: Path | None, engine: str, assume: tuple[str, ...],
-          rank: bool, require_fit: bool, as_json: bool) -> None:
+          storage: str, rank: bool, require_fit: bool, as_json: bool) -> None:
     """Serving MODEL: memory, latency (TTFT, TPOT), throughput, GPUs for a load, and $ per million tokens.
 
     With --rank, --gpu names the GPUs to compare (comma-separated, or 'all').
@@ -544,12 +673,24 @@ def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, 
 
     if qps and qpm:
         raise click.BadParameter("give --qps or --qpm, not both", param_hint="--qps")
-    rate = parse_count(qps, "--qps") if qps else (parse_count(qpm, "--qpm") / 60 if qpm else None)
+    from ..units import MAX_QPS, MIN_QPS, check_range
+
+    rate = None
+    if qps:
+        rate = check_range(parse_count(qps, "--qps"), "--qps", MIN_QPS, MAX_QPS, why="requests per second")
+    elif qpm:
+        rate = check_range(parse_count(qpm, "--qpm"), "--qpm", 60 * MIN_QPS, 60 * MAX_QPS,
+                           why="requests per minute") / 60
     job = ServingJob(weights=weights, kv_cache=kv_cache, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                      batch=batch, concurrency=concurrency, context=context,
                      max_tpot_s=parse_duration(max_tpot, "--max-tpot") if max_tpot else None,
                      max_ttft_s=parse_duration(max_ttft, "--max-ttft") if max_ttft else None, engine=engine)
     layout = ServingLayout(tp=tp, pp=pp, replicas=replicas)
+    from ..estimate.machine import MachineAssumptions
+
+    machine_assume = tuple(x for x in assume if x.partition("=")[0] in ("pcie_efficiency", "host_ram_per_gpu_memory"))
+    assume = tuple(x for x in assume if x not in machine_assume)
+    machine_assumptions = _parse_assumptions(machine_assume, MachineAssumptions())
     assumptions = _parse_assumptions(assume, assumptions_for(job)) if assume else None
     model = resolve_model(model_name, ctx.obj.models(), fetch=_hub_fetch(ctx))
     if rank and calibration:
@@ -599,6 +740,10 @@ def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, 
     if not report.fits and (rate or price or offer_id_given):
         record["notes"].append("no fleet or cost: one replica does not fit")
     record = records.with_calibration(record, calibrated)
+    from ..plan.machine import serve_machine
+
+    record = records.with_machine(record, serve_machine(accelerator, layout, report, storage=storage,
+                                                        assumptions=machine_assumptions))
     if not report.fits:
         from ..plan.advice import serving_fit_advice
 
@@ -613,19 +758,23 @@ def serve(ctx: click.Context, model_name: str, gpu_name: str, tp: int, pp: int, 
 
 @cli.command()
 @click.option("--gpu", "gpu_name", required=True, help="Accelerator id or alias.")
-@click.option("--gpus", type=int, default=8, show_default=True, help="GPUs bought (and rented instead).")
-@click.option("--years", type=float, help="Period compared [default: the useful life].")
-@click.option("--life-years", type=float, help="Useful life the purchase is paid off over [default: data file, 5].")
-@click.option("--utilization", type=float, default=0.7, show_default=True,
-              help="Share of the hours the GPUs do paid work (0-1).")
-@click.option("--purchase-usd-per-gpu", "purchase", help="GPU price, e.g. 30000 [default: the data file's estimate].")
-@click.option("--server-usd-per-gpu", "server", help="Server share per GPU [default: data file, or the overhead fraction].")
-@click.option("--pue", type=float, help="Power usage effectiveness of the facility.")
-@click.option("--usd-per-kwh", type=float, help="Electricity price.")
-@click.option("--hosting-usd-per-kw-month", "hosting", type=float, help="Colocation price per kW of IT load.")
-@click.option("--staff-usd-per-gpu-year", "staff", type=float, default=0.0, show_default=True,
+@click.option("--gpus", type=_whole(1, _GPUS), default=8, show_default=True, help="GPUs bought (and rented instead).")
+@click.option("--years", type=_real(0, 1000, low_open=True), help="Period compared [default: the useful life].")
+@click.option("--life-years", type=_real(0.01, 100), help="Useful life the purchase is paid off over [default: data "
+              "file, 5].")
+@click.option("--utilization", type=_real(0.001, 1, why="a fraction of the hours; below 0.001 (9 hours a year) the "
+              "cost per used hour is meaningless"), default=0.7, show_default=True,
+              help="Share of the hours the GPUs do paid work (0.001-1).")
+@click.option("--purchase-usd-per-gpu", "purchase", callback=_given, help="GPU price, e.g. 30000 [default: the data file's estimate].")
+@click.option("--server-usd-per-gpu", "server", callback=_given, help="Server share per GPU [default: data file, or the overhead fraction].")
+@click.option("--pue", type=_real(1, 10, why="facility power over IT power; 1.1-1.6 in practice"),
+              help="Power usage effectiveness of the facility.")
+@click.option("--usd-per-kwh", type=_real(0, 100), help="Electricity price.")
+@click.option("--hosting-usd-per-kw-month", "hosting", type=_real(0, 1e6), help="Colocation price per kW of IT load.")
+@click.option("--staff-usd-per-gpu-year", "staff", type=_real(0, 1e12), default=0.0, show_default=True,
               help="Operations staff per GPU per year (no sourced default: 0 unless given).")
-@click.option("--cost-of-capital", type=float, help="Annual interest rate on the purchase.")
+@click.option("--cost-of-capital", type=_real(0, 1, why="an annual rate: 0.08 is 8 %"),
+              help="Annual interest rate on the purchase (0.08 = 8 %).")
 @_json_option
 @click.pass_context
 def tco(ctx: click.Context, gpu_name: str, gpus: int, years: float | None, life_years: float | None,

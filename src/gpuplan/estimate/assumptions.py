@@ -14,6 +14,11 @@ from typing import ClassVar, Mapping
 
 from ..errors import JobError
 
+#: The largest value an assumption may take (bytes, elements, seconds, factors): 1e15, a petabyte.
+MAX_ASSUMPTION = 1e15
+#: The smallest non-zero fraction (an efficiency, a share): 0.1 %.
+MIN_FRACTION = 1e-3
+
 
 @dataclass(frozen=True)
 class Assumption:
@@ -36,16 +41,25 @@ class AssumptionSet:
 
 
 def check_assumptions(obj, fractions: tuple[str, ...] = (), ranges: Mapping[str, tuple[float, float]] = MappingProxyType({}),
-                      positive: tuple[str, ...] = ()) -> None:
-    """Every assumption finite and >= 0; fractions in [0, 1]; ``positive`` ones > 0; named ones in range."""
+                      positive: tuple[str, ...] = (), efficiencies: tuple[str, ...] = ()) -> None:
+    """Every assumption finite, >= 0 and at most MAX_ASSUMPTION; fractions in [0, 1]; ``positive`` ones > 0;
+    efficiencies (the ``positive`` fractions, and those named in ``efficiencies``, where 0 may mean "the
+    default") at least MIN_FRACTION unless 0; named ones in range. Huge values, and the subnormal
+    efficiencies that divide a time into inf, are refused here."""
     for f in fields(obj):
         value = getattr(obj, f.name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                (isinstance(value, float) and not math.isfinite(value)) or value < 0:
             raise JobError(f"assumption {f.name} must be a finite number >= 0, got {value!r}")
+        if value > MAX_ASSUMPTION:
+            raise JobError(f"assumption {f.name} must be at most {MAX_ASSUMPTION:g}, got {value:g}")
         if f.name in fractions and value > 1:
             raise JobError(f"assumption {f.name} is a fraction: give a value between 0 and 1, got {value!r}")
         if f.name in positive and value == 0:
             raise JobError(f"assumption {f.name} must be more than 0")
+        if f.name in fractions and (f.name in positive or f.name in efficiencies) and 0 < value < MIN_FRACTION:
+            raise JobError(f"assumption {f.name} must be at least {MIN_FRACTION:g} (0.1 %): a smaller efficiency or "
+                           f"share is not a usable one, got {value:g}")
         if f.name in ranges:
             lo, hi = ranges[f.name]
             if not lo <= value <= hi:

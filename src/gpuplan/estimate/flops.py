@@ -14,6 +14,19 @@ Conventions used here, stated once:
   own widths (DeepSeek-V3: d_qk = 192, d_v = 128). Layers with a sliding window attend to
   min(T, window) tokens.
 - Inference per token at context T is the forward pass only: 2N + attention at T.
+
+Causal attention, two conventions (``causal`` argument):
+- ``causal=False`` (the default, PaLM appendix B, and the convention of most published MFU figures:
+  Narayanan et al. 2021 eq. 3, Korthikanti et al. 2022 eq. 7, NeMo): every token of a sequence of T is
+  charged the full T-wide QKᵀ and PV products. This is what ``model show`` prints and what the
+  published figures are checked against. It is also the exact cost of one decode token at context T.
+- ``causal=True``: a token attends on average to the tokens before it, so the score and context matmuls
+  of a sequence cost T²/2 instead of T² (the FLOP count of FlashAttention's benchmarks, Dao et al. 2022
+  and Dao 2023: ``4·T²·H·Q / 2`` forward for a causal mask). With a sliding window w the mean span is
+  T/2 for T <= w and w - w²/(2T) beyond (the integral of min(t, w) over t in [0, T], divided by T).
+  Training plans count model FLOPs this way, and the step-time model (``steptime.py``) charges the
+  kernels the same spans, so the MFU the plans report is at most the attention kernel's efficiency and
+  never above 1, even at long context where attention dominates.
 """
 
 from __future__ import annotations
@@ -33,6 +46,7 @@ class FlopsPerToken:
     matmul_params: int
     forward_matmul_flops: float
     forward_attention_flops: float
+    causal: bool = False
 
     @property
     def forward_flops(self) -> float:
@@ -56,9 +70,15 @@ class FlopsPerToken:
             "inference": self.inference_flops,
             "training_matmul": 3.0 * self.forward_matmul_flops,
             "training_attention": 3.0 * self.forward_attention_flops,
-            "convention": "PaLM appendix B: 6N + 12*L*H*Q*T per training token; model FLOPs "
-                          "(no causal halving, no recompute); N excludes embedding lookups, includes the LM head",
+            "convention": CAUSAL_CONVENTION if self.causal else NONCAUSAL_CONVENTION,
         }
+
+
+NONCAUSAL_CONVENTION = ("PaLM appendix B: 6N + 12*L*H*Q*T per training token; model FLOPs (no causal halving, "
+                        "no recompute); N excludes embedding lookups, includes the LM head")
+CAUSAL_CONVENTION = ("model FLOPs with causal attention: 6N + 6*L*H*Q*T per training token (PaLM appendix B's "
+                     "attention term halved for the causal mask, as FlashAttention counts it), no recompute; "
+                     "N excludes embedding lookups, includes the LM head")
 
 
 def matmul_params(spec: ModelSpec) -> int:
@@ -69,28 +89,45 @@ def matmul_params(spec: ModelSpec) -> int:
     return b.active - lookups + head
 
 
-def attention_flops_forward(spec: ModelSpec, seq_len: int) -> float:
-    """Forward attention FLOPs per token: sum over layers of 2·T_l·H·(d_qk + d_v) (PaLM appendix B form).
+def attended_span(seq_len: float, window: int | None = None, causal: bool = False) -> float:
+    """Tokens one query attends to, on average over a sequence of ``seq_len``.
 
-    T_l is ``seq_len``, or the sliding window for the layers that use one.
+    Non-causal (PaLM appendix B): T, or min(T, w) under a sliding window w. Causal (FlashAttention's
+    count): T/2, and with a window w < T the mean of min(t, w) over t in [0, T], w - w²/(2T).
+    """
+    if not causal:
+        return float(min(seq_len, window)) if window else float(seq_len)
+    if window and seq_len > window:
+        return window - window * window / (2.0 * seq_len)
+    return seq_len / 2.0
+
+
+def attention_flops_forward(spec: ModelSpec, seq_len: int, causal: bool = False) -> float:
+    """Forward attention FLOPs per token: sum over layers of 2·S_l·H·(d_qk + d_v) (PaLM appendix B form).
+
+    S_l is the attended span of :func:`attended_span`: ``seq_len`` (or the sliding window, for the layers
+    that use one) without ``causal``; half of it, on average over the sequence, with ``causal``.
     """
     per_context_token = 2.0 * spec.attention_heads * (spec.qk_head_dim + spec.v_head_dim)
     windowed = spec.sliding_window_layers if spec.sliding_window else 0
     full = spec.layers - windowed
-    span_windowed = min(seq_len, spec.sliding_window) if spec.sliding_window else 0
-    return per_context_token * (full * seq_len + windowed * span_windowed)
+    span_full = attended_span(seq_len, None, causal)
+    span_windowed = attended_span(seq_len, spec.sliding_window, causal) if windowed else 0.0
+    return per_context_token * (full * span_full + windowed * span_windowed)
 
 
-def flops_per_token(model: ModelSpec | ParamsOnlyModel, seq_len: int) -> FlopsPerToken:
-    """FLOPs per token at sequence length ``seq_len``; a parameter-only model gets 2N / 6N without attention."""
+def flops_per_token(model: ModelSpec | ParamsOnlyModel, seq_len: int, causal: bool = False) -> FlopsPerToken:
+    """FLOPs per token at sequence length ``seq_len``; a parameter-only model gets 2N / 6N without attention.
+
+    ``causal``: count the attention of a causal mask (half the scores, see the module docstring)."""
     if seq_len <= 0:
         raise ValueError("seq_len must be positive")
     if isinstance(model, ParamsOnlyModel):
         return FlopsPerToken(seq_len=seq_len, matmul_params=model.params,
-                             forward_matmul_flops=2.0 * model.params, forward_attention_flops=0.0)
+                             forward_matmul_flops=2.0 * model.params, forward_attention_flops=0.0, causal=causal)
     n = matmul_params(model)
     return FlopsPerToken(seq_len=seq_len, matmul_params=n, forward_matmul_flops=2.0 * n,
-                         forward_attention_flops=attention_flops_forward(model, seq_len))
+                         forward_attention_flops=attention_flops_forward(model, seq_len, causal), causal=causal)
 
 
 def require_architecture(model: ModelSpec | ParamsOnlyModel, what: str) -> ModelSpec:

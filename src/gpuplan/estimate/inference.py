@@ -23,7 +23,8 @@ from ..errors import JobError
 from ..spec.accelerator import Accelerator
 from ..spec.model import ModelSpec, ParamsOnlyModel
 from ..spec.serving import KV_DTYPES, ServingJob, ServingLayout
-from ..units import GiB, MiB
+from ..units import (MAX_BATCH, MAX_DURATION_S, MAX_GPUS, MAX_QPS, MAX_SEQ_TOKENS, MAX_USD_PER_HOUR, MIN_DURATION_S,
+                     MIN_QPS, GiB, MiB, check_range)
 from .flops import attention_flops_forward, matmul_params
 from .assumptions import Assumption, AssumptionSet, check_assumptions
 from .memory import Itemized
@@ -302,11 +303,12 @@ def prefill_s(model, gpu: Accelerator, layout: ServingLayout, job: ServingJob, a
     """Prefill of ``batch`` prompts of ``prompt`` tokens: compute-bound at useful sizes.
 
     FLOPs = tokens x 2N + causal attention (each token attends to the ones before it: on average half
-    the prompt, PaLM appendix B's term halved); stages in turn, as in decode.
+    the prompt, PaLM appendix B's term halved as FlashAttention counts it; ``flops.attended_span``, which
+    also handles sliding windows); stages in turn, as in decode.
     """
     w = weight_bytes(model, job.weights, layout).total * _kernel_factor(job.weights, a)
     stage_layers, share = _stage_share(model, layout)
-    attn = attention_flops_forward(model, max(1, prompt // 2)) if isinstance(model, ModelSpec) else 0.0
+    attn = attention_flops_forward(model, prompt, causal=True) if isinstance(model, ModelSpec) else 0.0
     flops = batch * prompt * (2 * _active_matmul_params(model) + attn) * share / layout.tp
     t_comp = flops / (a.compute_efficiency * gpu.peak(compute_dtype(job.weights, gpu)))
     t_mem = w / (a.memory_bandwidth_efficiency * gpu.memory_bandwidth_bytes_per_s)
@@ -320,12 +322,31 @@ def prefill_s(model, gpu: Accelerator, layout: ServingLayout, job: ServingJob, a
 # ----------------------------------------------------------------------------------------- the plan
 
 
+def _check_serving_ranges(layout: ServingLayout, job: ServingJob) -> None:
+    """Counts, token lengths and latency targets within the ranges of ``units.py`` (beyond them the
+    estimates overflow or mean nothing): a QuantityError naming the flag."""
+    for flag, value in (("--tp", layout.tp), ("--pp", layout.pp), ("--replicas", layout.replicas)):
+        check_range(value, flag, 1, MAX_GPUS)
+    check_range(layout.gpus_per_replica * layout.replicas, "GPUs (tp x pp x replicas)", 1, MAX_GPUS)
+    for flag, value in (("--prompt-tokens", job.prompt_tokens), ("--output-tokens", job.output_tokens),
+                        ("--context", job.context)):
+        if value is not None:
+            check_range(value, flag, 1, MAX_SEQ_TOKENS)
+    for flag, value in (("--batch", job.batch), ("--concurrency", job.concurrency)):
+        if value is not None:
+            check_range(value, flag, 1, MAX_BATCH)
+    for flag, value in (("--max-tpot", job.max_tpot_s), ("--max-ttft", job.max_ttft_s)):
+        if value is not None:
+            check_range(value, flag, MIN_DURATION_S, MAX_DURATION_S, why="seconds, from 1 us to 1000 years")
+
+
 def serving_plan(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: ServingLayout, job: ServingJob,
                  assumptions: InferenceAssumptions | None = None) -> ServingReport:
     """Memory, latency and throughput of one replica; the batch is --batch/--concurrency, else the largest
     that fits memory and meets --max-tpot / --max-ttft (1 when none is given and nothing else limits)."""
     if not isinstance(model, ModelSpec):
         raise JobError("serving estimates need the architecture (KV cache, attention); give a model id or config.json")
+    _check_serving_ranges(layout, job)
     if job.weights == "fp8" and not gpu.supports("fp8"):
         raise JobError(f"{gpu.id} has no fp8 path; use --weights bf16, int8 or an int4 format")
     if layout.pp > model.layers:
@@ -432,6 +453,7 @@ def fleet_for(report: ServingReport, layout: ServingLayout, job: ServingJob, qps
     GPUs = output_tokens / throughput per GPU x queries per minute / 60."""
     if qps is None:
         return Fleet(layout.replicas, layout.replicas * layout.gpus_per_replica, float("nan"))
+    check_range(qps, "--qps", MIN_QPS, MAX_QPS, why="requests per second")
     replicas = max(1, math.ceil(qps / report.requests_per_s)) if report.requests_per_s > 0 else 0
     per_gpu = report.tokens_per_s / layout.gpus_per_replica
     rule = job.output_tokens / per_gpu * (qps * 60) / 60 if per_gpu else float("inf")
@@ -441,6 +463,7 @@ def fleet_for(report: ServingReport, layout: ServingLayout, job: ServingJob, qps
 def cost_per_million(report: ServingReport, layout: ServingLayout, job: ServingJob, usd_per_gpu_hour: float) -> dict:
     """$ per hour per replica, and $ per million output and input tokens, splitting the replica time each
     request costs between its prefill (input) and its share of the decode steps (output)."""
+    check_range(usd_per_gpu_hour, "--usd-per-gpu-hour", 0.0, MAX_USD_PER_HOUR)
     usd_per_s = usd_per_gpu_hour * layout.gpus_per_replica / 3600
     per_request = usd_per_s / report.requests_per_s if report.requests_per_s else float("inf")
     decode_share = 1 - report.prefill_share

@@ -27,7 +27,7 @@ from ..errors import JobError
 from ..spec.accelerator import Accelerator
 from ..spec.model import ModelSpec, ParamsOnlyModel
 from ..spec.training import Parallelism, TrainingJob
-from ..units import GiB, MiB
+from ..units import MAX_BATCH, MAX_GPUS, MAX_LORA_RANK, MAX_SEQ_TOKENS, GiB, MiB, check_range
 from .assumptions import Assumption, AssumptionSet, check_assumptions
 from .params import count_params, largest_module_params, linear_shapes
 
@@ -369,6 +369,12 @@ def stage_layers(layers: int, pp: int, stage: str) -> int:
 def validate_layout(model, layout: Parallelism, job: TrainingJob) -> list[str]:
     """Raise on a layout this model cannot run; return notes for what runs but deserves a word."""
     notes: list[str] = []
+    check_range(layout.gpus, "--gpus", 1, MAX_GPUS)
+    check_range(job.seq_len, "--seq-len", 1, MAX_SEQ_TOKENS)
+    check_range(job.micro_batch, "--micro-batch", 1, MAX_BATCH)
+    check_range(job.lora_rank, "--lora-rank", 1, MAX_LORA_RANK)
+    if job.global_batch is not None:
+        check_range(job.global_batch, "--global-batch", 1, MAX_BATCH)
     if layout.cp > 1:
         if job.seq_len % layout.cp:
             raise JobError(f"--seq-len {job.seq_len} is not divisible by cp({layout.cp}): context parallelism "
@@ -438,9 +444,92 @@ def _busiest(model, gpu, layout, job, a, largest) -> MemoryReport:
     return max(reports, key=lambda r: r.total_bytes)
 
 
+def _is_prime(n: int) -> bool:
+    """Miller-Rabin with the first 13 prime bases: exact below 3.3e24 (Sorenson & Webster 2015), and a
+    probable-prime test beyond (error below 4**-13 per composite)."""
+    if n < 2:
+        return False
+    bases = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)
+    for p in bases:
+        if n % p == 0:
+            return n == p
+    d, r = n - 1, 0
+    while d % 2 == 0:
+        d, r = d // 2, r + 1
+    for a in bases:
+        x = pow(a, d, n)
+        if x in (1, n - 1):
+            continue
+        for _ in range(r - 1):
+            x = x * x % n
+            if x == n - 1:
+                break
+        else:
+            return False
+    return True
+
+
+def _pollard_rho(n: int) -> int:
+    """A non-trivial factor of the odd composite ``n`` (Pollard 1975, Brent's cycle detection, 1980)."""
+    for c in range(1, 1000):
+        y, m, g, r, q = 2, 128, 1, 1, 1
+        x = ys = y
+        while g == 1:
+            x = y
+            for _ in range(r):
+                y = (y * y + c) % n
+            k = 0
+            while k < r and g == 1:
+                ys = y
+                for _ in range(min(m, r - k)):
+                    y = (y * y + c) % n
+                    q = q * abs(x - y) % n
+                g = math.gcd(q, n)
+                k += m
+            r *= 2
+        if g == n:
+            g = 1
+            while g == 1:
+                ys = (ys * ys + c) % n
+                g = math.gcd(abs(x - ys), n)
+        if g != n:
+            return g
+    raise ArithmeticError(f"no factor found for {n}")  # pragma: no cover (never met: c varies)
+
+
+def _prime_factors(n: int) -> dict[int, int]:
+    """Prime factorization {p: exponent}: trial division by small primes, then Miller-Rabin and Pollard's
+    rho, so a batch of 2**62 or 10**30 sequences factors in milliseconds (a loop to sqrt(n) would not end)."""
+    out: dict[int, int] = {}
+    for p in (2, 3, 5, 7, 11, 13):
+        while n % p == 0:
+            out[p] = out.get(p, 0) + 1
+            n //= p
+    p = 17
+    while n > 1 and p * p <= n and p < 10_000:
+        while n % p == 0:
+            out[p] = out.get(p, 0) + 1
+            n //= p
+        p += 2
+    stack = [n] if n > 1 else []
+    while stack:
+        m = stack.pop()
+        if m < 10_000**2 or _is_prime(m):  # below 1e8 every factor under 1e4 is gone: m is prime
+            out[m] = out.get(m, 0) + 1
+            continue
+        f = _pollard_rho(m)
+        stack += [f, m // f]
+    return out
+
+
 def _divisors(n: int) -> list[int]:
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
+    """Every divisor of ``n`` >= 1, ascending, from its prime factorization (bounded time for any size)."""
+    if n < 1:
+        return []
+    divisors = [1]
+    for p, e in _prime_factors(n).items():
+        divisors = [d * p**k for d in divisors for k in range(e + 1)]
+    return sorted(divisors)
 
 
 def _max_micro_batch(model, gpu, layout, job, a, largest) -> int:

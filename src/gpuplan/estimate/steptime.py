@@ -3,8 +3,11 @@
 One iteration on the busiest GPU, by part:
 - matmuls at the fraction of dense peak the GPU reaches on large GEMMs (Bekman's "maximum achievable
   matmul FLOPS" table, stas00/ml-engineering compute/accelerator);
-- attention: flash attention at its own efficiency (causal: half the score FLOPs), or the materialized
-  s x s scores of eager/Megatron-2021 attention, whose softmax and dropout are memory-bound traffic;
+- attention: flash attention at its own efficiency on the causal half of the score and context matmuls
+  (the FLOPs FlashAttention's causal kernels execute, and the count ``flops.py`` uses with ``causal=True``
+  for the MFU numerator, so both sides count attention the same way and MFU stays at most 1), or the
+  materialized s x s scores of eager/Megatron-2021 attention (all of them computed, then masked), whose
+  softmax and dropout are memory-bound traffic;
 - element-wise kernels (norms, residual adds, activation, dropout) as HBM traffic per token;
 - tensor-parallel collectives: two all-reduces per layer forward and two backward (Megatron-LM, Shoeybi
   et al. 2019, section 3), at NCCL bus bandwidth (nccl-tests PERFORMANCE.md: t = S x 2(n-1)/n / busbw);
@@ -26,7 +29,7 @@ from ..spec.accelerator import Accelerator
 from ..spec.model import ModelSpec
 from ..spec.training import Parallelism, TrainingJob
 from .assumptions import AssumptionSet, check_assumptions
-from .flops import flops_per_token
+from .flops import attention_flops_forward, flops_per_token
 from .memory import micro_batches_per_step, resolve_recipe, stage_layers
 from .params import count_params, linear_shapes
 from .time import peak_for
@@ -97,7 +100,8 @@ class StepAssumptions(AssumptionSet):
         check_assumptions(self, fractions=("matmul_efficiency", "flash_attention_efficiency", "hbm_efficiency",
                                            "link_efficiency", "model_shape_factor"), ranges={"gpus_per_node": (1, 1024)},
                           positive=("flash_attention_efficiency", "hbm_efficiency", "link_efficiency",
-                                    "model_shape_factor", "elementwise_bytes_per_token_hidden"))
+                                    "model_shape_factor", "elementwise_bytes_per_token_hidden"),
+                          efficiencies=("matmul_efficiency",))
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,8 @@ class StepTime:
 
     @property
     def mfu(self) -> float:
-        """Model FLOPs (PaLM appendix B, no recompute) / (time x GPUs x dense peak)."""
+        """Model FLOPs (PaLM appendix B with causal attention, ``flops.py``; no recompute) / (time x GPUs x
+        dense peak)."""
         return self.model_flops_per_iteration / (self.iteration_s * self.gpus * self.peak_flops_per_s)
 
 
@@ -187,7 +192,10 @@ def training_step(model: ModelSpec, gpu: Accelerator, layout: Parallelism, job: 
     mm_f = 2 * tokens_mb * layer_linear / tp / (eta_mm * peak)
     score_flops = 2 * tokens_mb * model.attention_heads * (model.qk_head_dim + model.v_head_dim) * job.seq_len / tp
     if job.flash_attention:
-        attn_f = 0.5 * score_flops / (a.flash_attention_efficiency * peak)  # causal: half the scores
+        # the causal spans of flops.py (half the scores; sliding windows), per layer on average: the kernel
+        # skips masked blocks, and the MFU numerator counts exactly these FLOPs
+        causal_flops = tokens_mb * attention_flops_forward(model, job.seq_len, causal=True) / L / tp
+        attn_f = causal_flops / (a.flash_attention_efficiency * peak)
         score_traffic = 0.0
     else:
         attn_f = score_flops / (eta_mm * peak)
@@ -246,7 +254,7 @@ def training_step(model: ModelSpec, gpu: Accelerator, layout: Parallelism, job: 
     parts["optimizer"] = opt_params * a.optimizer_bytes_per_param / bw
 
     tokens_iter = m * micro * job.seq_len * dp
-    per_token = flops_per_token(model, job.seq_len)
+    per_token = flops_per_token(model, job.seq_len, causal=True)
     model_flops = per_token.training_flops * tokens_iter
     return StepTime(parts=MappingProxyType({k: v for k, v in parts.items() if v}), tokens_per_iteration=tokens_iter,
                     gpus=layout.gpus, model_flops_per_iteration=model_flops, peak_flops_per_s=peak,

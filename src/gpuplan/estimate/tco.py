@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import JobError
+from ..units import MAX_USD
 
 HOURS_PER_YEAR = 8760.0
 
@@ -39,7 +40,7 @@ class Ownership:
 
     def __post_init__(self) -> None:
         for name, value in self.__dict__.items():
-            if not math.isfinite(value) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise JobError(f"{name.replace('_', '-')} must be a finite number >= 0, got {value}")
         if self.years <= 0:
             raise JobError("--years must be more than zero")
@@ -47,11 +48,45 @@ class Ownership:
             raise JobError(f"--utilization must be in (0, 1], got {self.utilization}")
         if self.pue < 1:
             raise JobError(f"--pue must be at least 1 (facility power over IT power), got {self.pue}")
+        for name, (low, high, why) in OWNERSHIP_RANGES.items():
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise JobError(f"{_FLAGS.get(name, name.replace('_', '-'))} must be between {low:g} and {high:g} "
+                               f"({why}), got {value:g}")
+
+
+#: The ranges an ownership case is planned within: (low, high, why). Utilization below 0.1 % (9 hours a
+#: year) spreads a year's fixed cost over so few hours that the cost per used hour is meaningless.
+OWNERSHIP_RANGES = {
+    "purchase_usd": (0.0, MAX_USD, "dollars per GPU"),
+    "server_usd": (0.0, MAX_USD, "dollars per GPU"),
+    "tdp_w": (1.0, 1e5, "watts"),
+    "host_power_factor": (1.0, 10.0, "server power over GPU power"),
+    "pue": (1.0, 10.0, "facility power over IT power; 1.1-1.6 in practice"),
+    "usd_per_kwh": (0.0, 100.0, "dollars per kWh"),
+    "hosting_usd_per_kw_month": (0.0, 1e6, "dollars per kW per month"),
+    "staff_usd_per_year": (0.0, MAX_USD, "dollars per GPU per year"),
+    "years": (0.01, 100.0, "years of useful life"),
+    "cost_of_capital": (0.0, 1.0, "an annual rate: 0.08 is 8 %"),
+    "utilization": (0.001, 1.0, "a fraction of the hours; below 0.1 % the cost per used hour is meaningless"),
+}
+_FLAGS = {"purchase_usd": "--purchase-usd-per-gpu", "server_usd": "--server-usd-per-gpu",
+          "staff_usd_per_year": "--staff-usd-per-gpu-year", "years": "--life-years", "utilization": "--utilization",
+          "cost_of_capital": "--cost-of-capital", "pue": "--pue", "usd_per_kwh": "--usd-per-kwh",
+          "hosting_usd_per_kw_month": "--hosting-usd-per-kw-month"}
 
 
 def capital_recovery_factor(rate: float, years: float) -> float:
-    """Share of a capital sum to pay each year to repay it with interest over ``years``."""
-    return 1 / years if rate == 0 else rate / (1 - (1 + rate) ** -years)
+    """Share of a capital sum to pay each year to repay it with interest over ``years``.
+
+    The annuity formula r / (1 - (1 + r)^-n) of engineering economics (e.g. Newnan, Engineering Economic
+    Analysis, ch. 4), written r / -expm1(-n log1p(r)) so that it stays exact for tiny rates; when r x n is
+    below 1e-9 its limit series 1/n + r (n + 1) / (2n) is used (at r = 0 exactly 1/n, straight-line)."""
+    if not (math.isfinite(rate) and math.isfinite(years)) or rate < 0 or years <= 0:
+        raise JobError(f"the capital recovery factor needs a rate >= 0 and years > 0, got {rate!r} and {years!r}")
+    if rate * years < 1e-9:
+        return 1 / years + rate * (years + 1) / (2 * years)
+    return rate / -math.expm1(-years * math.log1p(rate))
 
 
 @dataclass(frozen=True)

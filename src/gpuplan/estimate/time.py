@@ -1,6 +1,8 @@
 """Training time, GPU count for a deadline, GPU-hours and cost, from FLOPs and a (predicted or given) MFU.
 
-- Total model FLOPs = training FLOPs per token (PaLM appendix B, ``flops.py``) x tokens x epochs.
+- Total model FLOPs = training FLOPs per token (PaLM appendix B with causal attention, ``flops.py``:
+  the same count as the step-time model's MFU numerator, so time = FLOPs / (GPUs x peak x MFU) equals
+  tokens / throughput) x tokens x epochs.
 - Time = total FLOPs / (GPUs x dense peak of the training dtype x MFU) (Narayanan et al.
   2021 eq. 4 is the same relation with their hardware-FLOPs convention).
 - The seed rule: GPUs = tokens x epochs x params x C / hours with tokens and params in billions, where
@@ -15,7 +17,8 @@ from dataclasses import dataclass
 from ..errors import JobError
 from ..spec.accelerator import Accelerator
 from ..spec.model import ModelSpec, ParamsOnlyModel
-from .flops import flops_per_token
+from ..units import MAX_EPOCHS, MAX_GPUS, MAX_TOKENS, check_range
+from .flops import CAUSAL_CONVENTION, flops_per_token
 
 HOUR_S = 3600.0
 
@@ -40,6 +43,7 @@ class TrainingCompute:
     flops_per_token: float
     tokens: float
     epochs: float
+    convention: str = ""
 
     @property
     def total_flops(self) -> float:
@@ -48,10 +52,14 @@ class TrainingCompute:
 
 def training_compute(model: ModelSpec | ParamsOnlyModel, seq_len: int, tokens: float, epochs: float = 1.0
                      ) -> TrainingCompute:
-    """6N + attention FLOPs per token (PaLM appendix B) over tokens x epochs."""
-    if not (math.isfinite(tokens) and math.isfinite(epochs)) or tokens <= 0 or epochs <= 0:
-        raise JobError("--tokens and --epochs must be finite and more than zero")
-    return TrainingCompute(flops_per_token(model, seq_len).training_flops, tokens, epochs)
+    """6N + causal attention FLOPs per token (PaLM appendix B, attention halved for the causal mask as
+    FlashAttention counts it; ``flops.py``) over tokens x epochs: at least one token, at most MAX_TOKENS."""
+    check_range(tokens, "--tokens", 1, MAX_TOKENS, why="training tokens")
+    check_range(epochs, "--epochs", 0, MAX_EPOCHS, low_open=True)
+    if tokens * epochs < 1:
+        raise JobError(f"--tokens x --epochs is {tokens * epochs:.3g}: less than one token to train on")
+    per_token = flops_per_token(model, seq_len, causal=True)
+    return TrainingCompute(per_token.training_flops, tokens, epochs, CAUSAL_CONVENTION)
 
 
 @dataclass(frozen=True)
@@ -68,16 +76,25 @@ class TrainingTime:
 
 def time_to_train(total_flops: float, gpus: int, peak: float, mfu: float) -> TrainingTime:
     """Seconds = FLOPs / (GPUs x peak x MFU)."""
-    if not 0 < mfu <= 1:
+    if not (math.isfinite(mfu) and 0 < mfu <= 1):
         raise JobError(f"MFU must be in (0, 1], got {mfu}")
-    return TrainingTime(total_flops / (gpus * peak * mfu), gpus, mfu, peak)
+    if not (math.isfinite(total_flops) and total_flops > 0) or gpus < 1 or not (math.isfinite(peak) and peak > 0):
+        raise JobError(f"training time needs positive, finite FLOPs ({total_flops:g}), GPUs ({gpus}) and peak "
+                       f"({peak:g})")
+    seconds = total_flops / (gpus * peak * mfu)
+    if not math.isfinite(seconds):
+        raise JobError("the training time overflows: fewer --tokens or --epochs, or a larger --mfu")
+    return TrainingTime(seconds, gpus, mfu, peak)
 
 
 def gpus_for_deadline(total_flops: float, deadline_s: float, peak: float, mfu: float, granularity: int = 1) -> int:
     """Fewest GPUs (a multiple of ``granularity``: the model-parallel group, or a node) to finish in time."""
-    if deadline_s <= 0:
-        raise JobError("--deadline must be more than zero")
+    if not (math.isfinite(deadline_s) and deadline_s > 0):
+        raise JobError("--deadline must be a finite time more than zero")
     need = total_flops / (deadline_s * peak * mfu)
+    if not math.isfinite(need) or need > MAX_GPUS:
+        raise JobError(f"the deadline needs about {need:.3g} GPUs, more than the {MAX_GPUS:,} gpuplan plans with; "
+                       "give more time or train on fewer tokens")
     return max(granularity, math.ceil(need / granularity - 1e-9) * granularity)
 
 

@@ -16,6 +16,7 @@ from ..spec.accelerator import Accelerator
 from ..spec.model import ModelSpec, ParamsOnlyModel
 from ..spec.offer import Offer
 from ..spec.training import Parallelism, TrainingJob
+from ..units import MAX_DURATION_S, MAX_GPUS, MAX_USD_PER_HOUR, MIN_MFU, check_range
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,11 @@ def predict_mfu(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, 
     if not isinstance(model, ModelSpec):
         raise JobError("predicting MFU needs the architecture; give a model id or config.json, or pass --mfu")
     step = training_step(model, gpu, layout, job, a, virtual_stages)
+    if not (math.isfinite(step.mfu) and 0 < step.mfu <= 1):
+        # the numerator and the step time count the same FLOPs (flops.py, causal) at efficiencies <= 1:
+        # an MFU outside (0, 1] is a bug in the model, not the user's input, and must stay visible
+        raise ArithmeticError(f"step-time model predicted MFU {step.mfu!r} for {layout.describe()} "
+                              f"(parts {dict(step.parts)})")
     return step.mfu, step, "predicted from the layout (step-time model)"
 
 
@@ -60,6 +66,13 @@ def plan_training(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: 
     """Time and cost of training ``tokens`` x ``epochs``; with ``deadline_s`` the GPU count is chosen
     (data parallelism grows over the layout's model-parallel group, in whole offers/nodes)."""
     compute = training_compute(model, job.seq_len, tokens, epochs)
+    if mfu is not None:
+        check_range(mfu, "--mfu", MIN_MFU, 1.0, why="a fraction of the dense peak; below 0.1 % the GPUs would "
+                    "sit idle, measured MFUs are 20-60 %")
+    if deadline_s is not None:
+        check_range(deadline_s, "--deadline", 1.0, MAX_DURATION_S, why="seconds, from 1 s to 1000 years")
+    if usd_per_gpu_hour is not None:
+        check_range(usd_per_gpu_hour, "--usd-per-gpu-hour", 0.0, MAX_USD_PER_HOUR)
     peak = peak_for(gpu, job.precision)
     notes: list[str] = []
     if offer is not None:
@@ -95,10 +108,13 @@ def plan_training(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: 
         notes.append(f"no --global-batch: it grows with data parallelism (micro-batch x dp = "
                      f"{job.micro_batch * layout.dp * max(1, layout.pp)} sequences per step)")
     if step is not None and step.attention_flops_share > 0.1:
-        executed = t.mfu * (1 - step.attention_flops_share / 2)
-        notes.append(f"MFU counts full (non-causal) attention as PaLM appendix B does: attention is "
-                     f"{step.attention_flops_share:.0%} of the model FLOPs here and causal kernels execute about "
-                     f"half of it; counting attention as executed, MFU is {executed:.1%}")
+        from ..estimate.flops import flops_per_token
+
+        full = flops_per_token(model, job.seq_len).training_flops / compute.flops_per_token
+        notes.append(f"MFU is computed counting attention as executed by causal kernels (half the scores, as "
+                     f"FlashAttention counts them): attention is {step.attention_flops_share:.0%} of the model FLOPs "
+                     f"here; without causal halving, as PaLM appendix B and most published MFUs count it, MFU "
+                     f"would read {t.mfu * full:.1%}")
     return TrainingPlan(compute, step, t, source, layout, usd_per_gpu_hour, offer, seed_rule_constant(peak, mfu), rule,
                         tuple(notes))
 
@@ -110,11 +126,12 @@ def _layout_for_deadline(model, gpu, layout, job, total_flops, deadline_s, peak,
     from ..estimate.memory import _divisors
 
     group = layout.tp * layout.pp * layout.cp
+    max_dp = MAX_GPUS // group
     per_instance = offer.gpu_count if offer else 1
     if job.global_batch is not None:
         if job.global_batch % job.micro_batch:
             raise JobError(f"--global-batch {job.global_batch} is not divisible by --micro-batch {job.micro_batch}")
-        candidates = _divisors(job.global_batch // job.micro_batch)
+        candidates = [d for d in _divisors(job.global_batch // job.micro_batch) if d <= max_dp]
     else:
         candidates = None
     dp = 1
@@ -128,6 +145,9 @@ def _layout_for_deadline(model, gpu, layout, job, total_flops, deadline_s, peak,
             dp = fitting[0]
         else:
             dp = math.ceil(dp * group / per_instance) * per_instance // group if (dp * group) % per_instance else dp
+        if dp > max_dp:
+            raise JobError(f"the deadline needs more than {MAX_GPUS:,} GPUs (data parallelism {dp} x {group}); "
+                           "give more time or train on fewer tokens")
         trial = replace(layout, gpus=dp * group)
         m = mfu if mfu is not None else predict_mfu(model, gpu, trial, job, a, virtual_stages)[0]
         need = gpus_for_deadline(total_flops, deadline_s, peak, m)

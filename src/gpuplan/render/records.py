@@ -214,7 +214,7 @@ def _plan_dict(plan) -> dict:
     return {
         "compute": {"flops_per_token": plan.compute.flops_per_token, "total_flops": plan.compute.total_flops,
                     "tokens": plan.compute.tokens, "epochs": plan.compute.epochs,
-                    "convention": "model FLOPs, PaLM appendix B: 6N + 12*L*H*Q*T per token, no recompute"},
+                    "convention": plan.compute.convention or "model FLOPs, PaLM appendix B"},
         "time": {"step_s": step.iteration_s if step else None, "mfu": plan.time.mfu, "mfu_source": plan.mfu_source,
                  "seconds": plan.time.seconds, "gpu_hours": plan.time.gpu_hours, "gpus": plan.time.gpus,
                  "tokens_per_s": step.tokens_per_s if step else None,
@@ -240,6 +240,16 @@ def with_training_plan(record: dict, plan, step_assumptions) -> dict:
         if x["name"] == "matmul_efficiency" and not x["value"] and used:
             x.update(value=used, source=out["time"]["matmul_efficiency_source"])
     out["assumptions"] = record["assumptions"] + step
+    return out
+
+
+def with_machine(record: dict, machine) -> dict:
+    """The ``machine`` block (storage, checkpoints, failures, host, network, energy; figures that cannot be
+    computed are absent), its assumptions with their sources, and its notes."""
+    out = dict(record)
+    out["machine"] = machine.to_dict()
+    out["assumptions"] = list(record["assumptions"]) + [x.to_dict() for x in machine.assumptions]
+    out["notes"] = list(record["notes"]) + list(machine.notes)
     return out
 
 
@@ -279,6 +289,10 @@ def offer_ranking(model, layout, job, tokens, epochs, ranked) -> dict:
 def tco_record(gpu, gpus, case, cost, offers, purchase_row, data, period_years: float) -> dict:
     """``gpuplan tco``: owning vs renting ``gpus`` GPUs over ``period_years`` (the purchase paid off over
     ``case.years``, its useful life)."""
+    from ..units import MAX_GPUS, check_range
+
+    check_range(gpus, "--gpus", 1, MAX_GPUS)
+    check_range(period_years, "--years", 0.0, 1000.0, low_open=True, why="the period compared, in years")
     hours_used = 8760 * case.utilization * period_years * gpus
     owned_total = cost.per_year * period_years * gpus
     rentals = []

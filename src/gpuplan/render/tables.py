@@ -32,6 +32,61 @@ def _link(ic: dict | None) -> str:
     return f"{kind} {_num(ic['bandwidth_bytes_per_s'], GB)}"
 
 
+class _ListTable(Table):
+    """A listing table. Up to ``_FAST_ROWS`` rows rich lays it out; beyond, the rows are drawn as plain
+    lines in the same shape (rich's per-cell layout costs ~20 us a cell: minutes for a 100,000-entry
+    catalog). Cells are text, never markup, either way."""
+
+    _FAST_ROWS = 500
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.long_rows: list[list[str]] | None = None
+        self.long_flexible = ""
+
+    def __rich_console__(self, console, options):
+        if self.long_rows is None:
+            yield from super().__rich_console__(console, options)
+            return
+        from rich.segment import Segment
+
+        cols, rows = self.columns, self.long_rows
+        widths = [max([len(r[i]) for r in rows] + [len(x) for x in str(c.header).split("\n")])
+                  for i, c in enumerate(cols)]
+        flex = next((i for i, c in enumerate(cols) if str(c.header) == self.long_flexible), len(cols) - 1)
+        over = sum(widths) + 3 * len(widths) + 1 - options.max_width
+        if over > 0:
+            widths[flex] = max(12, widths[flex] - over)
+
+        def line(cells: list[str]) -> str:
+            out = []
+            for i, (cell, c) in enumerate(zip(cells, cols)):
+                if len(cell) > widths[i]:
+                    cell = cell[:widths[i] - 1] + "\u2026"
+                out.append(cell.rjust(widths[i]) if c.justify == "right" else cell.ljust(widths[i]))
+            return "  " + "   ".join(out) + "  "
+
+        total = sum(widths) + 3 * len(widths) + 1
+        head = [str(c.header).split("\n") for c in cols]
+        depth = max(len(h) for h in head)
+        head = [[""] * (depth - len(h)) + h for h in head]  # headers sit on the rule, as rich draws them
+        bold, new_line = console.get_style(self.header_style or "", default="bold"), Segment.line()
+        yield Segment(" " * total)
+        yield new_line
+        for k in range(depth):
+            yield Segment(line([h[k] for h in head]), bold)
+            yield new_line
+        yield Segment(" " + "\u2500" * (total - 2) + " ")
+        yield new_line
+        for r in rows:
+            yield Segment(line(r) + "\n")
+        yield Segment(" " * total)
+        yield new_line
+        if self.caption:
+            yield Segment(str(self.caption).center(total).rstrip(), console.get_style("table.caption", default=""))
+            yield new_line
+
+
 def _fixed_columns(t: Table, rows: list[list[str]], headers: list[tuple[str, str]], flexible: str) -> None:
     """Columns as wide as their longest cell, except ``flexible``, which shrinks (ellipsis) on narrow screens."""
     for i, (header, just) in enumerate(headers):
@@ -40,12 +95,15 @@ def _fixed_columns(t: Table, rows: list[list[str]], headers: list[tuple[str, str
             t.add_column(header, justify=just, no_wrap=True, overflow="ellipsis", min_width=12)  # type: ignore[arg-type]
         else:
             t.add_column(header, justify=just, no_wrap=True, min_width=widest)  # type: ignore[arg-type]
+    if isinstance(t, _ListTable) and len(rows) > t._FAST_ROWS:
+        t.long_rows, t.long_flexible = rows, flexible
+        return
     for r in rows:
-        t.add_row(*r)
+        t.add_row(*(Text(c) for c in r))  # catalog strings: text, never markup
 
 
 def gpus_table(record: dict) -> Table:
-    t = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    t = _ListTable(box=box.SIMPLE_HEAD, header_style="bold")
     headers = [("id", "left"), ("memory\nGB", "right"), ("bandwidth\nTB/s", "right"), ("bf16\nTFLOP/s", "right"),
                ("fp8\nTFLOP/s", "right"), ("fp4\nTFLOP/s", "right"), ("scale-up link\nGB/s/dir", "left"),
                ("TDP\nW", "right"), ("year", "right"), ("name", "left")]
@@ -131,7 +189,7 @@ def gpus_compare(record: dict) -> Table:
 
 
 def models_table(record: dict) -> Table:
-    t = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    t = _ListTable(box=box.SIMPLE_HEAD, header_style="bold")
     headers = [("id", "left"), ("params", "right"), ("active", "right"), ("layers", "right"), ("hidden", "right"),
                ("heads/kv", "right"), ("experts", "right"), ("context", "right"), ("attention", "left"),
                ("family", "left")]
@@ -283,6 +341,7 @@ def train_report(record: dict) -> Group:
                       f"x {gpu['id']}. {rule['explanation']}", style="dim"))
     if "time" in record:
         parts += _time_and_cost(record)
+    parts += _machine_lines(record)
     parts += _calibration_lines(record)
     for n in record["notes"]:
         parts.append(Text(f"note: {n}", style="dim"))
@@ -330,6 +389,7 @@ def serve_report(record: dict) -> Group:
         parts.append(Text(f"fleet for {fleet['qps']:g} requests/s: {fleet['replicas']} replicas = {fleet['gpus']} GPUs "
                           f"(seed rule output_tokens / throughput x qpm / 60: {rule:.1f} GPUs)"))
     parts += _calibration_lines(record)
+    parts += _machine_lines(record)
     if cost:
         parts.append(Text(f"cost at ${cost['usd_per_gpu_hour']:g}/GPU-hour: ${cost['usd_per_hour']:,.2f}/h per replica; "
                           f"${cost['usd_per_million_output_tokens']:,.2f} per million output tokens, "
@@ -338,6 +398,52 @@ def serve_report(record: dict) -> Group:
         parts.append(Text(f"note: {n}", style="dim"))
     parts.append(_assumptions_line(record))
     return Group(*parts)
+
+
+def _machine_lines(record: dict) -> list[Text]:
+    """The compact "machine" section: storage and checkpoints, failures and goodput, host, network, energy."""
+    m = record.get("machine")
+    if not m:
+        return []
+    if "cold_start_s" in m:  # serve
+        return [Text(f"machine: cold start {m['cold_start_s']:,.1f} s ({m['weights_bytes_per_node'] / GB:,.1f} GB of "
+                     f"weights from {m['storage']['class']}, then over PCIe); host RAM {m['host_ram_bytes_per_node'] / GB:,.0f} "
+                     f"GB per node; disk {m['disk_bytes_per_node'] / GB:,.1f} GB for the weights", style="bold")]
+    p = m["checkpoint_parts_bytes"]
+    out = [Text("machine", style="bold"),
+           Text(f"  checkpoint {m['checkpoint_bytes'] / GB:,.1f} GB (weights {p['weights_bytes'] / GB:,.1f} + master "
+                f"{p['master_weights_bytes'] / GB:,.1f} + optimizer {p['optimizer_bytes'] / GB:,.1f}; "
+                f"{m['checkpoint_bytes_per_rank'] / GB:,.2f} GB per rank), written in {m['checkpoint_write_s']:,.1f} s to "
+                f"{m['storage']['class']} at {m['storage']['write_bytes_per_s'] / GB:,.1f} GB/s; training blocks "
+                f"{m['checkpoint_blocking_s']:,.1f} s ({'asynchronous' if m['async_checkpoint'] else 'synchronous'})")]
+    every = f"every {_duration(m['checkpoint_interval_s'])}" + (
+        f" ({m['checkpoint_interval_steps']:,} steps)" if "checkpoint_interval_steps" in m else "")
+    line = (f"  failures {m['failures_per_gpu_hour']:.3g} per GPU-hour: cluster MTBF {_duration(m['cluster_mtbf_s'])}; "
+            f"checkpoint {every}")
+    if "goodput" in m:
+        line += (f"; {m['expected_interruptions']:,.1f} interruptions, goodput {m['goodput']:.1%}: "
+                 f"{_duration(m['wall_time_with_failures_s'])} instead of {_duration(m['wall_time_s'])}")
+        if "cost_with_failures_usd" in m:
+            line += f", ${m['cost_with_failures_usd']:,.0f} instead of ${m['cost_usd']:,.0f}"
+    out.append(Text(line))
+    host = (f"  host {m['cpu_cores_per_gpu']:g} CPU cores per GPU, {m['host_ram_bytes_per_node'] / GB:,.0f} GB RAM per "
+            "node")
+    if "dataset_bytes" in m:
+        host += (f"; data {m['dataset_bytes'] / GB:,.1f} GB, read at {m['storage_read_bytes_per_s'] / 1e6:,.3g} MB/s "
+                 f"({m['storage_read_bytes_per_s_per_node'] / 1e6:,.3g} MB/s per node)")
+    out.append(Text(host))
+    tail = []
+    if "network_bytes_per_s_per_gpu" in m:
+        exposed = m["network_exposed_s_per_step"]
+        tail.append(f"network {m['network_bytes_per_s_per_gpu'] / GB:,.1f} GB/s per GPU to hide the traffic vs "
+                    f"{m['nic_bytes_per_s_per_gpu'] / GB:,.0f} GB/s NIC" + (f" ({exposed:,.3f} s exposed per step)"
+                                                                             if exposed else ""))
+    if "energy_kwh" in m:
+        tail.append(f"energy {m['energy_kwh'] / 1000:,.1f} MWh, {m['co2eq_kg'] / 1000:,.1f} t CO2eq at "
+                    f"{m['grid_gco2_per_kwh']:g} g/kWh")
+    if tail:
+        out.append(Text("  " + "; ".join(tail)))
+    return out
 
 
 def _calibration_lines(record: dict) -> list[Text]:
@@ -436,7 +542,7 @@ def _time_and_cost(record: dict) -> list:
 
 
 def offers_table(record: dict) -> Table:
-    t = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    t = _ListTable(box=box.SIMPLE_HEAD, header_style="bold")
     headers = [("provider", "left"), ("instance", "left"), ("gpu", "left"), ("n", "right"), ("$/h", "right"),
                ("$/GPU-h", "right"), ("pricing", "left"), ("date", "left"), ("region", "left")]
     rows = [[o["provider"], o["instance"], o["gpu"], str(o["gpu_count"]), f"{o['usd_per_hour']:,.2f}",
@@ -447,7 +553,7 @@ def offers_table(record: dict) -> Table:
 
 
 def offer_ranking(record: dict) -> Group:
-    t = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    t = _ListTable(box=box.SIMPLE_HEAD, header_style="bold")
     headers = [("#", "right"), ("provider", "left"), ("instance", "left"), ("gpu", "left"), ("GPUs", "right"),
                ("MFU", "right"), ("time", "right"), ("GPU-hours", "right"), ("cost $", "right"), ("pareto", "left")]
     rows = [[str(i), o["offer"]["provider"], o["offer"]["instance"] + ("" if o["offer"]["pricing"] == "on-demand"
