@@ -423,3 +423,29 @@ def test_a_2000_entry_catalog_lists_and_looks_up(run, tmp_path):
     rows = json.loads(out)["offers"]
     assert code == 0 and len([o for o in rows if o["id"].startswith("q")]) == n
     assert {o["gpu"] for o in rows if o["id"] in ("q0", "q1999")} == {"scale-0", "scale-1999"}
+
+
+# ------------------------------------------------------------------ output files (--plot, --save)
+
+import os as _os  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dir", "device", "no-folder"])
+def test_output_file_must_be_a_regular_file(run, tmp_path, kind):
+    """--plot into a FIFO, a directory, a device or a missing folder: one line, before any work, no hang."""
+    target = {"fifo": tmp_path / "p", "dir": tmp_path, "device": Path("/dev/null"),
+              "no-folder": tmp_path / "nope" / "x.html"}[kind]
+    if kind == "fifo":
+        _os.mkfifo(target)
+    code, out, err = run("train", "llama-3.1-8b", "--gpu", "h100", "--tokens", "1T", "--rank", "--plot", str(target))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--plot" in err, err
+
+
+def test_plot_is_written_whole(run, tmp_path):
+    target = tmp_path / "rank.html"
+    target.write_text("old")
+    code, _, err = run("train", "llama-3.2-1b", "--gpu", "h100", "--tokens", "1T", "--rank", "--plot", str(target))
+    assert code == 0, err
+    assert target.read_text().lstrip().lower().startswith("<!doctype html")
+    assert [p.name for p in tmp_path.iterdir()] == ["rank.html"]   # no temporary file left beside it

@@ -213,6 +213,43 @@ def _emit(ctx: click.Context, record: dict, as_json: bool, render: Callable[[dic
     console.print(render(record))
 
 
+def _check_output_path(path: Path, flag: str) -> None:
+    """An output file must be a regular file (or not exist yet) in an existing folder: never a FIFO, a device
+    or a directory, which would block or fail after the work is done."""
+    import stat as _stat
+
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise click.BadParameter(f"can't write {path}: {e.strerror or e}", param_hint=flag) from None
+    if st is not None and not _stat.S_ISREG(st.st_mode):
+        raise click.BadParameter(f"can't write {path}: not a regular file; give a file path", param_hint=flag)
+    if not path.parent.is_dir():
+        raise click.BadParameter(f"can't write {path}: no folder {path.parent}", param_hint=flag)
+
+
+def _write_output(path: Path, text: str, flag: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: a temporary file beside it, then an atomic rename."""
+    import tempfile
+
+    _check_output_path(path, flag)
+    tmp = None
+    try:
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
+                                         suffix=".tmp", delete=False) as f:
+            tmp = Path(f.name)
+            f.write(text)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise click.BadParameter(f"can't write {path}: {e.strerror or e}", param_hint=flag) from None
+    finally:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="gpuplan")
 @click.option("--catalog", "catalog_files", multiple=True, type=click.Path(path_type=Path),
@@ -537,6 +574,8 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
         raise click.BadParameter("give --offer or --usd-per-gpu-hour, not both", param_hint="--offer")
     if plot and not rank:
         raise click.BadParameter("--plot draws the --rank comparison; add --rank", param_hint="--plot")
+    if plot:
+        _check_output_path(plot, "--plot")
     if rank and calibration:
         raise click.BadParameter("a calibration profile describes one GPU; --rank compares many", param_hint="--calibration")
     if mfu is not None and not 0 < mfu <= 1:
@@ -571,10 +610,7 @@ def train(ctx: click.Context, model_name: str, gpu_name: str, gpus: int, tp: int
             if plot:
                 from ..render.plot import ranking_html
 
-                try:
-                    plot.write_text(ranking_html(record), encoding="utf-8")
-                except OSError as e:
-                    raise click.BadParameter(f"can't write {plot}: {e.strerror or e}", param_hint="--plot") from None
+                _write_output(plot, ranking_html(record), "--plot")
             _emit(ctx, record, as_json, tables.offer_ranking)
             if not any(r.fits for r in ranked):
                 raise click.exceptions.Exit(EXIT_DOES_NOT_FIT)
@@ -908,8 +944,8 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
         for din, dout, count in linear_shapes(model).values():  # 4096 tokens through each weight matrix
             counts[(4096, dout, din)] = counts.get((4096, dout, din), 0) + count
         shapes = sorted((m, n, k, c) for (m, n, k), c in counts.items())
-    if save is not None and not (save.parent if str(save.parent) else Path(".")).is_dir():
-        raise click.BadParameter(f"can't write {save}: no folder {save.parent}", param_hint="--save")
+    if save is not None:
+        _check_output_path(save, "--save")   # before any benchmark runs
     det = detect(ctx.obj.accelerators())
     gpu_benches = any(n in todo for n in ("matmul", "memory", "pcie", "allreduce"))
     gpu0 = torch_gpu(det) if gpu_benches else None
@@ -987,10 +1023,7 @@ def local_bench(ctx: click.Context, which: str, quick: bool, dtypes: tuple[str, 
     profile = make_profile([r.to_dict() for r in results], gpu_info, detection_dict(det)["host"], versions)
     profile.update(mode="quick" if quick else "full", skipped=skipped, seconds=time.perf_counter() - started)
     if save:
-        try:
-            save.write_text(_json.dumps(profile, indent=2) + "\n", encoding="utf-8")
-        except OSError as e:
-            raise click.BadParameter(f"can't write {save}: {e.strerror or e}", param_hint="--save") from None
+        _write_output(save, _json.dumps(profile, indent=2) + "\n", "--save")
         click.echo(f"gpuplan: saved calibration profile to {save}", err=True)
     _emit(ctx, profile, as_json, tables.bench_report)  # the profile is the record (kind "calibration")
 
