@@ -14,32 +14,15 @@ import re
 
 import pytest
 
+from test_cli import GOOD_ACC as CLI_GOOD_ACC_TOML
+
 GOOD_ACC = {
     "id": "acme-x1", "name": "Acme X1", "vendor": "other", "architecture": "Roadrunner", "form_factor": "PCIe",
     "year": 2026, "aliases": ["x1"], "memory_bytes": 64_000_000_000, "memory_type": "HBM3",
     "memory_bandwidth_bytes_per_s": 2.0e12, "tdp_w": 500, "peak_flops_per_s": {"bf16": 5e14},
     "sources": {"default": {"title": "Acme X1 datasheet", "url": "https://example.com/x1.pdf", "date": "2026-01"}},
 }
-GOOD_ACC_TOML = """schema_version = 1
-[[accelerator]]
-id = "acme-x1"
-name = "Acme X1"
-vendor = "other"
-architecture = "Roadrunner"
-form_factor = "PCIe"
-year = 2026
-aliases = ["x1"]
-memory_bytes = 64_000_000_000
-memory_type = "HBM3"
-memory_bandwidth_bytes_per_s = 2.0e12
-tdp_w = 500
-[accelerator.peak_flops_per_s]
-bf16 = 500e12
-[accelerator.sources.default]
-title = "Acme X1 datasheet"
-url = "https://example.com/x1.pdf"
-date = "2026-01"
-"""
+GOOD_ACC_TOML = CLI_GOOD_ACC_TOML  # the same valid entry test_cli uses
 LLAMA = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
          "num_hidden_layers": 2, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 4096}
 GOOD_MODEL = {"id": "my-model", "name": "My model", "aliases": ["mine"], "config": LLAMA}
