@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -42,11 +43,20 @@ def _scrub_environment(root: Path) -> dict[str, str]:
     return env
 
 
+_SESSION_ROOT: Path | None = None
+
+
 def pytest_configure(config):
-    root = Path(tempfile.mkdtemp(prefix="gpuplan-tests-"))
-    env = _scrub_environment(root)
+    global _SESSION_ROOT
+    _SESSION_ROOT = Path(tempfile.mkdtemp(prefix="gpuplan-tests-"))
+    env = _scrub_environment(_SESSION_ROOT)
     os.environ.clear()
     os.environ.update(env)
+
+
+def pytest_unconfigure(config):
+    if _SESSION_ROOT is not None:
+        shutil.rmtree(_SESSION_ROOT, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
@@ -82,7 +92,9 @@ def _bundled(loader_name: str):
         import gpuplan.catalog as catalog
 
         saved = os.environ.get("GPUPLAN_CONFIG_DIR")
-        os.environ["GPUPLAN_CONFIG_DIR"] = tempfile.mkdtemp(prefix="gpuplan-empty-")
+        empty = Path(tempfile.gettempdir() if _SESSION_ROOT is None else _SESSION_ROOT) / "empty-config"
+        empty.mkdir(exist_ok=True)
+        os.environ["GPUPLAN_CONFIG_DIR"] = str(empty)
         try:
             return getattr(catalog, loader_name)()
         finally:
