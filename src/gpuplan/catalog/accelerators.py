@@ -7,6 +7,7 @@ from typing import Iterable
 
 from ..errors import CatalogError
 from ..spec.accelerator import Accelerator, Interconnect, Source
+from . import cache
 from .paths import DATA_DIR, user_files
 from .registry import Registry
 from .schema import (AcceleratorEntry, AcceleratorFile, Skipped, entry_label, read_entries, skip_or_raise, validate,
@@ -37,9 +38,12 @@ def read_accelerator_file(path: Path, origin: str | None = None, *,
 
     Strict by default: the first problem raises CatalogError. With a ``skipped`` list, a broken entry is
     noted there and left out instead (the user's config folder must not stop every command); a file that
-    cannot be read at all still raises.
+    cannot be read at all still raises. A large file's result is kept in the catalog cache (cache.py).
     """
-    path = Path(path)
+    return cache.cached_entries("accelerators", Path(path), _read_accelerator_file, origin, skipped)
+
+
+def _read_accelerator_file(path: Path, origin: str | None, skipped: list[Skipped] | None) -> list[Accelerator]:
     data, left_out = read_entries(path, ("accelerator", "accelerators"), skipped)
     if isinstance(data, dict) and "accelerator" not in data and "accelerators" in data:
         data = {**{k: v for k, v in data.items() if k != "accelerators"}, "accelerator": data["accelerators"]}
@@ -91,7 +95,11 @@ def load_accelerators(extra_files: Iterable[Path] = ()) -> Registry[Accelerator]
             reg.add(acc)
         for problem in skipped:
             reg.add_problem(problem.error, problem.names)
-    for path in map(Path, extra_files):
+    extra_files = [Path(p) for p in extra_files]
+    for path in extra_files:
         for acc in read_accelerator_file(path):
             reg.add(acc)
+    idents = [cache.file_identity(p) for p in (BUNDLED_FILE, *files, *extra_files)]
+    if None not in idents:
+        reg.fingerprint = (tuple(idents), tuple(str(p) for p in problems), len(files), len(extra_files))
     return reg

@@ -18,6 +18,7 @@ from ..spec.model import ModelSpec, ParamsOnlyModel
 from ..units import parse_params
 from .hf_config import MAX_PARAMS, load_config_json, spec_from_hf_config
 from .hub import HUB_ID_RE, MAX_CONFIG_BYTES, Fetcher, fetch_hub_config
+from . import cache
 from .paths import DATA_DIR, user_files
 from .registry import Registry
 from .schema import (ModelEntry, ModelFile, Skipped, entry_label, read_entries, read_file_bytes, read_structured,
@@ -49,7 +50,10 @@ def read_model_file(path: Path, origin: str | None = None, *,
     Strict by default; with a ``skipped`` list a broken entry is noted there and left out (see
     ``read_accelerator_file``).
     """
-    path = Path(path)
+    return cache.cached_entries("models", Path(path), _read_model_file, origin, skipped)
+
+
+def _read_model_file(path: Path, origin: str | None, skipped: list[Skipped] | None) -> list[ModelSpec]:
     data, left_out = read_entries(path, ("models",), skipped)
     if not isinstance(data, dict):
         raise CatalogError(f"{path}: expected an object with a 'models' list at the top level, "

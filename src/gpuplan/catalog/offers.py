@@ -10,6 +10,7 @@ from pydantic import Field
 from ..errors import CatalogError, GpuplanError
 from ..spec.accelerator import Source
 from ..spec.offer import Offer
+from . import cache
 from .paths import DATA_DIR, user_files
 from .registry import Registry
 from .schema import (_DATE, _ID, Bytes, Count, Rate, Skipped, SourceEntry, _Strict, entry_label, read_entries,
@@ -50,7 +51,14 @@ def read_offer_file(path: Path, known_gpus: Registry, origin: str | None = None,
     Strict by default; with a ``skipped`` list a broken row is noted there and left out (see
     ``read_accelerator_file``).
     """
-    path = Path(path)
+    fingerprint = getattr(known_gpus, "fingerprint", None)  # what the GPU names were checked against
+    if fingerprint is None:
+        return _read_offer_file(Path(path), origin, skipped, known_gpus)
+    return cache.cached_entries("offers", Path(path), _read_offer_file, origin, skipped, known_gpus,
+                                extra=fingerprint)
+
+
+def _read_offer_file(path: Path, origin: str | None, skipped: list[Skipped] | None, known_gpus: Registry) -> list[Offer]:
     data, left_out = read_entries(path, ("offer",), skipped)
     if not isinstance(data, dict):
         raise CatalogError(f"{path}: expected a table (object) with an 'offer' list at the top level, "

@@ -40,6 +40,9 @@ class Registry(Generic[T]):
         self._alias_index: dict[str, dict[str, None]] = {}  # alias key -> id keys carrying it (a set, ordered)
         self._broken: dict[str, GpuplanError] = {}
         self.problems: list[GpuplanError] = []
+        #: what the entries were read from (file identities), set by the loaders: a cache key for what was
+        #: checked against this registry (offers' GPU names); None when unknown
+        self.fingerprint: tuple | None = None
         for entry in entries:
             self.add(entry)
 
