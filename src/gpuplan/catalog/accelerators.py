@@ -69,10 +69,6 @@ def _read_accelerator_file(path: Path, origin: str | None, skipped: list[Skipped
     return out
 
 
-def user_accelerator_files() -> list[Path]:
-    return user_files("accelerators.toml", "accelerators.json")[0]
-
-
 @without_gc
 def load_accelerators(extra_files: Iterable[Path] = ()) -> Registry[Accelerator]:
     """Bundled accelerators, then the user's directory, then ``extra_files``; later ids override earlier.
@@ -82,23 +78,8 @@ def load_accelerators(extra_files: Iterable[Path] = ()) -> Registry[Accelerator]
     """
     reg: Registry[Accelerator] = Registry("accelerator", LIST_HINT, read_accelerator_file(BUNDLED_FILE, "built-in"))
     files, problems = user_files("accelerators.toml", "accelerators.json")
-    for problem in problems:
-        reg.add_problem(problem)
-    for path in files:
-        skipped: list[Skipped] = []
-        try:
-            accs = read_accelerator_file(path, skipped=skipped)
-        except CatalogError as e:
-            reg.add_problem(e)
-            continue
-        for acc in accs:
-            reg.add(acc)
-        for problem in skipped:
-            reg.add_problem(problem.error, problem.names)
     extra_files = [Path(p) for p in extra_files]
-    for path in extra_files:
-        for acc in read_accelerator_file(path):
-            reg.add(acc)
+    reg.add_files(read_accelerator_file, files, problems, extra_files)
     idents = [cache.file_identity(p) for p in (BUNDLED_FILE, *files, *extra_files)]
     if None not in idents:
         reg.fingerprint = (tuple(idents), tuple(str(p) for p in problems), len(files), len(extra_files))

@@ -86,10 +86,6 @@ def bundled_configs() -> dict[str, dict]:
     return out
 
 
-def user_model_files() -> list[Path]:
-    return user_files("models/*.json", "models.json")[0]
-
-
 @without_gc
 def load_models(extra_files: Iterable[Path] = ()) -> Registry[ModelSpec]:
     """Bundled models, then the user's directory, then ``extra_files``; later ids override earlier.
@@ -105,23 +101,7 @@ def load_models(extra_files: Iterable[Path] = ()) -> Registry[ModelSpec]:
                 raise CatalogError(f"{path}: model '{spec.id}' is also defined in {ids[spec.id].name}")
             ids[spec.id] = path
             reg.add(spec)
-    files, problems = user_files("models/*.json", "models.json")
-    for problem in problems:
-        reg.add_problem(problem)
-    for path in files:
-        skipped: list[Skipped] = []
-        try:
-            specs = read_model_file(path, skipped=skipped)
-        except CatalogError as e:
-            reg.add_problem(e)
-            continue
-        for spec in specs:
-            reg.add(spec)
-        for problem in skipped:
-            reg.add_problem(problem.error, problem.names)
-    for path in map(Path, extra_files):
-        for spec in read_model_file(path):
-            reg.add(spec)
+    reg.add_files(read_model_file, *user_files("models/*.json", "models.json"), extra_files)
     return reg
 
 

@@ -154,21 +154,6 @@ def load_offers(accelerators: Registry, extra_files: Iterable[Path] = ()) -> Reg
     if BUNDLED_FILE.is_file():
         for o in read_offer_file(BUNDLED_FILE, accelerators, "built-in"):
             reg.add(o)
-    files, problems = user_files("offers.toml", "offers.json")
-    for problem in problems:
-        reg.add_problem(problem)
-    for path in files:
-        skipped: list[Skipped] = []
-        try:
-            rows = read_offer_file(path, accelerators, skipped=skipped)
-        except CatalogError as e:
-            reg.add_problem(e)
-            continue
-        for o in rows:
-            reg.add(o)
-        for problem in skipped:
-            reg.add_problem(problem.error, problem.names)
-    for path in map(Path, extra_files):
-        for o in read_offer_file(path, accelerators):
-            reg.add(o)
+    reg.add_files(lambda path, skipped=None: read_offer_file(path, accelerators, skipped=skipped),
+                  *user_files("offers.toml", "offers.json"), extra_files)
     return reg

@@ -7,9 +7,10 @@ Lookups are O(1) whatever the catalog's size: the alias index is kept up to date
 from __future__ import annotations
 
 import difflib
-from typing import Generic, Iterable, Iterator, TypeVar
+from pathlib import Path
+from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
-from ..errors import AmbiguousIdError, GpuplanError, UnknownIdError
+from ..errors import AmbiguousIdError, CatalogError, GpuplanError, UnknownIdError
 
 T = TypeVar("T")
 
@@ -71,6 +72,31 @@ class Registry(Generic[T]):
         for name in names:
             if isinstance(name, str) and name.strip():
                 self._broken.setdefault(_key(name), error)
+
+    def add_files(self, read: Callable[..., Iterable[T]], user_files: Iterable[Path],
+                  user_problems: Iterable[GpuplanError], extra_files: Iterable[Path]) -> None:
+        """The user's folder leniently, then ``--catalog``-style extra files strictly; later ids override.
+
+        ``read(path, skipped=...)`` is a catalog reader: with a list it notes broken entries there instead of
+        raising. A broken user file or entry becomes one of ``problems`` (its id then raises when looked up);
+        a broken extra file raises its CatalogError.
+        """
+        for problem in user_problems:
+            self.add_problem(problem)
+        for path in user_files:
+            skipped: list[Any] = []
+            try:
+                entries = read(path, skipped=skipped)
+            except CatalogError as e:
+                self.add_problem(e)
+                continue
+            for entry in entries:
+                self.add(entry)
+            for problem in skipped:
+                self.add_problem(problem.error, problem.names)
+        for path in extra_files:
+            for entry in read(Path(path)):
+                self.add(entry)
 
     def __iter__(self) -> Iterator[T]:
         return iter(self._by_id.values())
