@@ -155,6 +155,13 @@ def _data_parallel_busbw(gpu: Accelerator, layout: Parallelism, a: StepAssumptio
     return min(link, per_node * scale_out)
 
 
+def scale_out_bytes_per_s_per_gpu(gpu: Accelerator, a: StepAssumptions) -> float:
+    """Inter-node bandwidth per GPU, per direction: the set figure, else one NIC per GPU, NDR 400 Gb/s
+    (48 GB/s) from Hopper on and HDR 200 Gb/s (24 GB/s) before (see the assumption's source)."""
+    return a.scale_out_bytes_per_s_per_gpu or (48e9 if gpu.architecture.lower() in
+                                               ("hopper", "blackwell", "cdna3", "cdna4") else 24e9)
+
+
 def training_step(model: ModelSpec, gpu: Accelerator, layout: Parallelism, job: TrainingJob,
                   a: StepAssumptions = StepAssumptions(), virtual_stages: int = 1,
                   overlap_dp: bool | None = None) -> StepTime:
@@ -171,8 +178,7 @@ def training_step(model: ModelSpec, gpu: Accelerator, layout: Parallelism, job: 
     bw = gpu.memory_bandwidth_bytes_per_s * a.hbm_efficiency
     tp, pp, cp, dp = layout.tp, layout.pp, layout.cp, layout.dp
     link = gpu.scale_up_bytes_per_s * a.link_efficiency
-    scale_out = a.scale_out_bytes_per_s_per_gpu or (48e9 if gpu.architecture.lower() in
-                                                    ("hopper", "blackwell", "cdna3", "cdna4") else 24e9)
+    scale_out = scale_out_bytes_per_s_per_gpu(gpu, a)
     recipe, _ = resolve_recipe(job, layout)
     bytes_e = 4 if job.precision == "fp32" else 2
 

@@ -15,7 +15,7 @@ from ..errors import QuantityError
 from ..estimate import machine as mx
 from ..estimate.assumptions import Assumption
 from ..estimate.memory import _optimizer_bytes_per_param
-from ..estimate.steptime import StepAssumptions
+from ..estimate.steptime import StepAssumptions, scale_out_bytes_per_s_per_gpu
 from ..spec.accelerator import Accelerator, pcie_bytes_per_s
 from ..spec.model import ModelSpec
 from ..units import parse_bytes, parse_count
@@ -106,13 +106,6 @@ def _drop_none(d: dict) -> dict:
         if v is not None:
             out[k] = v
     return out
-
-
-def nic_bytes_per_s_per_gpu(gpu: Accelerator, a: StepAssumptions) -> float:
-    """The scale-out bandwidth the step-time model uses: the set figure, else one NDR NIC (48 GB/s) per GPU
-    from Hopper on and one HDR NIC (24 GB/s) before (``estimate/steptime.py``)."""
-    return a.scale_out_bytes_per_s_per_gpu or (48e9 if gpu.architecture.lower() in
-                                               ("hopper", "blackwell", "cdna3", "cdna4") else 24e9)
 
 
 def _host_link_bytes_per_s(gpu: Accelerator, a: mx.MachineAssumptions) -> float:
@@ -267,7 +260,7 @@ def _network(model, gpu, layout, job, memory, step, a: StepAssumptions, gpn: int
     from ..estimate.memory import resolve_recipe
     from ..estimate.params import count_params
 
-    nic = nic_bytes_per_s_per_gpu(gpu, a)
+    nic = scale_out_bytes_per_s_per_gpu(gpu, a)
     out = {"nic_bytes_per_s_per_gpu": nic, "network_bytes_per_s_per_gpu": 0.0, "network_exposed_s_per_step": 0.0}
     if gpu.vendor == "google" or layout.gpus <= gpn:
         return out  # one node (or a TPU slice): no scale-out traffic
