@@ -168,12 +168,12 @@ def training_fit_advice(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, la
         if got is None:
             continue
         changes, cand_lay, cand_jb = got
-        if _train_total(model, gpu, cand_lay, cand_jb, assumptions) is None:
+        res = _train_total(model, gpu, cand_lay, cand_jb, assumptions)
+        if res is None:   # not a valid plan: skip this knob
             continue
         changes_all.update(changes)
         lay, jb = cand_lay, cand_jb
-        res = _train_total(model, gpu, lay, jb, assumptions)
-        if res and res[0]:
+        if res[0]:
             return _advice(model, gpu, layout, job, assumptions, changes_all, capacity)
     # 3. more GPUs: whole multiples of tp x pp x cp x ep, with ZeRO-3 once there is data parallelism. The search
     # drops --global-batch (memory does not depend on it beyond the micro-batches in flight), so the count is
