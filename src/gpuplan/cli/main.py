@@ -19,6 +19,7 @@ import click
 
 from .. import __version__
 from ..errors import CatalogError, GpuplanError
+from ..units import MAX_BATCH, MAX_GPUS, MAX_LORA_RANK, MAX_SEQ_TOKENS
 
 EXIT_BAD_INPUT = 2
 
@@ -85,11 +86,8 @@ def _real(low: float, high: float, *, low_open: bool = False, why: str = "") -> 
     return _Number(low, high, low_open=low_open, why=why)
 
 
-# the ranges of the numeric flags (units.py documents each bound)
-_GPUS = 2**20        # units.MAX_GPUS (kept here so --help does not import more than click)
-_SEQ = 2**24         # units.MAX_SEQ_TOKENS
-_BATCH = 2**40       # units.MAX_BATCH
-_LORA = 2**16        # units.MAX_LORA_RANK
+# the ranges of the numeric flags, documented in units.py (a light module: math and re)
+_GPUS, _SEQ, _BATCH, _LORA = MAX_GPUS, MAX_SEQ_TOKENS, MAX_BATCH, MAX_LORA_RANK
 
 
 class Ctx:
