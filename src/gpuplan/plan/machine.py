@@ -18,7 +18,7 @@ from ..estimate.memory import _optimizer_bytes_per_param
 from ..estimate.steptime import StepAssumptions, scale_out_bytes_per_s_per_gpu
 from ..spec.accelerator import Accelerator, pcie_bytes_per_s
 from ..spec.model import ModelSpec
-from ..units import parse_bytes, parse_count
+from ..units import check_range, parse_bytes, parse_count
 
 STORAGE_CHOICES = tuple(mx.STORAGE_CLASSES)
 DEFAULT_TRAIN_STORAGE = "lustre"
@@ -38,11 +38,20 @@ def parse_bytes_per_s(text: str, what: str = "--storage-write") -> float:
     return float(value)
 
 
-def _number(text: str | float, what: str, allow_zero: bool, upper: float) -> float:
-    value = parse_count(text, what, allow_zero=allow_zero)
-    if value > upper:
-        raise QuantityError(f"{what} '{text}' is out of range: give at most {upper:g}")
-    return value
+#: (flag name, low, high, low_open, why) of the plain-number machine options, checked by units.check_range.
+_RANGES = {
+    "storage_write_bytes_per_s": ("--storage-write", 0.0, 1e15, True, "bytes per second"),
+    "bytes_per_token": ("--bytes-per-token", 0.0, 1e9, True, "stored bytes per training token"),
+    "mtbf_per_gpu_hours": ("--mtbf-per-gpu-hours", 1.0, 1e9, False,
+                           "one GPU's mean time between failures, in hours; fleets report 8,000-50,000"),
+    "grid_gco2_per_kwh": ("--grid-gco2-per-kwh", 0.0, 2000.0, False, "grams of CO2eq per kWh; 0 is market-based"),
+}
+
+
+def _number(text: str | float, field: str) -> float:
+    flag, low, high, low_open, why = _RANGES[field]
+    value = parse_count(text, flag, allow_zero=not low_open)
+    return check_range(value, flag, low, high, low_open=low_open, why=why)
 
 
 @dataclass(frozen=True)
@@ -64,26 +73,19 @@ class MachineOptions:
         return cls(
             storage=storage or default_storage,
             storage_write_bytes_per_s=parse_bytes_per_s(storage_write) if storage_write is not None else None,
-            bytes_per_token=_number(bytes_per_token, "--bytes-per-token", False, 1e9) if bytes_per_token is not None
-            else None,
+            bytes_per_token=_number(bytes_per_token, "bytes_per_token") if bytes_per_token is not None else None,
             async_checkpoint=async_checkpoint,
-            mtbf_per_gpu_hours=_number(mtbf_per_gpu_hours, "--mtbf-per-gpu-hours", False, 1e9)
+            mtbf_per_gpu_hours=_number(mtbf_per_gpu_hours, "mtbf_per_gpu_hours")
             if mtbf_per_gpu_hours is not None else None,
-            grid_gco2_per_kwh=_number(grid_gco2_per_kwh, "--grid-gco2-per-kwh", True, 2000)
+            grid_gco2_per_kwh=_number(grid_gco2_per_kwh, "grid_gco2_per_kwh")
             if grid_gco2_per_kwh is not None else None)
 
     def __post_init__(self) -> None:
         if self.storage not in mx.STORAGE_CLASSES:
             raise QuantityError(f"--storage must be one of {', '.join(STORAGE_CHOICES)}, got {self.storage!r}")
-        for name, lo, hi, zero_ok in (("storage_write_bytes_per_s", 0, 1e15, False), ("bytes_per_token", 0, 1e9, False),
-                                      ("mtbf_per_gpu_hours", 0, 1e9, False), ("grid_gco2_per_kwh", 0, 2000, True)):
-            v = getattr(self, name)
-            if v is None:
-                continue
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < lo or v > hi \
-                    or (v == 0 and not zero_ok):
-                raise QuantityError(f"--{name.replace('_', '-')} must be a finite number in "
-                                    f"{'[' if zero_ok else '('}{lo:g}, {hi:g}], got {v!r}")
+        for name, (flag, low, high, low_open, why) in _RANGES.items():
+            if getattr(self, name) is not None:
+                check_range(getattr(self, name), flag, low, high, low_open=low_open, why=why)
 
 
 @dataclass(frozen=True)
