@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING
 
 from ..errors import CatalogError
 from ..spec.accelerator import Accelerator, Interconnect, Source
 from . import cache
 from .paths import DATA_DIR, user_files
 from .registry import Registry
-from .schema import (AcceleratorEntry, AcceleratorFile, Skipped, entry_label, read_entries, skip_or_raise, validate,
-                     without_gc)
+from .schema import Skipped, entry_label, read_entries, skip_or_raise, without_gc
+
+if TYPE_CHECKING:
+    from .entries import AcceleratorEntry
 
 BUNDLED_FILE = DATA_DIR / "accelerators.toml"
 LIST_HINT = "'gpuplan gpus list' shows them all"
@@ -19,37 +22,60 @@ LIST_HINT = "'gpuplan gpus list' shows them all"
 
 def _to_spec(e: AcceleratorEntry, origin: str) -> Accelerator:
     return Accelerator(
-        id=e.id, name=e.name, vendor=e.vendor, architecture=e.architecture, form_factor=e.form_factor,
-        year=e.year, aliases=tuple(e.aliases), memory_bytes=e.memory_bytes,
-        memory_reported_bytes=e.memory_reported_bytes, memory_type=e.memory_type,
-        memory_bandwidth_bytes_per_s=float(e.memory_bandwidth_bytes_per_s), tdp_w=float(e.tdp_w) if e.tdp_w is not None else None,
-        pcie_gen=e.pcie_gen, pci_device_ids=tuple(x.lower() for x in e.pci_device_ids),
+        id=e.id,
+        name=e.name,
+        vendor=e.vendor,
+        architecture=e.architecture,
+        form_factor=e.form_factor,
+        year=e.year,
+        aliases=tuple(e.aliases),
+        memory_bytes=e.memory_bytes,
+        memory_reported_bytes=e.memory_reported_bytes,
+        memory_type=e.memory_type,
+        memory_bandwidth_bytes_per_s=float(e.memory_bandwidth_bytes_per_s),
+        tdp_w=float(e.tdp_w) if e.tdp_w is not None else None,
+        pcie_gen=e.pcie_gen,
+        pci_device_ids=tuple(x.lower() for x in e.pci_device_ids),
         peak_flops_per_s={k: float(v) for k, v in e.peak_flops_per_s.items()},
-        interconnect=Interconnect(e.interconnect.kind, float(e.interconnect.bandwidth_bytes_per_s),
-                                  e.interconnect.links) if e.interconnect else None,
+        interconnect=Interconnect(
+            e.interconnect.kind, float(e.interconnect.bandwidth_bytes_per_s), e.interconnect.links
+        )
+        if e.interconnect
+        else None,
+        matmul_efficiency={k: float(v) for k, v in e.matmul_efficiency.items()},
+        cublas_workspace_bytes=e.cublas_workspace_bytes,
+        scale_out_bytes_per_s_per_gpu=float(e.scale_out_bytes_per_s_per_gpu)
+        if e.scale_out_bytes_per_s_per_gpu is not None
+        else None,
+        fp8_gemm_any_layout=e.fp8_gemm_any_layout,
         sources={k: Source(s.title, s.url, s.date) for k, s in e.sources.items()},
         origin=origin,
     )
 
 
-def read_accelerator_file(path: Path, origin: str | None = None, *,
-                          skipped: list[Skipped] | None = None) -> list[Accelerator]:
+def read_accelerator_file(
+    path: Path, origin: str | None = None, *, skipped: list[Skipped] | None = None
+) -> list[Accelerator]:
     """Read and validate one accelerator file (TOML or JSON, schema in docs/catalog-schema.md).
 
     Strict by default: the first problem raises CatalogError. With a ``skipped`` list, a broken entry is
     noted there and left out instead (the user's config folder must not stop every command); a file that
-    cannot be read at all still raises. A large file's result is kept in the catalog cache (cache.py).
+    cannot be read at all still raises. The result is kept in the catalog cache (cache.py).
     """
     return cache.cached_entries("accelerators", Path(path), _read_accelerator_file, origin, skipped)
 
 
 def _read_accelerator_file(path: Path, origin: str | None, skipped: list[Skipped] | None) -> list[Accelerator]:
+    from .entries import AcceleratorEntry, AcceleratorFile, validate  # pydantic: only when a file is validated
+
     data, left_out = read_entries(path, ("accelerator", "accelerators"), skipped)
     if isinstance(data, dict) and "accelerator" not in data and "accelerators" in data:
         data = {**{k: v for k, v in data.items() if k != "accelerators"}, "accelerator": data["accelerators"]}
     if not isinstance(data, dict):
-        raise CatalogError(f"{path}: expected a table (object) with an 'accelerator' list at the top level, "
-                           f"got {type(data).__name__}; see docs/catalog-schema.md")
+        raise CatalogError(
+            f"{path}: expected a table (object) with an 'accelerator' list at the top level, "
+            f"got {type(data).__name__}; see docs/catalog-schema.md"
+        )
     doc = validate(AcceleratorFile, data, str(path))
     out: list[Accelerator] = []
     seen: set[str] = set()

@@ -14,10 +14,12 @@ names the config and the field, never a traceback and never a silently wrong cou
 
 from __future__ import annotations
 
+import builtins
 import json
 import math
 import reprlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import GpuplanError, ModelConfigError
 from ..spec.model import MLA, ModelSpec, MoE
@@ -44,9 +46,9 @@ def _shown(value: Any) -> str:
     return _show.repr(value)
 
 
-def _one_line(text: str, limit: int = 160) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+def _one_line(text: object, limit: int = 160) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _type_name(value: Any) -> str:
@@ -81,7 +83,7 @@ class _Reader:
         return any(self.cfg.get(k) is not None for k in keys)
 
     def raw(self, *keys: str, default: Any = None) -> Any:
-        key, value = self._first(keys)
+        _key, value = self._first(keys)
         return default if value is None else value
 
     def int(self, *keys: str, default: int | None = None, minimum: int = 1, maximum: int = _MAX_SIZE) -> int:
@@ -92,12 +94,13 @@ class _Reader:
             return default
         return self._check_int(key, value, minimum, maximum)
 
-    def opt_int(self, *keys: str, minimum: int = 1, maximum: int = _MAX_SIZE) -> int | None:
+    # (below the method `int`, the type is spelled builtins.int)
+    def opt_int(self, *keys: str, minimum: builtins.int = 1, maximum: builtins.int = _MAX_SIZE) -> builtins.int | None:
         """An integer field that may be absent or null (None then)."""
         key, value = self._first(keys)
         return None if value is None else self._check_int(key, value, minimum, maximum)
 
-    def _check_int(self, key: str, value: Any, minimum: int, maximum: int) -> int:
+    def _check_int(self, key: str, value: Any, minimum: builtins.int, maximum: builtins.int) -> builtins.int:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self._fail(key, f"must be an integer, got {_type_name(value)} {_shown(value)}")
         if isinstance(value, float) and not math.isfinite(value):
@@ -110,7 +113,7 @@ class _Reader:
             raise self._fail(key, f"must be <= {maximum:,}, got {_shown(value)}")
         return int(value)
 
-    def layers(self, *keys: str) -> int:
+    def layers(self, *keys: str) -> builtins.int:
         return self.int(*keys, maximum=_MAX_LAYERS)
 
     def bool(self, key: str, default: bool) -> bool:
@@ -135,7 +138,7 @@ class _Reader:
             raise self._fail(key, f"must be between {minimum:g} and {maximum:g}, got {value:g}")
         return float(value)
 
-    def int_list(self, key: str, minimum: int = 0) -> list[int]:
+    def int_list(self, key: str, minimum: builtins.int = 0) -> list[builtins.int]:
         """A list of integers (layer indices); absent or null is an empty list."""
         self.key = key
         value = self.cfg.get(key)
@@ -160,8 +163,9 @@ class _Reader:
 _HEAD_DIM_DEFAULT = {"gemma": 256, "gemma2": 256, "gemma3_text": 256, "qwen3": 128, "qwen3_moe": 128}
 
 
-def _heads(r: _Reader, hidden: int, heads_key: str = "num_attention_heads",
-           head_dim_default: int | None = None) -> tuple[int, int, int]:
+def _heads(
+    r: _Reader, hidden: int, heads_key: str = "num_attention_heads", head_dim_default: int | None = None
+) -> tuple[int, int, int]:
     heads = r.int(heads_key)
     kv = r.int("num_key_value_heads", default=heads)
     if r.has("head_dim"):
@@ -186,8 +190,9 @@ def _check_divisible(r: _Reader, hidden: int, heads: int, hidden_key: str, heads
         raise ModelConfigError(f"{r.where}: {hidden_key} {hidden} is not divisible by {heads_key} {heads}")
 
 
-def _sliding(r: _Reader, layers: int, context: int, pattern: Callable[[int], bool] | None = None,
-             enabled: bool = True) -> tuple[int | None, int]:
+def _sliding(
+    r: _Reader, layers: int, context: int, pattern: Callable[[int], bool] | None = None, enabled: bool = True
+) -> tuple[int | None, int]:
     """(window, number of layers that use it); (None, 0) where no layer is windowed below the context."""
     if not enabled:
         return None, 0
@@ -204,8 +209,13 @@ def _sliding(r: _Reader, layers: int, context: int, pattern: Callable[[int], boo
     return (window, n) if n else (None, 0)
 
 
-def _common(r: _Reader, model_type: str, tie_default: bool, context_keys=("max_position_embeddings",),
-            context_default: int | None = None) -> dict:
+def _common(
+    r: _Reader,
+    model_type: str,
+    tie_default: bool,
+    context_keys: tuple[str, ...] = ("max_position_embeddings",),
+    context_default: int | None = None,
+) -> dict[str, Any]:
     hidden = r.int("hidden_size")
     heads, kv, head_dim = _heads(r, hidden, head_dim_default=_HEAD_DIM_DEFAULT.get(model_type))
     return dict(
@@ -225,7 +235,7 @@ def _common(r: _Reader, model_type: str, tie_default: bool, context_keys=("max_p
 _TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3_text")
 
 
-def _llama_like(r: _Reader, model_type: str) -> dict:
+def _llama_like(r: _Reader, model_type: str) -> dict[str, Any]:
     """Llama and the families that copy its layout: RMSNorm, gated MLP, rotary, optional GQA."""
     d = _common(r, model_type, tie_default=model_type in _TIED_BY_DEFAULT)
     d.update(ffn_size=r.int("intermediate_size"), mlp_gated=True, norm="rmsnorm")
@@ -252,7 +262,8 @@ def _llama_like(r: _Reader, model_type: str) -> dict:
     elif model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
         start = r.int("max_window_layers", default=layers, minimum=0)
         d["sliding_window"], d["sliding_window_layers"] = _sliding(
-            r, layers, ctx, lambda i: i >= start, enabled=r.bool("use_sliding_window", False))
+            r, layers, ctx, lambda i: i >= start, enabled=r.bool("use_sliding_window", False)
+        )
     else:
         d["sliding_window"], d["sliding_window_layers"] = _sliding(r, layers, ctx)
     return d
@@ -269,30 +280,41 @@ def _experts_per_token(r: _Reader, experts: int, experts_key: str) -> int:
     """num_experts_per_tok, which can't exceed the experts there are (the active count would go negative)."""
     k = r.int("num_experts_per_tok")
     if k > experts:
-        raise ModelConfigError(f"{r.where}: field 'num_experts_per_tok' ({k}) is more than {experts_key} ({experts}); "
-                               "a token can't be routed to more experts than the layer has")
+        raise ModelConfigError(
+            f"{r.where}: field 'num_experts_per_tok' ({k}) is more than {experts_key} ({experts}); "
+            "a token can't be routed to more experts than the layer has"
+        )
     return k
 
 
-def _read_mixtral(r: _Reader) -> dict:
+def _read_mixtral(r: _Reader) -> dict[str, Any]:
     d = _llama_like(r, "mixtral")
     experts = r.int("num_local_experts")
-    d["moe"] = MoE(experts=experts, experts_per_token=_experts_per_token(r, experts, "num_local_experts"),
-                   expert_ffn_size=d["ffn_size"], layers=d["layers"])
+    d["moe"] = MoE(
+        experts=experts,
+        experts_per_token=_experts_per_token(r, experts, "num_local_experts"),
+        expert_ffn_size=d["ffn_size"],
+        layers=d["layers"],
+    )
     return d
 
 
-def _read_qwen_moe(r: _Reader, model_type: str) -> dict:
+def _read_qwen_moe(r: _Reader, model_type: str) -> dict[str, Any]:
     d = _llama_like(r, model_type)
     experts = r.int("num_experts")
     shared = r.int("shared_expert_intermediate_size", default=0, minimum=0) if model_type == "qwen2_moe" else 0
-    d["moe"] = MoE(experts=experts, experts_per_token=_experts_per_token(r, experts, "num_experts"),
-                   expert_ffn_size=r.int("moe_intermediate_size"), layers=_moe_layer_count(r, d["layers"], experts),
-                   shared_ffn_size=shared, shared_expert_gate=shared > 0)
+    d["moe"] = MoE(
+        experts=experts,
+        experts_per_token=_experts_per_token(r, experts, "num_experts"),
+        expert_ffn_size=r.int("moe_intermediate_size"),
+        layers=_moe_layer_count(r, d["layers"], experts),
+        shared_ffn_size=shared,
+        shared_expert_gate=shared > 0,
+    )
     return d
 
 
-def _read_deepseek(r: _Reader, model_type: str) -> dict:
+def _read_deepseek(r: _Reader, model_type: str) -> dict[str, Any]:
     d = _llama_like(r, model_type)
     layers = d["layers"]
     experts = r.int("n_routed_experts", default=0, minimum=0)
@@ -301,64 +323,111 @@ def _read_deepseek(r: _Reader, model_type: str) -> dict:
     moe_layers = sum(1 for i in range(layers) if experts and i >= first_dense and i % freq == 0)
     if moe_layers:
         expert_ffn = r.int("moe_intermediate_size")
-        d["moe"] = MoE(experts=experts, experts_per_token=_experts_per_token(r, experts, "n_routed_experts"),
-                       expert_ffn_size=expert_ffn,
-                       layers=moe_layers, shared_ffn_size=expert_ffn * r.int("n_shared_experts", default=0, minimum=0))
-    d["mla"] = MLA(q_lora_rank=r.opt_int("q_lora_rank"), kv_lora_rank=r.int("kv_lora_rank"),
-                   qk_nope_head_dim=r.int("qk_nope_head_dim"), qk_rope_head_dim=r.int("qk_rope_head_dim"),
-                   v_head_dim=r.int("v_head_dim"))
+        d["moe"] = MoE(
+            experts=experts,
+            experts_per_token=_experts_per_token(r, experts, "n_routed_experts"),
+            expert_ffn_size=expert_ffn,
+            layers=moe_layers,
+            shared_ffn_size=expert_ffn * r.int("n_shared_experts", default=0, minimum=0),
+        )
+    d["mla"] = MLA(
+        q_lora_rank=r.opt_int("q_lora_rank"),
+        kv_lora_rank=r.int("kv_lora_rank"),
+        qk_nope_head_dim=r.int("qk_nope_head_dim"),
+        qk_rope_head_dim=r.int("qk_rope_head_dim"),
+        v_head_dim=r.int("v_head_dim"),
+    )
     d["kv_heads"] = d["attention_heads"]  # MLA: every head has its own (decompressed) keys and values
     d["head_dim"] = d["mla"].qk_nope_head_dim + d["mla"].qk_rope_head_dim
     return d
 
 
-def _read_gpt2(r: _Reader) -> dict:
+def _read_gpt2(r: _Reader) -> dict[str, Any]:
     hidden = r.int("n_embd", "hidden_size")
     heads = r.int("n_head", "num_attention_heads")
     _check_divisible(r, hidden, heads, "n_embd", "n_head")
     positions = r.int("n_positions", "max_position_embeddings", default=1024)
-    return dict(model_type="gpt2", vocab_size=r.int("vocab_size"), hidden_size=hidden,
-                layers=r.layers("n_layer", "num_hidden_layers"), attention_heads=heads, kv_heads=heads,
-                head_dim=hidden // heads, ffn_size=r.int("n_inner", default=4 * hidden),
-                context_length=positions, learned_positions=positions,
-                tie_embeddings=r.bool("tie_word_embeddings", True), mlp_gated=False, norm="layernorm",
-                qkv_bias=True, o_bias=True, mlp_bias=True)
+    return dict(
+        model_type="gpt2",
+        vocab_size=r.int("vocab_size"),
+        hidden_size=hidden,
+        layers=r.layers("n_layer", "num_hidden_layers"),
+        attention_heads=heads,
+        kv_heads=heads,
+        head_dim=hidden // heads,
+        ffn_size=r.int("n_inner", default=4 * hidden),
+        context_length=positions,
+        learned_positions=positions,
+        tie_embeddings=r.bool("tie_word_embeddings", True),
+        mlp_gated=False,
+        norm="layernorm",
+        qkv_bias=True,
+        o_bias=True,
+        mlp_bias=True,
+    )
 
 
-def _read_gpt_neox(r: _Reader) -> dict:
+def _read_gpt_neox(r: _Reader) -> dict[str, Any]:
     d = _common(r, "gpt_neox", tie_default=False)
     bias = r.bool("attention_bias", True)
-    d.update(ffn_size=r.int("intermediate_size"), mlp_gated=False, norm="layernorm", qkv_bias=bias, o_bias=bias,
-             mlp_bias=True, parallel_attention=r.bool("use_parallel_residual", True),
-             rotary_fraction=r.float("rotary_pct", 0.25, 0.0, 1.0))
+    d.update(
+        ffn_size=r.int("intermediate_size"),
+        mlp_gated=False,
+        norm="layernorm",
+        qkv_bias=bias,
+        o_bias=bias,
+        mlp_bias=True,
+        parallel_attention=r.bool("use_parallel_residual", True),
+        rotary_fraction=r.float("rotary_pct", 0.25, 0.0, 1.0),
+    )
     return d
 
 
-def _read_opt(r: _Reader) -> dict:
+def _read_opt(r: _Reader) -> dict[str, Any]:
     d = _common(r, "opt", tie_default=True)
     bias = r.bool("enable_bias", True)
     affine = r.bool("layer_norm_elementwise_affine", True)
     embed_dim = r.int("word_embed_proj_dim", default=d["hidden_size"])
     final = r.bool("do_layer_norm_before", True) and not r.bool("_remove_final_layer_norm", False)
-    d.update(ffn_size=r.int("ffn_dim"), mlp_gated=False, norm="layernorm" if affine else "nonparametric",
-             qkv_bias=bias, o_bias=bias, mlp_bias=bias, final_norm=final,
-             learned_positions=d["context_length"] + 2,  # OPT offsets learned positions by 2
-             embedding_dim=embed_dim if embed_dim != d["hidden_size"] else None)
+    d.update(
+        ffn_size=r.int("ffn_dim"),
+        mlp_gated=False,
+        norm="layernorm" if affine else "nonparametric",
+        qkv_bias=bias,
+        o_bias=bias,
+        mlp_bias=bias,
+        final_norm=final,
+        learned_positions=d["context_length"] + 2,  # OPT offsets learned positions by 2
+        embedding_dim=embed_dim if embed_dim != d["hidden_size"] else None,
+    )
     return d
 
 
-def _read_bloom(r: _Reader) -> dict:
+def _read_bloom(r: _Reader) -> dict[str, Any]:
     hidden = r.int("hidden_size", "n_embed")
     heads = r.int("n_head", "num_attention_heads")
     _check_divisible(r, hidden, heads, "hidden_size", "n_head")
-    return dict(model_type="bloom", vocab_size=r.int("vocab_size"), hidden_size=hidden,
-                layers=r.layers("n_layer", "num_hidden_layers"), attention_heads=heads, kv_heads=heads,
-                head_dim=hidden // heads, ffn_size=4 * hidden, context_length=r.int("seq_length", default=2048),
-                tie_embeddings=r.bool("tie_word_embeddings", True), mlp_gated=False, norm="layernorm",
-                embedding_norm=True, qkv_bias=True, o_bias=True, mlp_bias=True)
+    return dict(
+        model_type="bloom",
+        vocab_size=r.int("vocab_size"),
+        hidden_size=hidden,
+        layers=r.layers("n_layer", "num_hidden_layers"),
+        attention_heads=heads,
+        kv_heads=heads,
+        head_dim=hidden // heads,
+        ffn_size=4 * hidden,
+        context_length=r.int("seq_length", default=2048),
+        tie_embeddings=r.bool("tie_word_embeddings", True),
+        mlp_gated=False,
+        norm="layernorm",
+        embedding_norm=True,
+        qkv_bias=True,
+        o_bias=True,
+        mlp_bias=True,
+    )
 
 
-def _read_falcon(r: _Reader) -> dict:
+def _read_falcon(r: _Reader) -> dict[str, Any]:
     hidden = r.int("hidden_size")
     heads = r.int("num_attention_heads")
     _check_divisible(r, hidden, heads, "hidden_size", "num_attention_heads")
@@ -377,39 +446,73 @@ def _read_falcon(r: _Reader) -> dict:
     else:
         norms = 1 if parallel else 2
     bias = r.bool("bias", False)
-    return dict(model_type="falcon", vocab_size=r.int("vocab_size"), hidden_size=hidden,
-                layers=r.layers("num_hidden_layers"), attention_heads=heads, kv_heads=kv, head_dim=hidden // heads,
-                ffn_size=r.int("ffn_hidden_size", default=4 * hidden),
-                context_length=r.int("max_position_embeddings", default=2048),
-                tie_embeddings=r.bool("tie_word_embeddings", True), mlp_gated=False, norm="layernorm",
-                norms_per_layer=norms, qkv_bias=bias, o_bias=bias, mlp_bias=bias, parallel_attention=parallel)
+    return dict(
+        model_type="falcon",
+        vocab_size=r.int("vocab_size"),
+        hidden_size=hidden,
+        layers=r.layers("num_hidden_layers"),
+        attention_heads=heads,
+        kv_heads=kv,
+        head_dim=hidden // heads,
+        ffn_size=r.int("ffn_hidden_size", default=4 * hidden),
+        context_length=r.int("max_position_embeddings", default=2048),
+        tie_embeddings=r.bool("tie_word_embeddings", True),
+        mlp_gated=False,
+        norm="layernorm",
+        norms_per_layer=norms,
+        qkv_bias=bias,
+        o_bias=bias,
+        mlp_bias=bias,
+        parallel_attention=parallel,
+    )
 
 
-def _read_mpt(r: _Reader) -> dict:
+def _read_mpt(r: _Reader) -> dict[str, Any]:
     hidden = r.int("d_model", "hidden_size")
     heads = r.int("n_heads", "num_attention_heads")
     _check_divisible(r, hidden, heads, "d_model", "n_heads")
     # transformers' MPT (the one the Hub's MPT checkpoints load into) has no biases and a 4x MLP;
     # configs that ask for anything else describe weights it cannot hold.
     if not r.bool("no_bias", True) or r.int("expansion_ratio", default=4) != 4:
-        raise ModelConfigError(f"{r.where}: MPT with no_bias=false or expansion_ratio != 4 is not supported "
-                               "(transformers' MPT has neither); set no_bias true and expansion_ratio 4")
-    return dict(model_type="mpt", vocab_size=r.int("vocab_size"), hidden_size=hidden,
-                layers=r.layers("n_layers", "num_hidden_layers"), attention_heads=heads, kv_heads=heads,
-                head_dim=hidden // heads, ffn_size=4 * hidden, context_length=r.int("max_seq_len", default=2048),
-                tie_embeddings=True, mlp_gated=False, norm="layernorm-nobias")
+        raise ModelConfigError(
+            f"{r.where}: MPT with no_bias=false or expansion_ratio != 4 is not supported "
+            "(transformers' MPT has neither); set no_bias true and expansion_ratio 4"
+        )
+    return dict(
+        model_type="mpt",
+        vocab_size=r.int("vocab_size"),
+        hidden_size=hidden,
+        layers=r.layers("n_layers", "num_hidden_layers"),
+        attention_heads=heads,
+        kv_heads=heads,
+        head_dim=hidden // heads,
+        ffn_size=4 * hidden,
+        context_length=r.int("max_seq_len", default=2048),
+        tie_embeddings=True,
+        mlp_gated=False,
+        norm="layernorm-nobias",
+    )
 
 
-def _read_phi(r: _Reader) -> dict:
+def _read_phi(r: _Reader) -> dict[str, Any]:
     d = _common(r, "phi", tie_default=False)
-    d.update(ffn_size=r.int("intermediate_size"), mlp_gated=False, norm="layernorm", norms_per_layer=1,
-             qkv_bias=True, o_bias=True, mlp_bias=True, lm_head_bias=True, parallel_attention=True,
-             qk_norm="head" if r.bool("qk_layernorm", False) else "none",
-             rotary_fraction=r.float("partial_rotary_factor", 0.5, 0.0, 1.0))
+    d.update(
+        ffn_size=r.int("intermediate_size"),
+        mlp_gated=False,
+        norm="layernorm",
+        norms_per_layer=1,
+        qkv_bias=True,
+        o_bias=True,
+        mlp_bias=True,
+        lm_head_bias=True,
+        parallel_attention=True,
+        qk_norm="head" if r.bool("qk_layernorm", False) else "none",
+        rotary_fraction=r.float("partial_rotary_factor", 0.5, 0.0, 1.0),
+    )
     return d
 
 
-_READERS: dict[str, Callable[[_Reader], dict]] = {
+_READERS: dict[str, Callable[[_Reader], dict[str, Any]]] = {
     "gpt2": _read_gpt2,
     "gpt_neox": _read_gpt_neox,
     "opt": _read_opt,
@@ -424,14 +527,15 @@ _READERS: dict[str, Callable[[_Reader], dict]] = {
     "deepseek_v3": lambda r: _read_deepseek(r, "deepseek_v3"),
 }
 for _mt in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "olmo", "olmo2"):
-    _READERS[_mt] = (lambda mt: (lambda r: _llama_like(r, mt)))(_mt)
+    _READERS[_mt] = (lambda mt: lambda r: _llama_like(r, mt))(_mt)
 
 #: model_type values the reader understands.
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(_READERS))
 
 
-def spec_from_hf_config(config: Config, *, id: str, name: str | None = None, where: str | None = None,
-                        **extra: Any) -> ModelSpec:
+def spec_from_hf_config(
+    config: Config, *, id: str, name: str | None = None, where: str | None = None, **extra: Any
+) -> ModelSpec:
     """Build a ModelSpec from a Hugging Face config dict.
 
     ``where`` names the config in error messages (a path or a catalog entry). Multimodal configs with a
@@ -449,7 +553,7 @@ def spec_from_hf_config(config: Config, *, id: str, name: str | None = None, whe
             raise ModelConfigError(f"{where}: field 'text_config' must be an object, got {_type_name(text)}")
         outer, text = model_type, dict(text)
         if text.get("model_type") is None:
-            text["model_type"] = {"gemma3": "gemma3_text"}.get(outer, outer)
+            text["model_type"] = "gemma3_text" if outer == "gemma3" else outer
         where = f"{where} text_config"
         notes.append(f"read the text model of a '{outer}' config; its vision/audio parts are not counted")
         config, model_type = text, _model_type(text, where)
@@ -469,8 +573,10 @@ def spec_from_hf_config(config: Config, *, id: str, name: str | None = None, whe
         raise
     except (TypeError, ValueError, OverflowError, RecursionError) as e:
         # A shape the checks above did not foresee; still the config's fault, and the field is known.
-        raise ModelConfigError(f"{where}: field '{r.key}' can't be read ({type(e).__name__}: "
-                               f"{_one_line(e)}); check its type against a working config.json") from e
+        raise ModelConfigError(
+            f"{where}: field '{r.key}' can't be read ({type(e).__name__}: "
+            f"{_one_line(e)}); check its type against a working config.json"
+        ) from e
     spec = ModelSpec(id=id, name=name or id, notes=tuple(notes), **fields, **extra)
     _check_size(spec, where)
     return spec
@@ -494,15 +600,21 @@ def _check_size(spec: ModelSpec, where: str) -> None:
     if spec.mla is not None:
         m = spec.mla
         q_rank = m.q_lora_rank or h
-        attention = (h * q_rank + q_rank * heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
-                     + h * (m.kv_lora_rank + m.qk_rope_head_dim)
-                     + m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim) + heads * m.v_head_dim * h)
+        attention = (
+            h * q_rank
+            + q_rank * heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+            + h * (m.kv_lora_rank + m.qk_rope_head_dim)
+            + m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim)
+            + heads * m.v_head_dim * h
+        )
     total = 2 * spec.vocab_size * spec.token_embedding_dim + spec.layers * (attention + 3 * h * spec.ffn_size)
     if spec.moe is not None:
         total += spec.moe.layers * 3 * h * (spec.moe.experts * spec.moe.expert_ffn_size + spec.moe.shared_ffn_size)
     if total > MAX_PARAMS:
-        raise ModelConfigError(f"{where}: the sizes describe about {total:.2g} parameters, more than the 1e15 "
-                               "gpuplan plans for; check hidden_size, num_hidden_layers, vocab_size and the FFN sizes")
+        raise ModelConfigError(
+            f"{where}: the sizes describe about {total:.2g} parameters, more than the 1e15 "
+            "gpuplan plans for; check hidden_size, num_hidden_layers, vocab_size and the FFN sizes"
+        )
 
 
 class _NonFinite:

@@ -24,17 +24,18 @@ way around the Hub, a local config.json path:
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
-import re
-import threading
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ..errors import HubError
-from .hf_config import load_config_json
+from ..units import LazyPattern
+
+# logging, threading and hf_config are imported by the functions that use them: the CLI imports this module
+# for every command that takes a model, and most never reach the Hub
 
 #: A Hub repository id: "owner/name".
-HUB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+HUB_ID_RE = LazyPattern(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 #: Seconds allowed for each connect and each read of the request, and for the request as a whole.
 HUB_TIMEOUT_S = 4.0
@@ -54,8 +55,10 @@ def hub_offline(offline: bool | None = None) -> bool:
     huggingface_hub reads it, TRANSFORMERS_OFFLINE too), read when called."""
     if offline:
         return True
-    return any(os.environ.get(k, "").strip().upper() in {"1", "ON", "YES", "TRUE"}
-               for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    return any(
+        os.environ.get(k, "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+        for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
 
 
 def hub_fetcher(offline: bool = False) -> Fetcher:
@@ -68,8 +71,9 @@ def cache_only_fetch(repo_id: str) -> dict[str, Any]:
     return fetch_hub_config(repo_id, offline=True)
 
 
-def fetch_hub_config(repo_id: str, *, offline: bool | None = None, timeout: float = HUB_TIMEOUT_S,
-                     deadline: float | None = None) -> dict[str, Any]:
+def fetch_hub_config(
+    repo_id: str, *, offline: bool | None = None, timeout: float = HUB_TIMEOUT_S, deadline: float | None = None
+) -> dict[str, Any]:
     """``config.json`` of the Hub repository ``repo_id`` as a dict; a HubError (one line) when it can't be had.
 
     ``offline`` (or HF_HUB_OFFLINE=1) reads only the local Hugging Face cache. Online, ``timeout`` bounds
@@ -78,15 +82,16 @@ def fetch_hub_config(repo_id: str, *, offline: bool | None = None, timeout: floa
     try:
         import huggingface_hub  # noqa: F401
     except ImportError:  # pragma: no cover - it is a dependency
-        raise HubError("reading from the Hub needs huggingface_hub: pip install huggingface_hub; "
-                       + _LOCAL) from None
+        raise HubError("reading from the Hub needs huggingface_hub: pip install huggingface_hub; " + _LOCAL) from None
     _check_repo_id(repo_id)
     cached = _cached_config_path(repo_id)
     if hub_offline(offline):
         if cached is None:
             why = "--offline" if offline else "HF_HUB_OFFLINE is set"
-            raise HubError(f"unknown model '{repo_id}': it is not built in, and it is not in the local Hugging Face "
-                           f"Hub cache ({why}, so the Hub is not asked); go online once to read it, {_LOCAL}")
+            raise HubError(
+                f"unknown model '{repo_id}': it is not built in, and it is not in the local Hugging Face "
+                f"Hub cache ({why}, so the Hub is not asked); go online once to read it, {_LOCAL}"
+            )
         return _read_cached(repo_id, cached)
     try:
         return _download(repo_id, timeout, HUB_DEADLINE_S if deadline is None else deadline)
@@ -100,9 +105,9 @@ class _Unreachable(Exception):
     """The Hub could not be reached (the message is the user's line); a cached copy may stand in."""
 
 
-def _one_line(text: Any, limit: int = 160) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+def _one_line(text: object, limit: int = 160) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _check_repo_id(repo_id: str) -> None:
@@ -111,8 +116,9 @@ def _check_repo_id(repo_id: str) -> None:
     try:
         validate_repo_id(repo_id)
     except ValueError as e:  # HFValidationError: '--' or '..', a name over 96 characters...
-        raise HubError(f"'{repo_id}' is not a valid Hugging Face Hub repository id ({_one_line(e, 120)}); "
-                       f"check it, {_LOCAL}") from None
+        raise HubError(
+            f"'{repo_id}' is not a valid Hugging Face Hub repository id ({_one_line(e, 120)}); check it, {_LOCAL}"
+        ) from None
 
 
 def _cached_config_path(repo_id: str) -> str | None:
@@ -132,14 +138,19 @@ def _read_cached(repo_id: str, path: str) -> dict[str, Any]:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
-        raise HubError(f"can't read the cached config.json of '{repo_id}' ({path}: {e.strerror or e}); "
-                       f"{_LOCAL}") from None
+        raise HubError(
+            f"can't read the cached config.json of '{repo_id}' ({path}: {e.strerror or e}); {_LOCAL}"
+        ) from None
+    from .hf_config import load_config_json
+
     return load_config_json(data, f"{repo_id} (cached Hub config.json {path})")
 
 
 @contextlib.contextmanager
 def _quiet_hub_logs() -> Iterator[None]:
     """huggingface_hub logs retries and warnings; the CLI's contract is one line, so hold them back."""
+    import logging
+
     logger = logging.getLogger("huggingface_hub")
     level = logger.level
     logger.setLevel(logging.ERROR)
@@ -156,30 +167,32 @@ def _network_errors() -> tuple[type[BaseException], ...]:
 
     classes: list[type[BaseException]] = [OSError]
     for name in ("httpx2", "httpx"):
-        try:
+        with contextlib.suppress(ImportError, AttributeError):
             classes.append(importlib.import_module(name).RequestError)
-        except (ImportError, AttributeError):
-            pass
     return tuple(classes)
 
 
 def _get(repo_id: str, timeout: float) -> Any:
     """The GET, raising huggingface_hub's typed HTTP errors (RepositoryNotFoundError, GatedRepoError...)."""
-    from huggingface_hub import __version__ as hf_version, hf_hub_url
-    from huggingface_hub import utils as hf_utils
+    from huggingface_hub import __version__ as hf_version, hf_hub_url, utils as hf_utils
 
     from .. import __version__
 
     url = hf_hub_url(repo_id, "config.json")
-    headers = hf_utils.build_hf_headers(library_name="gpuplan", library_version=__version__,
-                                        user_agent={"huggingface_hub": hf_version})
+    headers = hf_utils.build_hf_headers(
+        library_name="gpuplan", library_version=__version__, user_agent={"huggingface_hub": hf_version}
+    )
     response = hf_utils.get_session().get(url, headers=headers, timeout=timeout)
     hf_utils.hf_raise_for_status(response)
     return response
 
 
 def _download(repo_id: str, timeout: float, deadline: float) -> dict[str, Any]:
+    import threading
+
     from huggingface_hub import errors as hf_errors
+
+    from .hf_config import load_config_json
 
     result: dict[str, Any] = {}
 
@@ -196,28 +209,36 @@ def _download(repo_id: str, timeout: float, deadline: float) -> dict[str, Any]:
         worker.start()
         worker.join(deadline)
     if worker.is_alive():
-        raise _Unreachable(f"the Hugging Face Hub did not answer within {deadline:g} s for '{repo_id}'; check your "
-                           f"connection (or set HF_HUB_OFFLINE=1 to use the local cache), {_LOCAL}")
+        raise _Unreachable(
+            f"the Hugging Face Hub did not answer within {deadline:g} s for '{repo_id}'; check your "
+            f"connection (or set HF_HUB_OFFLINE=1 to use the local cache), {_LOCAL}"
+        )
     error = result.get("error")
     local_miss = getattr(hf_errors, "LocalEntryNotFoundError", ())
-    if isinstance(error, (hf_errors.HfHubHTTPError, hf_errors.EntryNotFoundError)) \
-            and not isinstance(error, local_miss):  # an answer, a refusal: tested before OSError, their base
+    if isinstance(error, (hf_errors.HfHubHTTPError, hf_errors.EntryNotFoundError)) and not isinstance(
+        error, local_miss
+    ):  # an answer, a refusal: tested before OSError, their base
         raise HubError(_refusal(repo_id, error)) from None
     if isinstance(error, _network_errors()):
         kind = "timed out" if isinstance(error, TimeoutError) or "Timeout" in type(error).__name__ else "failed"
-        raise _Unreachable(f"can't reach the Hugging Face Hub to read '{repo_id}' (the request {kind}: "
-                           f"{type(error).__name__}: {_one_line(error, 100)}); check your connection, "
-                           f"{_LOCAL}") from None
+        raise _Unreachable(
+            f"can't reach the Hugging Face Hub to read '{repo_id}' (the request {kind}: "
+            f"{type(error).__name__}: {_one_line(error, 100)}); check your connection, "
+            f"{_LOCAL}"
+        ) from None
     if error is not None:
         raise error  # not a network or HTTP failure: a bug to see, not a line to hide
     response = result["response"]
     if response.status_code // 100 != 2:
-        raise HubError(f"the Hugging Face Hub answered HTTP {response.status_code} for the config.json of "
-                       f"'{repo_id}'; try again later, {_LOCAL}")
+        raise HubError(
+            f"the Hugging Face Hub answered HTTP {response.status_code} for the config.json of "
+            f"'{repo_id}'; try again later, {_LOCAL}"
+        )
     data = response.content
     if len(data) > MAX_CONFIG_BYTES:
-        raise HubError(f"the config.json of '{repo_id}' on the Hub is {len(data):,} bytes, too large to be one; "
-                       f"{_LOCAL}")
+        raise HubError(
+            f"the config.json of '{repo_id}' on the Hub is {len(data):,} bytes, too large to be one; {_LOCAL}"
+        )
     return load_config_json(data, f"{repo_id} (Hub config.json)")
 
 
@@ -228,26 +249,31 @@ def _refusal(repo_id: str, error: Any) -> str:
     status = getattr(getattr(error, "response", None), "status_code", None)
     page = f"https://huggingface.co/{repo_id}"
     if isinstance(error, hf_errors.GatedRepoError):
-        return (f"'{repo_id}' is gated on the Hugging Face Hub: accept its licence at {page}, then {_LOGIN}; "
-                f"{_LOCAL}")
+        return f"'{repo_id}' is gated on the Hugging Face Hub: accept its licence at {page}, then {_LOGIN}; {_LOCAL}"
     if isinstance(error, hf_errors.RepositoryNotFoundError):
-        return (f"no model repository '{repo_id}' on the Hugging Face Hub (or it is private: {_LOGIN}); "
-                f"check the id, {_LOCAL}")
+        return (
+            f"no model repository '{repo_id}' on the Hugging Face Hub (or it is private: {_LOGIN}); "
+            f"check the id, {_LOCAL}"
+        )
     if isinstance(error, hf_errors.RevisionNotFoundError):
         return f"'{repo_id}' on the Hugging Face Hub has no 'main' branch to read config.json from; {_LOCAL}"
     if isinstance(error, hf_errors.EntryNotFoundError):
-        return (f"'{repo_id}' on the Hugging Face Hub has no config.json (not a transformers model repository?); "
-                f"{_LOCAL}")
+        return (
+            f"'{repo_id}' on the Hugging Face Hub has no config.json (not a transformers model repository?); {_LOCAL}"
+        )
     disabled = getattr(hf_errors, "DisabledRepoError", None)
     if disabled is not None and isinstance(error, disabled):
         return f"'{repo_id}' has been disabled on the Hugging Face Hub; {_LOCAL}"
     if status == 401:
-        return (f"the Hugging Face Hub rejected your token when reading '{repo_id}' (HTTP 401): {_LOGIN} "
-                f"with a valid one, or unset it; {_LOCAL}")
+        return (
+            f"the Hugging Face Hub rejected your token when reading '{repo_id}' (HTTP 401): {_LOGIN} "
+            f"with a valid one, or unset it; {_LOCAL}"
+        )
     if status == 403:
-        return (f"the Hugging Face Hub denied access to '{repo_id}' (HTTP 403): if it is gated, accept its licence "
-                f"at {page}, then {_LOGIN}; {_LOCAL}")
+        return (
+            f"the Hugging Face Hub denied access to '{repo_id}' (HTTP 403): if it is gated, accept its licence "
+            f"at {page}, then {_LOGIN}; {_LOCAL}"
+        )
     if status == 429:
         return f"the Hugging Face Hub is rate-limiting requests (HTTP 429); try again later, {_LOCAL}"
-    return (f"the Hugging Face Hub answered HTTP {status} for the config.json of '{repo_id}'; "
-            f"try again later, {_LOCAL}")
+    return f"the Hugging Face Hub answered HTTP {status} for the config.json of '{repo_id}'; try again later, {_LOCAL}"

@@ -7,44 +7,58 @@ to a ``config.json`` or to a folder holding one, a Hub id (read when online), or
 
 from __future__ import annotations
 
-import difflib
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CatalogError, GpuplanError, HubError, ModelConfigError, QuantityError
 from ..spec.accelerator import Source
 from ..spec.model import ModelSpec, ParamsOnlyModel
-from ..units import parse_params
-from .hf_config import MAX_PARAMS, load_config_json, spec_from_hf_config
-from .hub import HUB_ID_RE, MAX_CONFIG_BYTES, Fetcher, fetch_hub_config
+from ..units import LazyPattern, parse_params
 from . import cache
+from .hub import HUB_ID_RE, MAX_CONFIG_BYTES, Fetcher, fetch_hub_config
 from .paths import DATA_DIR, user_files
 from .registry import Registry
-from .schema import (ModelEntry, ModelFile, Skipped, entry_label, read_entries, read_file_bytes, read_structured,
-                     skip_or_raise, validate, without_gc)
+from .schema import Skipped, entry_label, read_entries, read_file_bytes, read_structured, skip_or_raise, without_gc
+
+if TYPE_CHECKING:
+    from .entries import ModelEntry
+
+# hf_config (the config.json readers), entries (pydantic) and difflib are imported where they are used: a model
+# from the catalog cache needs none of them
 
 BUNDLED_DIR = DATA_DIR / "models"
 LIST_HINT = "'gpuplan model list' shows the built-in ones; a config.json path or a Hub id works too"
 
 
 def _to_spec(e: ModelEntry, where: str, origin: str) -> ModelSpec:
+    from .hf_config import spec_from_hf_config
+
     notes = [e.notes] if isinstance(e.notes, str) else list(e.notes or [])
     try:
         return spec_from_hf_config(
-            e.config, id=e.id, name=e.name, where=where, family=e.family, hf_id=e.hf_id,
-            aliases=tuple(e.aliases), source=Source(e.source.title, e.source.url, e.source.date) if e.source else None,
-            published_params=(e.published_params - sum((e.published_params_excluded or {}).values())
-                              if e.published_params else None),
+            e.config,
+            id=e.id,
+            name=e.name,
+            where=where,
+            family=e.family,
+            hf_id=e.hf_id,
+            aliases=tuple(e.aliases),
+            source=Source(e.source.title, e.source.url, e.source.date) if e.source else None,
+            published_params=(
+                e.published_params - sum((e.published_params_excluded or {}).values()) if e.published_params else None
+            ),
             published_active_params=e.published_active_params,
-            published_params_rounded=e.published_params_rounded, notes=tuple(notes), origin=origin,
+            published_params_rounded=e.published_params_rounded,
+            notes=tuple(notes),
+            origin=origin,
         )
     except ModelConfigError as err:
         raise CatalogError(str(err)) from None
 
 
-def read_model_file(path: Path, origin: str | None = None, *,
-                    skipped: list[Skipped] | None = None) -> list[ModelSpec]:
+def read_model_file(path: Path, origin: str | None = None, *, skipped: list[Skipped] | None = None) -> list[ModelSpec]:
     """Read and validate one model catalog file (schema in docs/catalog-schema.md).
 
     Strict by default; with a ``skipped`` list a broken entry is noted there and left out (see
@@ -54,10 +68,14 @@ def read_model_file(path: Path, origin: str | None = None, *,
 
 
 def _read_model_file(path: Path, origin: str | None, skipped: list[Skipped] | None) -> list[ModelSpec]:
+    from .entries import ModelEntry, ModelFile, validate
+
     data, left_out = read_entries(path, ("models",), skipped)
     if not isinstance(data, dict):
-        raise CatalogError(f"{path}: expected an object with a 'models' list at the top level, "
-                           f"got {type(data).__name__}; see docs/catalog-schema.md")
+        raise CatalogError(
+            f"{path}: expected an object with a 'models' list at the top level, "
+            f"got {type(data).__name__}; see docs/catalog-schema.md"
+        )
     doc = validate(ModelFile, data, str(path))
     out: list[ModelSpec] = []
     seen: set[str] = set()
@@ -78,11 +96,24 @@ def _read_model_file(path: Path, origin: str | None, skipped: list[Skipped] | No
     return out
 
 
-def bundled_configs() -> dict[str, dict]:
+def bundled_configs() -> dict[str, dict[str, Any]]:
     """The bundled models' raw Hugging Face configs by id (for tools that build the models themselves)."""
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     for path in sorted(BUNDLED_DIR.glob("*.json")):
         out.update({m["id"]: m["config"] for m in read_structured(path)["models"]})
+    return out
+
+
+def _read_bundled(paths: list[Path]) -> list[ModelSpec]:
+    """The built-in models of every bundled file, in file order; an id defined in two files is an error."""
+    out: list[ModelSpec] = []
+    ids: dict[str, Path] = {}
+    for path in paths:
+        for spec in read_model_file(path, "built-in"):
+            if spec.id in ids:
+                raise CatalogError(f"{path}: model '{spec.id}' is also defined in {ids[spec.id].name}")
+            ids[spec.id] = path
+            out.append(spec)
     return out
 
 
@@ -94,19 +125,17 @@ def load_models(extra_files: Iterable[Path] = ()) -> Registry[ModelSpec]:
     (looking its id up raises its error); a broken ``extra_files`` file raises CatalogError.
     """
     reg: Registry[ModelSpec] = Registry("model", LIST_HINT)
-    ids: dict[str, Path] = {}
-    for path in sorted(BUNDLED_DIR.glob("*.json")):
-        for spec in read_model_file(path, "built-in"):
-            if spec.id in ids:
-                raise CatalogError(f"{path}: model '{spec.id}' is also defined in {ids[spec.id].name}")
-            ids[spec.id] = path
-            reg.add(spec)
+    paths = sorted(BUNDLED_DIR.glob("*.json"))
+    for spec in cache.cached_group("bundled-models", paths, lambda: _read_bundled(paths)):
+        reg.add(spec)
     reg.add_files(read_model_file, *user_files("models/*.json", "models.json"), extra_files)
     return reg
 
 
 def read_config_path(path: Path) -> ModelSpec:
     """A model from a local ``config.json`` (or a folder that holds one)."""
+    from .hf_config import load_config_json, spec_from_hf_config
+
     path = Path(path)
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -120,7 +149,7 @@ def read_config_path(path: Path) -> ModelSpec:
 
 
 #: What a bare parameter count looks like (``7B``, ``1.5e9``, ``0.5``, ``70``); anything else is a name.
-_COUNT_LIKE = re.compile(r"^\s*[+-]?(?:\d[\d_]*(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*[kmbgtp]?\s*$", re.IGNORECASE)
+_COUNT_LIKE = LazyPattern(r"^\s*[+-]?(?:\d[\d_]*(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*[kmbgtp]?\s*$", re.IGNORECASE)
 
 #: The smallest bare count taken for a model: below it the number is a slip ("7" for "7B"), and a
 #: model that small would be planned as costing nothing.
@@ -129,21 +158,28 @@ MIN_BARE_PARAMS = 1_000
 
 def bare_count_model(text: str) -> ParamsOnlyModel:
     """A model known by its parameter count alone (``7B``), between MIN_BARE_PARAMS and MAX_PARAMS."""
+    from .hf_config import MAX_PARAMS
+
     text = text.strip()
     value = parse_params(text)  # QuantityError for zero, negative and non-finite counts
     if value < MIN_BARE_PARAMS:
         hint = f"did you mean {text}B?" if text[-1].isdigit() else "write it like 7B"
         unit = "parameter" if value == 1 else "parameters"
-        raise QuantityError(f"parameter count '{text}' is {value:g} {unit}; a model needs at least "
-                            f"{MIN_BARE_PARAMS:,} ({hint})")
+        raise QuantityError(
+            f"parameter count '{text}' is {value:g} {unit}; a model needs at least {MIN_BARE_PARAMS:,} ({hint})"
+        )
     if value > MAX_PARAMS:
-        raise QuantityError(f"parameter count '{text}' is {value:.3g} parameters, more than the 1e15 (1,000,000B) "
-                            "gpuplan plans for; write it like 7B or 405B")
-    return ParamsOnlyModel(params=int(round(value)))
+        raise QuantityError(
+            f"parameter count '{text}' is {value:.3g} parameters, more than the 1e15 (1,000,000B) "
+            "gpuplan plans for; write it like 7B or 405B"
+        )
+    return ParamsOnlyModel(params=round(value))
 
 
 def _near_catalog_names(text: str, models: Registry[ModelSpec], n: int = 2) -> list[str]:
     """Catalog names (ids, aliases, Hub ids, as spelled in the catalog) that ``text`` is a near miss of."""
+    import difflib
+
     spelled: dict[str, str] = {}
     for m in models:
         for name in (m.id, m.hf_id, *m.aliases):
@@ -153,8 +189,9 @@ def _near_catalog_names(text: str, models: Registry[ModelSpec], n: int = 2) -> l
     return [spelled[c] for c in close]
 
 
-def resolve_model(text: str, models: Registry[ModelSpec] | None = None,
-                  fetch: Fetcher | None = fetch_hub_config) -> ModelSpec | ParamsOnlyModel:
+def resolve_model(
+    text: str, models: Registry[ModelSpec] | None = None, fetch: Fetcher | None = fetch_hub_config
+) -> ModelSpec | ParamsOnlyModel:
     """Turn a model argument into a model: catalog id/alias, config path, bare parameter count, or Hub id.
 
     In that order: a built-in id or alias (case-insensitive); an existing path; a bare count such as
@@ -191,8 +228,11 @@ def resolve_model(text: str, models: Registry[ModelSpec] | None = None,
             if not near:
                 raise
             raise HubError(f"{e}; or did you mean the built-in {' or '.join(repr(n) for n in near)}?") from None
-        return spec_from_hf_config(config, id=text, name=text, where=f"{text} (Hub config.json)",
-                                   hf_id=text, origin="huggingface-hub")
+        from .hf_config import spec_from_hf_config
+
+        return spec_from_hf_config(
+            config, id=text, name=text, where=f"{text} (Hub config.json)", hf_id=text, origin="huggingface-hub"
+        )
     try:
         return models.get(text)  # raises UnknownIdError with near matches
     except GpuplanError:

@@ -2,50 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Iterable, Literal
-
-from pydantic import Field
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CatalogError, GpuplanError
-from ..spec.accelerator import Source
+from ..spec.accelerator import Accelerator, Source
+from ..spec.choices import Pricing, values
 from ..spec.offer import Offer
 from . import cache
 from .paths import DATA_DIR, user_files
 from .registry import Registry
-from .schema import (_DATE, _ID, Bytes, Count, Rate, Skipped, SourceEntry, _Strict, entry_label, read_entries,
-                     skip_or_raise, validate, without_gc)
+from .schema import Skipped, entry_label, read_entries, skip_or_raise, without_gc
+
+if TYPE_CHECKING:
+    from .entries import OfferEntry, OfferFile  # noqa: F401 - forwarded by __getattr__
 
 BUNDLED_FILE = DATA_DIR / "offers.toml"
 LIST_HINT = "'gpuplan offers list' shows them all"
-PRICING = ("on-demand", "spot", "reserved-1y", "reserved-3y", "subscription", "quote")
+PRICING = values(Pricing)
 
 
-class OfferEntry(_Strict):
-    id: Annotated[str, Field(pattern=_ID)]
-    provider: Annotated[str, Field(min_length=1)]
-    instance: Annotated[str, Field(min_length=1)]
-    region: Annotated[str, Field(min_length=1)]
-    gpu: Annotated[str, Field(min_length=1)]
-    gpu_count: Count
-    vcpus: Count | None = None
-    host_memory_bytes: Bytes | None = None
-    scale_up: str | None = None
-    scale_out_bytes_per_s: Rate | None = None
-    usd_per_hour: Annotated[float, Field(gt=0, le=1e9)]
-    pricing: Literal[PRICING]  # type: ignore[valid-type]
-    price_date: Annotated[str, Field(pattern=_DATE)]
-    source: SourceEntry
-    notes: str | None = None
+def __getattr__(name: str) -> Any:
+    # the row schema lives with the other pydantic models (entries.py), imported on first use
+    if name in ("OfferEntry", "OfferFile"):
+        from . import entries
+
+        return getattr(entries, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class OfferFile(_Strict):
-    schema_version: Literal[1] = 1
-    offer: list[dict]
-
-
-def read_offer_file(path: Path, known_gpus: Registry, origin: str | None = None, *,
-                    skipped: list[Skipped] | None = None) -> list[Offer]:
+def read_offer_file(
+    path: Path, known_gpus: Registry[Accelerator], origin: str | None = None, *, skipped: list[Skipped] | None = None
+) -> list[Offer]:
     """Read and check one offers file: valid rows, known GPUs, unique ids, spot never above on-demand.
 
     Strict by default; with a ``skipped`` list a broken row is noted there and left out (see
@@ -54,19 +43,24 @@ def read_offer_file(path: Path, known_gpus: Registry, origin: str | None = None,
     fingerprint = getattr(known_gpus, "fingerprint", None)  # what the GPU names were checked against
     if fingerprint is None:
         return _read_offer_file(Path(path), origin, skipped, known_gpus)
-    return cache.cached_entries("offers", Path(path), _read_offer_file, origin, skipped, known_gpus,
-                                extra=fingerprint)
+    return cache.cached_entries("offers", Path(path), _read_offer_file, origin, skipped, known_gpus, extra=fingerprint)
 
 
-def _read_offer_file(path: Path, origin: str | None, skipped: list[Skipped] | None, known_gpus: Registry) -> list[Offer]:
+def _read_offer_file(
+    path: Path, origin: str | None, skipped: list[Skipped] | None, known_gpus: Registry[Accelerator]
+) -> list[Offer]:
+    from .entries import OfferEntry, OfferFile, validate
+
     data, left_out = read_entries(path, ("offer",), skipped)
     if not isinstance(data, dict):
-        raise CatalogError(f"{path}: expected a table (object) with an 'offer' list at the top level, "
-                           f"got {type(data).__name__}; see docs/offers-schema.md")
+        raise CatalogError(
+            f"{path}: expected a table (object) with an 'offer' list at the top level, "
+            f"got {type(data).__name__}; see docs/offers-schema.md"
+        )
     doc = validate(OfferFile, data, str(path))
     out: list[Offer] = []
     seen: set[str] = set()
-    raws: dict[str, dict] = {}
+    raws: dict[str, dict[Any, Any]] = {}
     for i, raw in enumerate(doc.offer):
         if i in left_out:
             continue
@@ -79,24 +73,37 @@ def _read_offer_file(path: Path, origin: str | None, skipped: list[Skipped] | No
         except CatalogError as err:
             skip_or_raise(err, raw, skipped)
             continue
-        offer = Offer(id=e.id, provider=e.provider, instance=e.instance, region=e.region, gpu=gpu_id,
-                      gpu_count=e.gpu_count, usd_per_hour=e.usd_per_hour, pricing=e.pricing, price_date=e.price_date,
-                      source=Source(e.source.title, e.source.url, e.source.date), vcpus=e.vcpus,
-                      host_memory_bytes=e.host_memory_bytes, scale_up=e.scale_up,
-                      scale_out_bytes_per_s=e.scale_out_bytes_per_s, notes=e.notes, origin=origin or str(path))
+        offer = Offer(
+            id=e.id,
+            provider=e.provider,
+            instance=e.instance,
+            region=e.region,
+            gpu=gpu_id,
+            gpu_count=e.gpu_count,
+            usd_per_hour=e.usd_per_hour,
+            pricing=e.pricing,
+            price_date=e.price_date,
+            source=Source(e.source.title, e.source.url, e.source.date),
+            vcpus=e.vcpus,
+            host_memory_bytes=e.host_memory_bytes,
+            scale_up=e.scale_up,
+            scale_out_bytes_per_s=e.scale_out_bytes_per_s,
+            notes=e.notes,
+            origin=origin or str(path),
+        )
         seen.add(e.id)
         raws[e.id] = raw
         out.append(offer)
     bad: set[str] = set()
-    for err, ids in _consistency_problems(out, path):
+    for problem, ids in _consistency_problems(out, path):
         for offer_id in ids:
             if offer_id not in bad:
-                skip_or_raise(err, raws[offer_id], skipped)
+                skip_or_raise(problem, raws[offer_id], skipped)
                 bad.add(offer_id)
     return [o for o in out if o.id not in bad] if bad else out
 
 
-def _gpu_id(known_gpus: Registry, name: str, where: str) -> str:
+def _gpu_id(known_gpus: Registry[Accelerator], name: str, where: str) -> str:
     """The canonical id of an offer's accelerator; CatalogError (naming the field) when it is not one."""
     problem = known_gpus.problem_for(name)
     if problem is not None:
@@ -121,10 +128,17 @@ def _consistency_problems(offers: list[Offer], path: Path) -> list[tuple[Catalog
             continue
         counts = {r.gpu_count for r in rows}
         if len(counts) > 1:
-            problems.append((CatalogError(f"{path}: {provider} {instance} in {region} is listed with {sorted(counts)} "
-                                          "GPUs; one instance has one GPU count"), [r.id for r in rows]))
+            problems.append(
+                (
+                    CatalogError(
+                        f"{path}: {provider} {instance} in {region} is listed with {sorted(counts)} "
+                        "GPUs; one instance has one GPU count"
+                    ),
+                    [r.id for r in rows],
+                )
+            )
             continue
-        first: dict[tuple, str] = {}
+        first: dict[tuple[str, float, str], str] = {}
         dupes = []
         for r in rows:
             k = (r.pricing, r.usd_per_hour, r.price_date)
@@ -133,18 +147,29 @@ def _consistency_problems(offers: list[Offer], path: Path) -> list[tuple[Catalog
             else:
                 first[k] = r.id
         if dupes:
-            problems.append((CatalogError(f"{path}: {provider} {instance} in {region} has duplicate rows "
-                                          f"(offer '{dupes[0]}')"), dupes))
+            problems.append(
+                (
+                    CatalogError(f"{path}: {provider} {instance} in {region} has duplicate rows (offer '{dupes[0]}')"),
+                    dupes,
+                )
+            )
         on_demand = min((r.usd_per_hour for r in rows if r.pricing == "on-demand"), default=None)
         for r in rows:
             if r.pricing == "spot" and on_demand is not None and r.usd_per_hour > on_demand:
-                problems.append((CatalogError(f"{path}: offer '{r.id}': spot ${r.usd_per_hour:g}/h is above on-demand "
-                                              f"${on_demand:g}/h for the same instance"), [r.id]))
+                problems.append(
+                    (
+                        CatalogError(
+                            f"{path}: offer '{r.id}': spot ${r.usd_per_hour:g}/h is above on-demand "
+                            f"${on_demand:g}/h for the same instance"
+                        ),
+                        [r.id],
+                    )
+                )
     return problems
 
 
 @without_gc
-def load_offers(accelerators: Registry, extra_files: Iterable[Path] = ()) -> Registry[Offer]:
+def load_offers(accelerators: Registry[Accelerator], extra_files: Iterable[Path] = ()) -> Registry[Offer]:
     """Bundled offers, then the user's offers.toml/json, then ``extra_files``; later ids override earlier.
 
     A broken file or row in the user's directory is left out and noted in the registry's ``problems``
@@ -154,6 +179,9 @@ def load_offers(accelerators: Registry, extra_files: Iterable[Path] = ()) -> Reg
     if BUNDLED_FILE.is_file():
         for o in read_offer_file(BUNDLED_FILE, accelerators, "built-in"):
             reg.add(o)
-    reg.add_files(lambda path, skipped=None: read_offer_file(path, accelerators, skipped=skipped),
-                  *user_files("offers.toml", "offers.json"), extra_files)
+    reg.add_files(
+        lambda path, skipped=None: read_offer_file(path, accelerators, skipped=skipped),
+        *user_files("offers.toml", "offers.json"),
+        extra_files,
+    )
     return reg

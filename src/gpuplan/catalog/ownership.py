@@ -7,8 +7,9 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from ..errors import CatalogError
+from .entries import _Strict, validate
 from .paths import DATA_DIR
-from .schema import _Strict, read_structured, validate
+from .schema import read_structured
 
 BUNDLED_FILE = DATA_DIR / "ownership.toml"
 _DATE_OR_ND = r"^(\d{4}(-\d{2}(-\d{2})?)?|n\.d\.)$"

@@ -49,18 +49,27 @@ def user_files(*patterns: str) -> tuple[list[Path], list[CatalogError]]:
     problems: list[CatalogError] = []
     d = user_config_dir()
     if d is None:
-        return [], [CatalogError("no home folder ($HOME is not set): your gpuplan config folder is not read; "
-                                 "set GPUPLAN_CONFIG_DIR to use one")]
+        return [], [
+            CatalogError(
+                "no home folder ($HOME is not set): your gpuplan config folder is not read; "
+                "set GPUPLAN_CONFIG_DIR to use one"
+            )
+        ]
     try:
         st = os.stat(d)
     except FileNotFoundError:
         return [], []
     except (OSError, ValueError) as e:
-        return [], [CatalogError(f"{d}: can't read your gpuplan config folder{_where()} "
-                                 f"({getattr(e, 'strerror', None) or e}); using the built-in catalogs only")]
+        return [], [
+            CatalogError(
+                f"{d}: can't read your gpuplan config folder{_where()} "
+                f"({getattr(e, 'strerror', None) or e}); using the built-in catalogs only"
+            )
+        ]
     if not stat.S_ISDIR(st.st_mode):
-        return [], [CatalogError(f"{d}: your gpuplan config folder{_where()} is not a folder; "
-                                 "using the built-in catalogs only")]
+        return [], [
+            CatalogError(f"{d}: your gpuplan config folder{_where()} is not a folder; using the built-in catalogs only")
+        ]
     listings: dict[Path, list[str] | None] = {}
 
     def listing(folder: Path) -> list[str] | None:
@@ -74,8 +83,12 @@ def user_files(*patterns: str) -> tuple[list[Path], list[CatalogError]]:
                 if isinstance(e, NotADirectoryError):
                     problems.append(CatalogError(f"{folder}: is not a folder; its files are not read"))
                 else:
-                    problems.append(CatalogError(f"{folder}: can't read the folder ({getattr(e, 'strerror', None) or e});"
-                                                 " its files are not read"))
+                    problems.append(
+                        CatalogError(
+                            f"{folder}: can't read the folder ({getattr(e, 'strerror', None) or e});"
+                            " its files are not read"
+                        )
+                    )
         return listings[folder]
 
     top = listing(d)

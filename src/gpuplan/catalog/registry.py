@@ -6,13 +6,21 @@ Lookups are O(1) whatever the catalog's size: the alias index is kept up to date
 
 from __future__ import annotations
 
-import difflib
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from ..errors import AmbiguousIdError, CatalogError, GpuplanError, UnknownIdError
 
-T = TypeVar("T")
+
+class _Entry(Protocol):
+    """What a registry holds: anything with an ``id`` (aliases, when it has them, are read with getattr)."""
+
+    @property
+    def id(self) -> str: ...
+
+
+T = TypeVar("T", bound=_Entry)
 
 #: Above this many names, near-match suggestions look only at names of about the same length that share
 #: a character with the query's start (difflib over everything would take seconds).
@@ -43,12 +51,12 @@ class Registry(Generic[T]):
         self.problems: list[GpuplanError] = []
         #: what the entries were read from (file identities), set by the loaders: a cache key for what was
         #: checked against this registry (offers' GPU names); None when unknown
-        self.fingerprint: tuple | None = None
+        self.fingerprint: tuple[object, ...] | None = None
         for entry in entries:
             self.add(entry)
 
     def add(self, entry: T) -> None:
-        key = _key(entry.id)  # type: ignore[attr-defined]
+        key = _key(entry.id)
         old = self._by_id.get(key)
         if old is not None:
             for alias in getattr(old, "aliases", ()):
@@ -73,8 +81,13 @@ class Registry(Generic[T]):
             if isinstance(name, str) and name.strip():
                 self._broken.setdefault(_key(name), error)
 
-    def add_files(self, read: Callable[..., Iterable[T]], user_files: Iterable[Path],
-                  user_problems: Iterable[GpuplanError], extra_files: Iterable[Path]) -> None:
+    def add_files(
+        self,
+        read: Callable[..., Iterable[T]],
+        user_files: Iterable[Path],
+        user_problems: Iterable[GpuplanError],
+        extra_files: Iterable[Path],
+    ) -> None:
         """The user's folder leniently, then ``--catalog``-style extra files strictly; later ids override.
 
         ``read(path, skipped=...)`` is a catalog reader: with a list it notes broken entries there instead of
@@ -132,7 +145,7 @@ class Registry(Generic[T]):
         if len(found) == 1:
             return found[0]
         if found:
-            raise AmbiguousIdError(self.kind, name, tuple(e.id for e in found))  # type: ignore[attr-defined]
+            raise AmbiguousIdError(self.kind, name, tuple(e.id for e in found))
         problem = self._broken.get(_key(name))
         if problem is not None:
             raise problem
@@ -149,6 +162,8 @@ class Registry(Generic[T]):
         if len(candidates) > _SUGGEST_ALL_BELOW:  # difflib's ratio >= 0.6 needs close lengths and shared letters
             lo, hi, start = len(key) * 0.4, len(key) * 2.5 + 1, set(key[:3])
             candidates = [c for c in candidates if lo <= len(c) <= hi and c[:1] in start]
+        import difflib  # only for an unknown name: not part of every command's start-up
+
         close = difflib.get_close_matches(key, candidates, n=n * 2, cutoff=0.6)
         out: list[str] = []
         for c in close + [k for k in names if key in k]:
@@ -161,6 +176,6 @@ class Registry(Generic[T]):
 
     def _canonical(self, key: str) -> str | None:
         if key in self._by_id:
-            return self._by_id[key].id  # type: ignore[attr-defined]
+            return self._by_id[key].id
         ids = self._alias_index.get(key, {})
-        return self._by_id[next(iter(ids))].id if len(ids) == 1 else None  # type: ignore[attr-defined]
+        return self._by_id[next(iter(ids))].id if len(ids) == 1 else None

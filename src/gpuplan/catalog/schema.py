@@ -1,7 +1,12 @@
-"""The file schemas of the catalogs, validated with pydantic at the boundary.
+"""The file schemas of the catalogs, validated with pydantic at the boundary, and the readers of every file.
 
 Every problem in a file becomes one :class:`~gpuplan.errors.CatalogError` line naming the file, the
 entry and the field. The formats are documented in docs/catalog-schema.md.
+
+The pydantic models themselves (``AcceleratorEntry``, ``ModelEntry``, ``validate``...) live in
+:mod:`gpuplan.catalog.entries` and are imported from there on first use, through this module's
+``__getattr__``: importing pydantic costs about 50 ms, and a command whose catalogs come from the catalog
+cache never validates anything (issue #12, start-up time).
 """
 
 from __future__ import annotations
@@ -12,23 +17,21 @@ import json
 import math
 import os
 import stat
-import tomllib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Callable, Literal, NamedTuple
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, ParamSpec, TypeVar
 
 from ..errors import CatalogError
-from ..spec.accelerator import DTYPES
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+#: A place in a parsed document: keys and list indices from the top down (pydantic's ``loc``).
+Loc = tuple[str | int, ...]
 
 SCHEMA_VERSION = 1
 
 _DATE = r"^\d{4}(-\d{2}(-\d{2})?)?$"
 _ID = r"^[a-z0-9][a-z0-9._\-]*$"
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 #: Upper bounds that keep every figure a finite float and a 64-bit integer downstream (a 1e400 or a
@@ -38,96 +41,62 @@ MAX_COUNT = 10**6
 MAX_BYTES = 10**18
 MAX_RATE = 1e24
 
-Count = Annotated[int, Field(gt=0, le=MAX_COUNT)]
-Bytes = Annotated[int, Field(gt=0, le=MAX_BYTES)]
-Rate = Annotated[float, Field(gt=0, le=MAX_RATE)]
+#: The names of entries.py that this module hands out (importing pydantic then).
+_ENTRIES = frozenset(
+    {
+        "_Strict",
+        "Count",
+        "Bytes",
+        "Rate",
+        "SourceEntry",
+        "InterconnectEntry",
+        "OWN_SOURCE_FIELDS",
+        "AcceleratorEntry",
+        "AcceleratorFile",
+        "ModelEntry",
+        "ModelFile",
+        "explain",
+        "validate",
+    }
+)
+
+if TYPE_CHECKING:
+    from .entries import (  # noqa: F401 - forwarded by __getattr__
+        OWN_SOURCE_FIELDS,
+        AcceleratorEntry,
+        AcceleratorFile,
+        Bytes,
+        Count,
+        InterconnectEntry,
+        ModelEntry,
+        ModelFile,
+        Rate,
+        SourceEntry,
+        _Strict,
+        explain,
+        validate,
+    )
 
 
-class SourceEntry(_Strict):
-    title: Annotated[str, Field(min_length=1)]
-    url: Annotated[str, Field(min_length=1)]
-    date: Annotated[str, Field(pattern=_DATE)]
+def __getattr__(name: str) -> Any:
+    if name in _ENTRIES:
+        from . import entries
 
-
-class InterconnectEntry(_Strict):
-    kind: Annotated[str, Field(min_length=1)]
-    bandwidth_bytes_per_s: Rate
-    links: Count | None = None
-
-
-class AcceleratorEntry(_Strict):
-    id: Annotated[str, Field(pattern=_ID)]
-    name: Annotated[str, Field(min_length=1)]
-    vendor: Literal["nvidia", "amd", "intel", "google", "other"]
-    architecture: Annotated[str, Field(min_length=1)]
-    form_factor: Annotated[str, Field(min_length=1)]
-    year: Annotated[int, Field(ge=1990, le=2100)]
-    aliases: list[Annotated[str, Field(min_length=1)]] = []
-    memory_bytes: Bytes
-    memory_reported_bytes: Bytes | None = None
-    memory_type: Annotated[str, Field(min_length=1)]
-    memory_bandwidth_bytes_per_s: Rate
-    tdp_w: Annotated[float, Field(gt=0, le=1e7)] | None = None  # Google publishes none for recent TPUs
-    pcie_gen: Annotated[int, Field(ge=1, le=6)] | None = None  # the generations spec.accelerator knows
-    pci_device_ids: list[Annotated[str, Field(pattern=r"^0x[0-9a-fA-F]{4}$")]] = []
-    peak_flops_per_s: dict[Literal[DTYPES], Rate]  # type: ignore[valid-type]
-    interconnect: InterconnectEntry | None = None
-    sources: dict[str, SourceEntry]
-    notes: str | None = None
-
-    @field_validator("peak_flops_per_s")
-    @classmethod
-    def _some_peak(cls, v: dict) -> dict:
-        if not v:
-            raise ValueError("give at least one dtype's dense peak, e.g. bf16 = 989.5e12")
-        return v
-
-    @model_validator(mode="after")
-    def _sources(self) -> "AcceleratorEntry":
-        if "default" not in self.sources:
-            raise ValueError("sources needs a 'default' entry (title, url, date)")
-        return self
-
-
-class AcceleratorFile(_Strict):
-    schema_version: Literal[1] = 1
-    accelerator: list[dict[str, Any]]
-
-
-class ModelEntry(_Strict):
-    id: Annotated[str, Field(pattern=_ID)]
-    name: Annotated[str, Field(min_length=1)]
-    family: str = ""
-    aliases: list[Annotated[str, Field(min_length=1)]] = []
-    hf_id: str | None = None
-    source: SourceEntry | None = None
-    config_source: SourceEntry | None = None  # where `config` was copied from, when not `source`
-    published_params: Bytes | None = None
-    published_params_source: str | None = None
-    published_params_rounded: bool = False
-    published_active_params: Bytes | None = None
-    published_active_params_rounded: bool = False
-    published_active_params_source: str | None = None
-    # parameters counted in published_params that the causal-LM model does not hold (a vision tower)
-    published_params_excluded: dict[str, Annotated[int, Field(ge=0, le=MAX_BYTES)]] | None = None
-    # the Hub's safetensors total when it differs from the model (stored tied copies, MTP modules)
-    hub_safetensors_params: Bytes | None = None
-    transformers_params: Bytes | None = None
-    notes: str | list[str] | None = None
-    config: dict[str, Any]
-
-
-class ModelFile(_Strict):
-    schema_version: Literal[1] = 1
-    models: list[dict[str, Any]]
+        return getattr(entries, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 #: The largest file any gpuplan reader takes (catalogs, calibration profiles, config.json). A 100,000-entry
 #: JSON catalog is about 60 MB; anything larger is a mistake (a log, a dataset, /dev/zero) not to slurp.
 MAX_FILE_BYTES = 256 * 2**20
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def _not_regular(mode: int) -> str | None:
@@ -154,8 +123,9 @@ def read_file_bytes(path: Path, *, error: type[Exception] = CatalogError, max_by
     if kind:
         raise error(f"{path}: is {kind}, not a regular file; give the path of a file")
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-                     | getattr(os, "O_BINARY", 0))
+        fd = os.open(
+            path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+        )
     except OSError as e:
         raise error(f"{path}: can't read the file ({e.strerror or e})") from None
     try:
@@ -164,8 +134,10 @@ def read_file_bytes(path: Path, *, error: type[Exception] = CatalogError, max_by
         if kind:
             raise error(f"{path}: is {kind}, not a regular file; give the path of a file")
         if st.st_size > max_bytes:
-            raise error(f"{path}: the file is {st.st_size:,} bytes; gpuplan reads files of at most {max_bytes:,} bytes "
-                        f"({max_bytes / 2**20:g} MiB)")
+            raise error(
+                f"{path}: the file is {st.st_size:,} bytes; gpuplan reads files of at most {max_bytes:,} bytes "
+                f"({max_bytes / 2**20:g} MiB)"
+            )
         chunks, size = [], 0
         while size <= max_bytes:
             chunk = os.read(fd, min(1 << 20, max_bytes + 1 - size))
@@ -220,16 +192,16 @@ class NumberError(CatalogError):
     stand-ins for those numbers and ``found`` their locations, so a lenient reader can leave out just the
     entries that hold one."""
 
-    def __init__(self, message: str, document: Any, found: list[tuple[tuple, CatalogError]]):
+    def __init__(self, message: str, document: Any, found: list[tuple[Loc, CatalogError]]):
         super().__init__(message)
         self.document = document
         self.found = found
 
 
-def _find_bad(data: Any) -> list[tuple[tuple, _Bad]]:
+def _find_bad(data: Any) -> list[tuple[Loc, _Bad]]:
     """The locations of every :class:`_Bad` in a parsed document, in document order (iterative: any depth)."""
-    out: list[tuple[tuple, _Bad]] = []
-    stack: list[tuple[tuple, Any]] = [((), data)]
+    out: list[tuple[Loc, _Bad]] = []
+    stack: list[tuple[Loc, Any]] = [((), data)]
     while stack:
         loc, node = stack.pop()
         if isinstance(node, _Bad):
@@ -243,11 +215,17 @@ def _find_bad(data: Any) -> list[tuple[tuple, _Bad]]:
 
 
 #: The entry lists of gpuplan's files, and what one entry is called in messages.
-_ENTRY_KINDS = {"accelerator": "accelerator", "accelerators": "accelerator", "models": "model", "offer": "offer",
-                "purchase": "purchase", "results": "result"}
+_ENTRY_KINDS = {
+    "accelerator": "accelerator",
+    "accelerators": "accelerator",
+    "models": "model",
+    "offer": "offer",
+    "purchase": "purchase",
+    "results": "result",
+}
 
 
-def describe_location(data: Any, loc: tuple) -> str:
+def describe_location(data: Any, loc: Loc) -> str:
     """Where ``loc`` is, in words: ``accelerator 'x1': field 'peak_flops_per_s.bf16'``, else ``field 'a.b[2]'``."""
     if len(loc) >= 2 and isinstance(loc[1], int) and isinstance(data, dict) and str(loc[0]) in _ENTRY_KINDS:
         entries = data.get(loc[0])
@@ -263,10 +241,10 @@ def _short(text: str) -> str:
 
 #: Documents parsed with ``keep=True``, by file identity, handed to the next reader of the same file (once):
 #: the CLI sorts --catalog files by their content, and a 60 MB catalog should not be parsed twice.
-_KEPT: dict[tuple, Any] = {}
+_KEPT: dict[tuple[object, ...], Any] = {}
 
 
-def _identity(path: Path, fmt: str | None) -> tuple | None:
+def _identity(path: Path, fmt: str | None) -> tuple[object, ...] | None:
     try:
         st = os.stat(path)
     except (OSError, ValueError):
@@ -294,6 +272,8 @@ def read_structured(path: Path, fmt: Literal["TOML", "JSON"] | None = None, *, k
 
 
 def _parse_structured(path: Path, fmt: str | None) -> Any:
+    import tomllib  # its regular expressions take milliseconds to compile: only when a file is parsed
+
     raw = read_file_bytes(path)
     is_toml = fmt == "TOML" if fmt else path.suffix.lower() == ".toml"
     fmt = "TOML" if is_toml else "JSON"
@@ -318,17 +298,22 @@ def _parse_structured(path: Path, fmt: str | None) -> Any:
             data = json.loads(text, parse_constant=_Bad, parse_float=_float_or_bad, parse_int=_int_or_bad)
     except ValueError as e:  # TOML: an integer of more than 4300 digits (tomllib has no hook for integers)
         raise CatalogError(f"{path}: not valid {fmt}: {str(e).split(';')[0]}") from None
-    found = [(loc, CatalogError(f"{path}: {describe_location(data, loc)}: {_short(bad.text)} {bad.why}; "
-                                "give a finite number")) for loc, bad in _find_bad(data)]
+    found = [
+        (
+            loc,
+            CatalogError(f"{path}: {describe_location(data, loc)}: {_short(bad.text)} {bad.why}; give a finite number"),
+        )
+        for loc, bad in _find_bad(data)
+    ]
     if not found:  # pragma: no cover - only stand-ins fail the first parse with a plain ValueError
         raise CatalogError(f"{path}: not valid {fmt}: a number is out of range")
     raise NumberError(str(found[0][1]), data, found)
 
 
 def read_entries(path: Path, keys: tuple[str, ...], skipped: list[Skipped] | None) -> tuple[Any, set[int]]:
-    """``read_structured`` for a file of entries listed under one of ``keys``: with a ``skipped`` list (a lenient reader), an
-    entry holding a number that is not finite is noted there, and its index returned to be left out;
-    anything else wrong with the numbers raises."""
+    """``read_structured`` for a file of entries listed under one of ``keys``: with a ``skipped`` list (a
+    lenient reader), an entry holding a number that is not finite is noted there, and its index returned to be
+    left out; anything else wrong with the numbers raises."""
     try:
         return read_structured(path), set()
     except NumberError as e:
@@ -344,23 +329,8 @@ def read_entries(path: Path, keys: tuple[str, ...], skipped: list[Skipped] | Non
         return data, left_out
 
 
-def _field_path(loc: tuple) -> str:
+def _field_path(loc: Loc) -> str:
     return ".".join(str(p) for p in loc)
-
-
-def explain(err: ValidationError, where: str) -> CatalogError:
-    """One line for the first problem pydantic found (and how many more there are)."""
-    errors = err.errors()
-    first = errors[0]
-    loc = _field_path(first["loc"])
-    msg = first["msg"]
-    if first["type"] == "extra_forbidden":
-        msg = "unknown field (check the spelling against docs/catalog-schema.md)"
-    elif first["type"] == "missing":
-        msg = "required field is missing"
-    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
-    field = f" field '{loc}':" if loc else ""
-    return CatalogError(f"{where}:{field} {msg}{more}")
 
 
 def entry_label(raw: Any, index: int, kind: str) -> str:
@@ -368,11 +338,12 @@ def entry_label(raw: Any, index: int, kind: str) -> str:
     return f"{kind} '{ident}'" if isinstance(ident, str) else f"{kind} #{index + 1}"
 
 
-def without_gc(func: Callable) -> Callable:
+def without_gc(func: Callable[_P, _R]) -> Callable[_P, _R]:
     """Run ``func`` with the cyclic garbage collector paused: reading a 100,000-entry catalog makes millions
     of objects, none in a cycle, and the collector's full passes over them cost more than the reading."""
+
     @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         was_enabled = gc.isenabled()
         gc.disable()
         try:
@@ -380,6 +351,7 @@ def without_gc(func: Callable) -> Callable:
         finally:
             if was_enabled:
                 gc.enable()
+
     return wrapper
 
 
@@ -405,10 +377,3 @@ def skip_or_raise(error: CatalogError, raw: Any, skipped: list[Skipped] | None) 
     if skipped is None:
         raise error
     skipped.append(Skipped(error, entry_names(raw)))
-
-
-def validate(model: type[BaseModel], data: Any, where: str) -> Any:
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        raise explain(e, where) from None

@@ -1,0 +1,196 @@
+"""The pydantic models of the catalog files (accelerators, models, offers): what each entry is validated against.
+
+Kept apart from ``schema.py`` (the file readers) so that pydantic, about 50 ms of start-up, is imported
+only when a file is really validated: a catalog served from the catalog cache (``cache.py``) never needs
+it. ``schema`` forwards these names, so ``from gpuplan.catalog.schema import AcceleratorEntry`` still works.
+The formats are documented in docs/catalog-schema.md.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator, model_validator
+
+from ..errors import CatalogError
+from ..spec.accelerator import DTYPES
+from .offers import PRICING
+from .schema import _DATE, _ID, MAX_BYTES, MAX_COUNT, MAX_RATE, _field_path
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+Count = Annotated[int, Field(gt=0, le=MAX_COUNT)]
+Bytes = Annotated[int, Field(gt=0, le=MAX_BYTES)]
+Rate = Annotated[float, Field(gt=0, le=MAX_RATE)]
+
+
+class SourceEntry(_Strict):
+    title: Annotated[str, Field(min_length=1)]
+    url: Annotated[str, Field(min_length=1)]
+    date: Annotated[str, Field(pattern=_DATE)]
+
+
+class InterconnectEntry(_Strict):
+    kind: Annotated[str, Field(min_length=1)]
+    bandwidth_bytes_per_s: Rate
+    links: Count | None = None
+
+
+#: Figures that no datasheet prints (a measurement, a software default): an entry that gives one names its own
+#: source for it (``sources."matmul_efficiency"`` or ``sources."matmul_efficiency.bf16"``), never the default.
+OWN_SOURCE_FIELDS = (
+    "matmul_efficiency",
+    "cublas_workspace_bytes",
+    "scale_out_bytes_per_s_per_gpu",
+    "fp8_gemm_any_layout",
+)
+
+
+class AcceleratorEntry(_Strict):
+    id: Annotated[str, Field(pattern=_ID)]
+    name: Annotated[str, Field(min_length=1)]
+    vendor: Literal["nvidia", "amd", "intel", "google", "other"]
+    architecture: Annotated[str, Field(min_length=1)]
+    form_factor: Annotated[str, Field(min_length=1)]
+    year: Annotated[int, Field(ge=1990, le=2100)]
+    aliases: list[Annotated[str, Field(min_length=1)]] = []
+    memory_bytes: Bytes
+    memory_reported_bytes: Bytes | None = None
+    memory_type: Annotated[str, Field(min_length=1)]
+    memory_bandwidth_bytes_per_s: Rate
+    tdp_w: Annotated[float, Field(gt=0, le=1e7)] | None = None  # Google publishes none for recent TPUs
+    pcie_gen: Annotated[int, Field(ge=1, le=6)] | None = None  # the generations spec.accelerator knows
+    pci_device_ids: list[Annotated[str, Field(pattern=r"^0x[0-9a-fA-F]{4}$")]] = []
+    peak_flops_per_s: dict[Literal[DTYPES], Rate]  # type: ignore[valid-type]
+    # MAMF: the fraction of each dtype's dense peak a matmul reaches on the best GEMM shape, in (0, 1]
+    matmul_efficiency: dict[Literal[DTYPES], float] = {}  # type: ignore[valid-type]
+    interconnect: InterconnectEntry | None = None
+    scale_out_bytes_per_s_per_gpu: Rate | None = None  # inter-node network per GPU, per direction
+    cublas_workspace_bytes: Bytes | None = None  # PyTorch's cuBLAS workspace per handle (CUBLAS_WORKSPACE_CONFIG unset)
+    fp8_gemm_any_layout: StrictBool | None = None  # False: the fp8 GEMMs take only the TN layout
+    sources: dict[str, SourceEntry]
+    notes: str | None = None
+
+    @field_validator("peak_flops_per_s")
+    @classmethod
+    def _some_peak(cls, v: dict[str, float]) -> dict[str, float]:
+        if not v:
+            raise ValueError("give at least one dtype's dense peak, e.g. bf16 = 989.5e12")
+        return v
+
+    @field_validator("matmul_efficiency")
+    @classmethod
+    def _fractions(cls, v: dict[str, float]) -> dict[str, float]:
+        for dtype, x in v.items():
+            if not 0 < x <= 1:
+                raise ValueError(
+                    f"{dtype} = {x!r} is not a fraction: give the share of the dense {dtype} peak a "
+                    "matmul reaches on the best GEMM shape, more than 0 and at most 1 (e.g. 0.803 "
+                    "for 794.5 of 989 TFLOP/s)"
+                )
+        return v
+
+    @model_validator(mode="after")
+    def _sources(self) -> AcceleratorEntry:
+        if "default" not in self.sources:
+            raise ValueError("sources needs a 'default' entry (title, url, date)")
+        no_peak = [d for d in self.matmul_efficiency if d not in self.peak_flops_per_s]
+        if no_peak:
+            raise ValueError(
+                f"matmul_efficiency gives {', '.join(no_peak)} but peak_flops_per_s has no "
+                f"{' or '.join(no_peak)} peak to take a fraction of"
+            )
+        for name in OWN_SOURCE_FIELDS:
+            given = getattr(self, name)
+            if given is None or given == {}:
+                continue
+            keys = [name, *(f"{name}.{d}" for d in given)] if isinstance(given, dict) else [name]
+            if not any(k in self.sources for k in keys):
+                raise ValueError(
+                    f"{name} is a measurement or a software default, not a datasheet figure: give "
+                    f'its own source, [accelerator.sources."{name}"] with title, url and date'
+                )
+        return self
+
+
+class AcceleratorFile(_Strict):
+    schema_version: Literal[1] = 1
+    accelerator: list[dict[str, Any]]
+
+
+class ModelEntry(_Strict):
+    id: Annotated[str, Field(pattern=_ID)]
+    name: Annotated[str, Field(min_length=1)]
+    family: str = ""
+    aliases: list[Annotated[str, Field(min_length=1)]] = []
+    hf_id: str | None = None
+    source: SourceEntry | None = None
+    config_source: SourceEntry | None = None  # where `config` was copied from, when not `source`
+    published_params: Bytes | None = None
+    published_params_source: str | None = None
+    published_params_rounded: bool = False
+    published_active_params: Bytes | None = None
+    published_active_params_rounded: bool = False
+    published_active_params_source: str | None = None
+    # parameters counted in published_params that the causal-LM model does not hold (a vision tower)
+    published_params_excluded: dict[str, Annotated[int, Field(ge=0, le=MAX_BYTES)]] | None = None
+    # the Hub's safetensors total when it differs from the model (stored tied copies, MTP modules)
+    hub_safetensors_params: Bytes | None = None
+    transformers_params: Bytes | None = None
+    notes: str | list[str] | None = None
+    config: dict[str, Any]
+
+
+class ModelFile(_Strict):
+    schema_version: Literal[1] = 1
+    models: list[dict[str, Any]]
+
+
+class OfferEntry(_Strict):
+    id: Annotated[str, Field(pattern=_ID)]
+    provider: Annotated[str, Field(min_length=1)]
+    instance: Annotated[str, Field(min_length=1)]
+    region: Annotated[str, Field(min_length=1)]
+    gpu: Annotated[str, Field(min_length=1)]
+    gpu_count: Count
+    vcpus: Count | None = None
+    host_memory_bytes: Bytes | None = None
+    scale_up: str | None = None
+    scale_out_bytes_per_s: Rate | None = None
+    usd_per_hour: Annotated[float, Field(gt=0, le=1e9)]
+    pricing: Literal[PRICING]  # type: ignore[valid-type]
+    price_date: Annotated[str, Field(pattern=_DATE)]
+    source: SourceEntry
+    notes: str | None = None
+
+
+class OfferFile(_Strict):
+    schema_version: Literal[1] = 1
+    offer: list[dict[Any, Any]]
+
+
+def explain(err: ValidationError, where: str) -> CatalogError:
+    """One line for the first problem pydantic found (and how many more there are)."""
+    errors = err.errors()
+    first = errors[0]
+    loc = _field_path(first["loc"])
+    msg = first["msg"]
+    if first["type"] == "extra_forbidden":
+        msg = "unknown field (check the spelling against docs/catalog-schema.md)"
+    elif first["type"] == "missing":
+        msg = "required field is missing"
+    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    field = f" field '{loc}':" if loc else ""
+    return CatalogError(f"{where}:{field} {msg}{more}")
+
+
+def validate(model: type[_M], data: Any, where: str) -> _M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise explain(e, where) from None
