@@ -13,15 +13,18 @@ Sources, by part:
   quantization, 0.127 bits/parameter of constants).
 - Activations: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
   Models", Table 2 and equations 1-6, generalized term by term (see ``layer_activation_terms``).
-- Runtime overheads: named assumptions (``MemoryAssumptions``), each with its source.
+- Runtime overheads: named assumptions (``MemoryAssumptions``), each with its source; the cuBLAS workspace
+  and the fp8 weight copies follow the accelerator's catalog figures (``cublas_workspace_bytes``,
+  ``fp8_gemm_any_layout``), with the defaults below where an entry has none.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import ClassVar, Mapping
+from typing import ClassVar
 
 from ..errors import JobError
 from ..spec.accelerator import Accelerator
@@ -29,6 +32,7 @@ from ..spec.model import ModelSpec, ParamsOnlyModel
 from ..spec.training import Parallelism, TrainingJob
 from ..units import MAX_BATCH, MAX_GPUS, MAX_LORA_RANK, MAX_SEQ_TOKENS, GiB, MiB, check_range
 from .assumptions import Assumption, AssumptionSet, check_assumptions
+from .itemized import Itemized  # the base class, also memory.Itemized
 from .params import count_params, largest_module_params, linear_shapes
 
 # ------------------------------------------------------------------------------------------- recipes
@@ -57,43 +61,104 @@ class Recipe:
     grads_only_in_flight_at_stage3: bool = False
 
 
-RECIPES: Mapping[str, Recipe] = MappingProxyType({
-    "amp": Recipe(
-        "amp", "PyTorch AMP: fp32 weights, grads and states; 16-bit copies made by autocast",
-        "PyTorch autocast (cached_cast in aten/src/ATen/autocast_mode.cpp keeps one 16-bit copy per fp32 weight "
-        "until the autocast region exits)", weights=4, grads=4, grad_copy=0, master=0, state=4, autocast_copy=2),
-    "megatron": Recipe(
-        "megatron", "Megatron-LM: bf16 weights, fp32 main grads, fp32 main params and states",
-        "Megatron-LM docs/api-guide/dist_optimizer.md: 18 B/param (bf16 param, fp32 grad); 6 + 12/d with the "
-        "distributed optimizer", weights=2, grads=4, grad_copy=0, master=4, state=4),
-    "megatron-fp16": Recipe(
-        "megatron-fp16", "Megatron-LM fp16: fp16 weights and grads, fp32 grad copy, main params and states",
-        "Megatron-LM docs/api-guide/dist_optimizer.md: 20 B/param (fp16 param, fp16 grad); 4 + 16/d distributed",
-        weights=2, grads=2, grad_copy=4, master=4, state=4),
-    "deepspeed": Recipe(
-        "deepspeed", "DeepSpeed ZeRO: 16-bit weights and grads, fp32 grad partition, master and states",
-        "DeepSpeed docs/code-docs/source/memory.rst: ZeRO-2 4P + 16P/N, ZeRO-3 18P/N + 4 x largest layer",
-        weights=2, grads=2, grad_copy=4, master=4, state=4, grads_shard_stage=3, grads_only_in_flight_at_stage3=True),
-    "zero": Recipe(
-        "zero", "ZeRO paper accounting: 2 + 2 + K=12 bytes per parameter (theoretical minimum)",
-        "Rajbhandari et al. 2020, ZeRO, section 3.1 and Table 1", weights=2, grads=2, grad_copy=0, master=4, state=4),
-    "fsdp": Recipe(
-        "fsdp", "PyTorch FSDP mixed precision: sharded fp32 params, grads and states; bf16 copies of the units "
-        "in flight", "PyTorch FSDP MixedPrecision / FSDP2 MixedPrecisionPolicy docs (param_dtype bf16, "
-        "sharded fp32 parameters)", weights=4, grads=4, grad_copy=0, master=0, state=4),
-    "fp32": Recipe("fp32", "fp32 everywhere", "IEEE fp32: 4 bytes per element", weights=4, grads=4, grad_copy=0,
-                   master=0, state=4),
-    "bf16": Recipe("bf16", "pure bf16: bf16 weights, grads and optimizer states",
-                   "torch.optim creates states with zeros_like(param): the parameter's dtype",
-                   weights=2, grads=2, grad_copy=0, master=0, state=2),
-})
+RECIPES: Mapping[str, Recipe] = MappingProxyType(
+    {
+        "amp": Recipe(
+            "amp",
+            "PyTorch AMP: fp32 weights, grads and states; 16-bit copies made by autocast",
+            "PyTorch autocast (cached_cast in aten/src/ATen/autocast_mode.cpp keeps one 16-bit copy per fp32 weight "
+            "until the autocast region exits)",
+            weights=4,
+            grads=4,
+            grad_copy=0,
+            master=0,
+            state=4,
+            autocast_copy=2,
+        ),
+        "megatron": Recipe(
+            "megatron",
+            "Megatron-LM: bf16 weights, fp32 main grads, fp32 main params and states",
+            "Megatron-LM docs/api-guide/dist_optimizer.md: 18 B/param (bf16 param, fp32 grad); 6 + 12/d with the "
+            "distributed optimizer",
+            weights=2,
+            grads=4,
+            grad_copy=0,
+            master=4,
+            state=4,
+        ),
+        "megatron-fp16": Recipe(
+            "megatron-fp16",
+            "Megatron-LM fp16: fp16 weights and grads, fp32 grad copy, main params and states",
+            "Megatron-LM docs/api-guide/dist_optimizer.md: 20 B/param (fp16 param, fp16 grad); 4 + 16/d distributed",
+            weights=2,
+            grads=2,
+            grad_copy=4,
+            master=4,
+            state=4,
+        ),
+        "deepspeed": Recipe(
+            "deepspeed",
+            "DeepSpeed ZeRO: 16-bit weights and grads, fp32 grad partition, master and states",
+            "DeepSpeed docs/code-docs/source/memory.rst: ZeRO-2 4P + 16P/N, ZeRO-3 18P/N + 4 x largest layer",
+            weights=2,
+            grads=2,
+            grad_copy=4,
+            master=4,
+            state=4,
+            grads_shard_stage=3,
+            grads_only_in_flight_at_stage3=True,
+        ),
+        "zero": Recipe(
+            "zero",
+            "ZeRO paper accounting: 2 + 2 + K=12 bytes per parameter (theoretical minimum)",
+            "Rajbhandari et al. 2020, ZeRO, section 3.1 and Table 1",
+            weights=2,
+            grads=2,
+            grad_copy=0,
+            master=4,
+            state=4,
+        ),
+        "fsdp": Recipe(
+            "fsdp",
+            "PyTorch FSDP mixed precision: sharded fp32 params, grads and states; bf16 copies of the units in flight",
+            "PyTorch FSDP MixedPrecision / FSDP2 MixedPrecisionPolicy docs (param_dtype bf16, sharded fp32 parameters)",
+            weights=4,
+            grads=4,
+            grad_copy=0,
+            master=0,
+            state=4,
+        ),
+        "fp32": Recipe(
+            "fp32",
+            "fp32 everywhere",
+            "IEEE fp32: 4 bytes per element",
+            weights=4,
+            grads=4,
+            grad_copy=0,
+            master=0,
+            state=4,
+        ),
+        "bf16": Recipe(
+            "bf16",
+            "pure bf16: bf16 weights, grads and optimizer states",
+            "torch.optim creates states with zeros_like(param): the parameter's dtype",
+            weights=2,
+            grads=2,
+            grad_copy=0,
+            master=0,
+            state=2,
+        ),
+    }
+)
 
 #: Optimizer states per parameter, in units of one state element, and what each is.
-OPTIMIZER_STATES: Mapping[str, tuple[float, str]] = MappingProxyType({
-    "adamw": (2.0, "AdamW: first and second moments (Loshchilov & Hutter 2019)"),
-    "sgd": (1.0, "SGD with momentum: one momentum buffer (torch.optim.SGD)"),
-    "lion": (1.0, "Lion: one momentum buffer (Chen et al. 2023)"),
-})
+OPTIMIZER_STATES: Mapping[str, tuple[float, str]] = MappingProxyType(
+    {
+        "adamw": (2.0, "AdamW: first and second moments (Loshchilov & Hutter 2019)"),
+        "sgd": (1.0, "SGD with momentum: one momentum buffer (torch.optim.SGD)"),
+        "lion": (1.0, "Lion: one momentum buffer (Chen et al. 2023)"),
+    }
+)
 
 #: bitsandbytes 8-bit Adam: two uint8 states plus one fp32 absmax per 256-element block.
 ADAM_8BIT_BYTES_PER_PARAM = 2 * (1 + 4 / 256)
@@ -128,6 +193,36 @@ def resolve_recipe(job: TrainingJob, layout: Parallelism) -> tuple[Recipe, str]:
     return RECIPES[name], f"auto ({why}); --recipe to change"
 
 
+#: cuBLAS workspace assumed for a GPU whose catalog entry has no ``cublas_workspace_bytes``: PyTorch's
+#: ':4096:2:16:8' default with CUBLAS_WORKSPACE_CONFIG unset, 2 x 4 MiB + 8 x 16 KiB = 8,519,680 bytes
+#: (aten/src/ATen/cuda/CublasHandlePool.cpp, pytorch/pytorch#91564).
+DEFAULT_CUBLAS_WORKSPACE_BYTES = 4096 * 1024 * 2 + 16 * 1024 * 8
+
+
+def cublas_workspace_bytes(gpu: Accelerator) -> int:
+    """The cuBLAS workspace PyTorch allocates on this GPU: the catalog figure, else
+    :data:`DEFAULT_CUBLAS_WORKSPACE_BYTES`."""
+    return gpu.cublas_workspace_bytes if gpu.cublas_workspace_bytes is not None else DEFAULT_CUBLAS_WORKSPACE_BYTES
+
+
+def fp8_weight_copies(gpu: Accelerator) -> tuple[int, str]:
+    """Bytes per trained parameter of fp8 weight copies Transformer Engine keeps, and why.
+
+    A software rule on a hardware fact: TE quantizes each weight once per step and keeps it; where the GPU's fp8
+    GEMMs take only the TN layout (cuBLASLt below compute capability 10.0) it keeps a transposed fp8 copy too, for
+    the backward GEMMs. The catalog's ``fp8_gemm_any_layout`` says which; an entry without it is taken as TN-only
+    (Hopper's case: the larger figure).
+    """
+    if gpu.fp8_gemm_any_layout:
+        return 1, f"fp8 GEMMs on {gpu.id} take any layout, so no transposed copy"
+    if gpu.fp8_gemm_any_layout is None:
+        return 2, (
+            f"no fp8 GEMM layout figure for {gpu.id} in the catalog: taken as TN-only like Hopper, so a "
+            "transposed copy too"
+        )
+    return 2, f"fp8 GEMMs on {gpu.id} take only the TN layout, so a transposed copy too"
+
+
 # --------------------------------------------------------------------------------------- assumptions
 
 
@@ -145,39 +240,74 @@ class MemoryAssumptions(AssumptionSet):
     gated_mlp_saved_tensors: int = 4
     activation_bytes_per_element: float = 2.0
 
-    SOURCES = MappingProxyType({
-        "cuda_context_bytes": ("bytes", "CUDA context with lazy module loading: 0.47 GB measured on an A100 80GB "
-                               "with torch 2.1 + CUDA 12.1 (stas00/ml-engineering, 'CUDA context'); PyTorch PR "
-                               "#86509 reports 274 MiB lazy vs 636 MiB eager"),
-        "allocator_reserve_fraction": ("fraction of activations, gradients and buffers", "PyTorch's caching allocator rounds "
-                                       "to 512 B and carves 2 MiB / 20 MiB segments (CUDACachingAllocator.cpp); 5 % "
-                                       "is gpuplan's placeholder until measurements in docs/measurements/ replace it"),
-        "nccl_buffer_bytes_per_communicator": ("bytes", "NCCL_BUFFSIZE 4 MiB per channel and peer connection "
-                                               "(NCCL environment docs) x 2 ring peers x 32 channels; allocated "
-                                               "outside PyTorch's allocator"),
-        "deepspeed_bucket_elements": ("elements", "DeepSpeed ZeRO config default reduce_bucket_size = "
-                                      "allgather_bucket_size = 5e8 (16-bit elements, double-buffered)"),
-        "fsdp_units_in_flight": ("decoder layers", "FSDP BackwardPrefetch.BACKWARD_PRE: current and next "
-                                 "unit's parameters are gathered at once (FSDP docs)"),
-        "logits_bytes_per_element_hf": ("bytes per token per vocabulary entry", "transformers' loss upcasts the "
-                                        "logits: bf16 logits 2 + fp32 log-softmax output 4 + fp32 grad 4 + bf16 "
-                                        "grad 2 live at the start of backward (derived from the ForCausalLMLoss code "
-                                        "path and torch's log_softmax saving its output)"),
-        "logits_bytes_per_element_megatron": ("bytes per token per vocabulary entry", "Megatron's vocab-parallel "
-                                              "cross-entropy works in place on fp32 logits: 4sbv/t (Korthikanti et "
-                                              "al. 2022, section 4.3)"),
-        "gated_mlp_saved_tensors": ("tensors of b x s x ffn", "eager SwiGLU saves gate output, SiLU output, up "
-                                    "output and their product (the down projection's input); fused kernels save 3"),
-        "activation_bytes_per_element": ("bytes", "16-bit activations (Korthikanti et al. 2022 assume 2 bytes, "
-                                         "1 for dropout masks); fp32 training doubles it"),
-    })
+    SOURCES = MappingProxyType(
+        {
+            "cuda_context_bytes": (
+                "bytes",
+                "CUDA context with lazy module loading: 0.47 GB measured on an A100 80GB "
+                "with torch 2.1 + CUDA 12.1 (stas00/ml-engineering, 'CUDA context'); PyTorch PR "
+                "#86509 reports 274 MiB lazy vs 636 MiB eager",
+            ),
+            "allocator_reserve_fraction": (
+                "fraction of activations, gradients and buffers",
+                "PyTorch's caching allocator rounds "
+                "to 512 B and carves 2 MiB / 20 MiB segments (CUDACachingAllocator.cpp); 5 % "
+                "is gpuplan's placeholder until measurements in docs/measurements/ replace it",
+            ),
+            "nccl_buffer_bytes_per_communicator": (
+                "bytes",
+                "NCCL_BUFFSIZE 4 MiB per channel and peer connection "
+                "(NCCL environment docs) x 2 ring peers x 32 channels; allocated "
+                "outside PyTorch's allocator",
+            ),
+            "deepspeed_bucket_elements": (
+                "elements",
+                "DeepSpeed ZeRO config default reduce_bucket_size = "
+                "allgather_bucket_size = 5e8 (16-bit elements, double-buffered)",
+            ),
+            "fsdp_units_in_flight": (
+                "decoder layers",
+                "FSDP BackwardPrefetch.BACKWARD_PRE: current and next "
+                "unit's parameters are gathered at once (FSDP docs)",
+            ),
+            "logits_bytes_per_element_hf": (
+                "bytes per token per vocabulary entry",
+                "transformers' loss upcasts the "
+                "logits: bf16 logits 2 + fp32 log-softmax output 4 + fp32 grad 4 + bf16 "
+                "grad 2 live at the start of backward (derived from the ForCausalLMLoss code "
+                "path and torch's log_softmax saving its output)",
+            ),
+            "logits_bytes_per_element_megatron": (
+                "bytes per token per vocabulary entry",
+                "Megatron's vocab-parallel "
+                "cross-entropy works in place on fp32 logits: 4sbv/t (Korthikanti et "
+                "al. 2022, section 4.3)",
+            ),
+            "gated_mlp_saved_tensors": (
+                "tensors of b x s x ffn",
+                "eager SwiGLU saves gate output, SiLU output, up "
+                "output and their product (the down projection's input); fused kernels save 3",
+            ),
+            "activation_bytes_per_element": (
+                "bytes",
+                "16-bit activations (Korthikanti et al. 2022 assume 2 bytes, "
+                "1 for dropout masks); fp32 training doubles it",
+            ),
+        }
+    )
 
     def __post_init__(self) -> None:
-        check_assumptions(self, fractions=("allocator_reserve_fraction",),
-                          ranges={"gated_mlp_saved_tensors": (2, 4), "fsdp_units_in_flight": (1, 64),
-                                  "activation_bytes_per_element": (1, 8), "logits_bytes_per_element_hf": (0, 64),
-                                  "logits_bytes_per_element_megatron": (0, 64)})
-
+        check_assumptions(
+            self,
+            fractions=("allocator_reserve_fraction",),
+            ranges={
+                "gated_mlp_saved_tensors": (2, 4),
+                "fsdp_units_in_flight": (1, 64),
+                "activation_bytes_per_element": (1, 8),
+                "logits_bytes_per_element_hf": (0, 64),
+                "logits_bytes_per_element_megatron": (0, 64),
+            },
+        )
 
 
 # --------------------------------------------------------------------------------------- activations
@@ -192,9 +322,16 @@ class ActivationTerm:
     note: str
 
 
-def layer_activation_terms(spec: ModelSpec, job: TrainingJob, layout: Parallelism, micro_batch: int,
-                           bytes_per_element: float = 2.0, gated_saved: int = 4,
-                           trainable: frozenset[str] | None = None, moe_layer: bool = False) -> list[ActivationTerm]:
+def layer_activation_terms(
+    spec: ModelSpec,
+    job: TrainingJob,
+    layout: Parallelism,
+    micro_batch: int,
+    bytes_per_element: float = 2.0,
+    gated_saved: int = 4,
+    trainable: frozenset[str] | None = None,
+    moe_layer: bool = False,
+) -> list[ActivationTerm]:
     """Activations one decoder layer saves for backward, term by term (Korthikanti et al. 2022, section 4).
 
     With MHA, a plain 4h GeLU MLP, LayerNorm, dropout on and no flash attention the terms add up to
@@ -218,7 +355,7 @@ def layer_activation_terms(spec: ModelSpec, job: TrainingJob, layout: Parallelis
     rep = t if layout.sequence_parallel else 1  # divisor of the terms outside the TP region
     e = bytes_per_element
     H = spec.attention_heads
-    needs = (lambda name: True) if trainable is None else (lambda name: name in trainable)
+    needs: Callable[[str], bool] = (lambda name: True) if trainable is None else (lambda name: name in trainable)
     terms: list[ActivationTerm] = []
 
     def add(name: str, elements: float, divisor: float, note: str, per_element: float = e) -> None:
@@ -248,8 +385,7 @@ def layer_activation_terms(spec: ModelSpec, job: TrainingJob, layout: Parallelis
         score = b * H * s * s
         add("attention_scores", score, t, "softmax output (s x s per head)")
         if job.dropout:
-            add("attention_dropout", score, t, "attention dropout mask (1 byte) and output",
-                per_element=1.0 + e)
+            add("attention_dropout", score, t, "attention dropout mask (1 byte) and output", per_element=1.0 + e)
     if job.flash_attention or needs("o_proj"):
         # flash keeps O for its own backward; the eager path needs it only for the out projection's weight grad
         add("attention_output", s * b * o_width, t, "attention output (input of the output projection)")
@@ -274,8 +410,9 @@ def layer_activation_terms(spec: ModelSpec, job: TrainingJob, layout: Parallelis
     return terms
 
 
-def activation_bytes_per_layer(spec: ModelSpec, job: TrainingJob, layout: Parallelism,
-                               a: "MemoryAssumptions | None" = None) -> dict[str, float]:
+def activation_bytes_per_layer(
+    spec: ModelSpec, job: TrainingJob, layout: Parallelism, a: MemoryAssumptions | None = None
+) -> dict[str, float]:
     """Bytes one decoder layer keeps for backward under ``job.recompute``, averaged over dense and MoE layers.
 
     - none: every term of ``layer_activation_terms``;
@@ -294,15 +431,18 @@ def activation_bytes_per_layer(spec: ModelSpec, job: TrainingJob, layout: Parall
     for count, moe_layer in ((spec.dense_layers, False), (spec.layers - spec.dense_layers, True)):
         if not count:
             continue
-        for term in layer_activation_terms(spec, job, layout, job.micro_batch, e, a.gated_mlp_saved_tensors,
-                                           trainable, moe_layer):
+        for term in layer_activation_terms(
+            spec, job, layout, job.micro_batch, e, a.gated_mlp_saved_tensors, trainable, moe_layer
+        ):
             if job.recompute == "selective" and term.name in ("attention_scores", "attention_dropout"):
                 continue
             out[term.name] = out.get(term.name, 0.0) + term.bytes * count / spec.layers
     return out
 
 
-def _mlp_terms(ffn: int, gated: bool, gated_saved: int, needs, prefix: str) -> tuple[bool, float]:
+def _mlp_terms(
+    ffn: int, gated: bool, gated_saved: int, needs: Callable[[str], bool], prefix: str
+) -> tuple[bool, float]:
     """(whether the MLP input is saved, saved hidden width per token) for one MLP block."""
     if gated:
         saved = gated_saved - (0 if needs(f"{prefix}down_proj") else 1)  # the product feeds only down_proj
@@ -312,22 +452,6 @@ def _mlp_terms(ffn: int, gated: bool, gated_saved: int, needs, prefix: str) -> t
 
 
 # ----------------------------------------------------------------------------------------- the result
-
-
-class Itemized:
-    """Reports that name their parts: ``parts`` (name -> bytes) and ``groups`` (name -> group); the
-    per-group and total bytes derive from them, in the order of ``group_order``."""
-
-    group_order: ClassVar[tuple[str, ...]] = ()
-    parts: Mapping[str, float]
-    groups: Mapping[str, str]
-
-    def group_bytes(self, group: str) -> int:
-        return int(round(sum(v for k, v in self.parts.items() if self.groups[k] == group)))
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(self.group_bytes(g) for g in self.group_order)
 
 
 @dataclass(frozen=True)
@@ -366,7 +490,7 @@ def stage_layers(layers: int, pp: int, stage: str) -> int:
     return base + (1 if extra and stage in ("first", "only") else 0)
 
 
-def validate_layout(model, layout: Parallelism, job: TrainingJob) -> list[str]:
+def validate_layout(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job: TrainingJob) -> list[str]:
     """Raise on a layout this model cannot run; return notes for what runs but deserves a word."""
     notes: list[str] = []
     check_range(layout.gpus, "--gpus", 1, MAX_GPUS)
@@ -377,8 +501,10 @@ def validate_layout(model, layout: Parallelism, job: TrainingJob) -> list[str]:
         check_range(job.global_batch, "--global-batch", 1, MAX_BATCH)
     if layout.cp > 1:
         if job.seq_len % layout.cp:
-            raise JobError(f"--seq-len {job.seq_len} is not divisible by cp({layout.cp}): context parallelism "
-                           "gives each rank an equal slice of the sequence")
+            raise JobError(
+                f"--seq-len {job.seq_len} is not divisible by cp({layout.cp}): context parallelism "
+                "gives each rank an equal slice of the sequence"
+            )
         if not job.flash_attention:
             raise JobError("context parallelism (ring attention) needs flash attention; drop --no-flash-attention")
     if not isinstance(model, ModelSpec):
@@ -402,9 +528,16 @@ def validate_layout(model, layout: Parallelism, job: TrainingJob) -> list[str]:
     return notes
 
 
-def training_memory(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: Parallelism, job: TrainingJob,
-                    assumptions: MemoryAssumptions = MemoryAssumptions(), *, find_max_batch: bool = True,
-                    largest_layer_params: int | None = None) -> MemoryReport:
+def training_memory(
+    model: ModelSpec | ParamsOnlyModel,
+    gpu: Accelerator,
+    layout: Parallelism,
+    job: TrainingJob,
+    assumptions: MemoryAssumptions = MemoryAssumptions(),
+    *,
+    find_max_batch: bool = True,
+    largest_layer_params: int | None = None,
+) -> MemoryReport:
     """Memory per GPU for one training step, on the most loaded GPU.
 
     With pipeline parallelism both ends are computed in full: stage 0 holds the embedding and, under
@@ -420,13 +553,17 @@ def training_memory(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
     notes = validate_layout(model, layout, job)
     job.grad_accumulation(layout.dp)  # validates --global-batch against micro-batch x dp
     if layout.pp > 1 and job.global_batch is None:
-        notes.append(f"no --global-batch: assuming pp={layout.pp} micro-batches per step, the fewest that fill "
-                     "the pipeline")
+        notes.append(
+            f"no --global-batch: assuming pp={layout.pp} micro-batches per step, the fewest that fill the pipeline"
+        )
     report = _busiest(model, gpu, layout, job, assumptions, largest_layer_params)
     report = replace(report, notes=report.notes + tuple(notes))
     if find_max_batch:
-        best = _max_micro_batch(model, gpu, layout, job, assumptions, largest_layer_params) \
-            if isinstance(model, ModelSpec) else None
+        best = (
+            _max_micro_batch(model, gpu, layout, job, assumptions, largest_layer_params)
+            if isinstance(model, ModelSpec)
+            else None
+        )
         report = replace(report, max_micro_batch=best)
     return report
 
@@ -438,7 +575,14 @@ def micro_batches_per_step(job: TrainingJob, layout: Parallelism) -> int:
     return job.grad_accumulation(layout.dp)
 
 
-def _busiest(model, gpu, layout, job, a, largest) -> MemoryReport:
+def _busiest(
+    model: ModelSpec | ParamsOnlyModel,
+    gpu: Accelerator,
+    layout: Parallelism,
+    job: TrainingJob,
+    a: MemoryAssumptions,
+    largest: int | None,
+) -> MemoryReport:
     stages = ("first", "last") if layout.pp > 1 and isinstance(model, ModelSpec) else ("only",)
     reports = [_memory_at(model, gpu, layout, job, a, largest, st) for st in stages]
     return max(reports, key=lambda r: r.total_bytes)
@@ -532,12 +676,20 @@ def _divisors(n: int) -> list[int]:
     return sorted(divisors)
 
 
-def _max_micro_batch(model, gpu, layout, job, a, largest) -> int:
+def _max_micro_batch(
+    model: ModelSpec | ParamsOnlyModel,
+    gpu: Accelerator,
+    layout: Parallelism,
+    job: TrainingJob,
+    a: MemoryAssumptions,
+    largest: int | None,
+) -> int:
     """Largest micro-batch whose estimate fits (0 if even 1 does not).
 
     Memory grows with the micro-batch, so the boundary is found by exponential then binary search; with
     --global-batch only micro-batches that divide it (per data-parallel rank) are candidates.
     """
+
     def fits(b: int) -> bool:
         return _busiest(model, gpu, layout, replace(job, micro_batch=b), a, largest).fits
 
@@ -579,7 +731,7 @@ def _trainable(spec: ModelSpec | None, job: TrainingJob) -> frozenset[str] | Non
 class _Held:
     """Parameters one GPU holds, split into the parts that shard differently."""
 
-    dense: float    # on this GPU after TP (and PP); experts excluded
+    dense: float  # on this GPU after TP (and PP); experts excluded
     experts: float  # routed experts on this GPU after TP x EP (and PP)
 
     @property
@@ -587,8 +739,15 @@ class _Held:
         return self.dense + self.experts
 
 
-def _memory_at(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a: MemoryAssumptions,
-               largest_layer_params: int | None, stage: str) -> MemoryReport:
+def _memory_at(
+    model: ModelSpec | ParamsOnlyModel,
+    gpu: Accelerator,
+    layout: Parallelism,
+    job: TrainingJob,
+    a: MemoryAssumptions,
+    largest_layer_params: int | None,
+    stage: str,
+) -> MemoryReport:
     """Itemized memory of one GPU in pipeline stage ``stage`` ("first", "last", or "only" without pp)."""
     spec = model if isinstance(model, ModelSpec) else None
     recipe, why = resolve_recipe(job, layout)
@@ -615,8 +774,13 @@ def _memory_at(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a
         b = count_params(spec)
         L = spec.layers
         layers_here = stage_layers(L, pp, stage)
-        shared_per_layer = (b.parts["attention"] + b.parts["mlp"] + b.parts["norms"] + b.parts.get("router", 0)
-                            + b.parts.get("shared_experts", 0)) / L
+        shared_per_layer = (
+            b.parts["attention"]
+            + b.parts["mlp"]
+            + b.parts["norms"]
+            + b.parts.get("router", 0)
+            + b.parts.get("shared_experts", 0)
+        ) / L
         dense = layers_here * shared_per_layer
         if holds_embedding:
             dense += b.parts["embeddings"]
@@ -627,9 +791,11 @@ def _memory_at(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a
         total_params = b.total
         largest = largest_layer_params if largest_layer_params is not None else largest_module_params(spec)
         # a ZeRO-3 layer gather collects only the parameters that are partitioned (more than one replica)
-        layer_params = (shared_per_layer / tp if dense_shards > 1 else 0.0) + \
-            (b.parts.get("experts", 0) / L / (tp * ep) if expert_shards > 1 else 0.0)
+        layer_params = (shared_per_layer / tp if dense_shards > 1 else 0.0) + (
+            b.parts.get("experts", 0) / L / (tp * ep) if expert_shards > 1 else 0.0
+        )
     else:
+        assert isinstance(model, ParamsOnlyModel)  # (spec is None exactly then)
         layers_here = 0
         held = _Held(model.params / tp / pp, 0.0)
         total_params = model.params
@@ -647,18 +813,23 @@ def _memory_at(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a
         else:
             put("weights", "weights", (trainable_sharded if zero >= 3 else trainable) * recipe.weights)
     else:
+        # LoRA/QLoRA: training_memory refused a bare parameter count, so the architecture is known
+        assert spec is not None
         shapes = linear_shapes(spec)
         names = _trainable(spec, job)
+        assert names is not None  # (None only for full training)
         share = layers_here / spec.layers
 
-        def on_gpu(params_by_name) -> float:
+        def on_gpu(params_by_name: Mapping[str, float]) -> float:
             """Per-GPU share of per-layer matrices: experts split over TP x EP, the rest over TP."""
             return sum(v / (tp * ep if k.startswith("expert_") else tp) for k, v in params_by_name.items()) * share
 
         adapters = {k: job.lora_rank * (din + dout) * n for k, (din, dout, n) in shapes.items() if k in names}
         if not adapters:
-            raise JobError(f"--lora-targets {','.join(job.lora_targets)} match no module of {spec.id}; "
-                           f"its linear layers are {', '.join(k for k in shapes if k not in ('lm_head', 'router'))}")
+            raise JobError(
+                f"--lora-targets {','.join(job.lora_targets)} match no module of {spec.id}; "
+                f"its linear layers are {', '.join(k for k in shapes if k not in ('lm_head', 'router'))}"
+            )
         trainable_total = sum(adapters.values())
         trainable = on_gpu(adapters)
         trainable_sharded = trainable / dense_shards
@@ -667,13 +838,17 @@ def _memory_at(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a
         frozen_on_gpu = held.total
         if job.quant == "nf4":
             base = {"frozen_base_quantized": quantizable * NF4_BYTES_PER_PARAM}
-            notes.append("frozen base: NF4 with double quantization, 4.127 bits/param (QLoRA section 3); "
-                         "embeddings, norms and LM head stay 16-bit")
+            notes.append(
+                "frozen base: NF4 with double quantization, 4.127 bits/param (QLoRA section 3); "
+                "embeddings, norms and LM head stay 16-bit"
+            )
         elif job.quant == "int8":
             rows = on_gpu({k: dout * n for k, (din, dout, n) in shapes.items() if k in linears})
             base = {"frozen_base_quantized": quantizable * INT8_BYTES_PER_PARAM + rows * 4}
-            notes.append("frozen base: LLM.int8, 1 byte/param + an fp32 scale per output row (Dettmers et al. "
-                         "2022); embeddings, norms and LM head stay 16-bit")
+            notes.append(
+                "frozen base: LLM.int8, 1 byte/param + an fp32 scale per output row (Dettmers et al. "
+                "2022); embeddings, norms and LM head stay 16-bit"
+            )
         else:
             base, quantizable = {}, 0.0
         base_16 = 4 if job.precision == "fp32" else 2
@@ -690,8 +865,15 @@ def _memory_at(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a
         # adapters: PEFT keeps them fp32 (autocast_adapter_dtype=True); the QLoRA reference code casts to bf16
         adapter_bytes = 2 if job.method == "qlora" and job.precision != "fp32" else 4
         put("adapters", "weights", trainable * adapter_bytes)
-        recipe = replace(recipe, weights=adapter_bytes, grads=adapter_bytes, master=0, grad_copy=0,
-                         autocast_copy=0, state=2 if job.precision == "bf16" else 4)
+        recipe = replace(
+            recipe,
+            weights=adapter_bytes,
+            grads=adapter_bytes,
+            master=0,
+            grad_copy=0,
+            autocast_copy=0,
+            state=2 if job.precision == "bf16" else 4,
+        )
 
     # ---------------------------------------------------------------- gradients and optimizer
     offload = layout.offload in ("optimizer", "params")
@@ -703,8 +885,11 @@ def _memory_at(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a
         g = 0.0
     put("gradients", "gradients", g * recipe.grads)
     opt_params = trainable_sharded if zero >= 1 else trainable
-    per_param = {"optimizer_states": _optimizer_bytes_per_param(job, recipe, spec),
-                 "master_weights": recipe.master, "fp32_grad_copy": recipe.grad_copy}
+    per_param = {
+        "optimizer_states": _optimizer_bytes_per_param(job, recipe, spec),
+        "master_weights": recipe.master,
+        "fp32_grad_copy": recipe.grad_copy,
+    }
     for name, bytes_per in per_param.items():
         if offload:
             cpu += opt_params * bytes_per
@@ -719,9 +904,9 @@ def _memory_at(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a
     if job.method == "full" and recipe.autocast_copy:
         put("autocast_weight_copies", "other", trainable * recipe.autocast_copy)
     if job.precision == "fp8-mixed" and job.method == "full":
-        fp8_copies = 1 if gpu.architecture.lower().startswith("blackwell") else 2  # Hopper keeps a transpose too
+        fp8_copies, why = fp8_weight_copies(gpu)
         put("fp8_weight_copies", "other", trainable * fp8_copies)
-        notes.append(f"fp8: Transformer Engine keeps {fp8_copies} byte(s)/param of fp8 weights on {gpu.architecture}")
+        notes.append(f"fp8: Transformer Engine keeps {fp8_copies} byte(s)/param of fp8 weights ({why})")
 
     # ---------------------------------------------------------------- activations
     if spec is not None:
@@ -737,13 +922,16 @@ def _memory_at(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a
         if holds_head:
             sp = tp if layout.sequence_parallel else 1
             put("final_norm_and_head_inputs", "activations", 2 * s_b * spec.hidden_size * e / sp)
-            per_logit = a.logits_bytes_per_element_megatron if recipe.name.startswith("megatron") \
+            per_logit = (
+                a.logits_bytes_per_element_megatron
+                if recipe.name.startswith("megatron")
                 else a.logits_bytes_per_element_hf
+            )
             put("logits_and_loss", "activations", s_b * spec.vocab_size * per_logit / tp)
 
     # ---------------------------------------------------------------- what the process also holds
     put("cuda_context", "other", a.cuda_context_bytes)
-    put("cublas_workspace", "other", 32 * MiB if gpu.architecture.lower() in ("hopper", "blackwell") else 8_519_680)
+    put("cublas_workspace", "other", cublas_workspace_bytes(gpu))
     communicators = sum(1 for n in (dp, tp, pp, cp, ep) if n > 1)
     put("nccl_buffers", "other", communicators * a.nccl_buffer_bytes_per_communicator)
     if dp * cp > 1 and job.method == "full":
@@ -753,20 +941,34 @@ def _memory_at(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a
             put("deepspeed_buckets", "other", 2 * 2 * a.deepspeed_bucket_elements)
     # fragmentation comes from churn: activations, gradients and transient buffers, not weights allocated once
     persistent = {"cuda_context", "nccl_buffers", "cublas_workspace"}
-    dynamic = sum(v for k, v in parts.items() if k not in persistent and groups[k] in ("activations", "gradients", "other"))
+    dynamic = sum(
+        v for k, v in parts.items() if k not in persistent and groups[k] in ("activations", "gradients", "other")
+    )
     put("allocator_reserve", "other", a.allocator_reserve_fraction * dynamic)
 
     capacity = gpu.usable_memory_bytes
-    report = MemoryReport(parts=MappingProxyType(parts), groups=MappingProxyType(groups), capacity_bytes=capacity,
-                          stage=stage, recipe=recipe, recipe_reason=why, trainable_params=int(trainable_total),
-                          max_micro_batch=0, reasons=(), assumptions=tuple(a.items()), cpu_offload_bytes=cpu,
-                          notes=tuple(notes))
+    report = MemoryReport(
+        parts=MappingProxyType(parts),
+        groups=MappingProxyType(groups),
+        capacity_bytes=capacity,
+        stage=stage,
+        recipe=recipe,
+        recipe_reason=why,
+        trainable_params=int(trainable_total),
+        max_micro_batch=0,
+        reasons=(),
+        assumptions=tuple(a.items()),
+        cpu_offload_bytes=cpu,
+        notes=tuple(notes),
+    )
     if report.fits:
         return report
     top = sorted(((report.group_bytes(g), g) for g in GROUPS), reverse=True)[:2]
     where = f" (pipeline stage: {stage})" if stage != "only" else ""
-    reason = (f"need {report.total_bytes / GiB:.1f} GiB > {capacity / GiB:.1f} GiB on {gpu.id}{where}; largest: "
-              f"{top[0][1]} {top[0][0] / GiB:.1f} GiB, {top[1][1]} {top[1][0] / GiB:.1f} GiB")
+    reason = (
+        f"need {report.total_bytes / GiB:.1f} GiB > {capacity / GiB:.1f} GiB on {gpu.id}{where}; largest: "
+        f"{top[0][1]} {top[0][0] / GiB:.1f} GiB, {top[1][1]} {top[1][0] / GiB:.1f} GiB"
+    )
     return replace(report, reasons=(reason,))
 
 
@@ -775,9 +977,15 @@ def _working_layer_bytes(spec: ModelSpec, job: TrainingJob, layout: Parallelism,
     e = 4.0 if job.precision == "fp32" else a.activation_bytes_per_element
     no_recompute = replace(job, recompute="none")
     kinds = [False] if spec.moe is None else ([True] + ([False] if spec.dense_layers else []))
-    return max(sum(t.bytes for t in layer_activation_terms(spec, no_recompute, layout, job.micro_batch, e,
-                                                           a.gated_mlp_saved_tensors, _trainable(spec, job), moe))
-               for moe in kinds)
+    return max(
+        sum(
+            t.bytes
+            for t in layer_activation_terms(
+                spec, no_recompute, layout, job.micro_batch, e, a.gated_mlp_saved_tensors, _trainable(spec, job), moe
+            )
+        )
+        for moe in kinds
+    )
 
 
 def _optimizer_bytes_per_param(job: TrainingJob, recipe: Recipe, spec: ModelSpec | None) -> float:
@@ -793,8 +1001,13 @@ def _optimizer_bytes_per_param(job: TrainingJob, recipe: Recipe, spec: ModelSpec
             mats = [(din, dout, n) for din, dout, n in shapes.values()]
         else:  # LoRA trains A (d_in x r) and B (r x d_out) of each target
             names = _trainable(spec, job)
-            mats = [m for k, (din, dout, n) in shapes.items() if k in names
-                    for m in ((din, job.lora_rank, n), (job.lora_rank, dout, n))]
+            assert names is not None  # (None only for full training)
+            mats = [
+                m
+                for k, (din, dout, n) in shapes.items()
+                if k in names
+                for m in ((din, job.lora_rank, n), (job.lora_rank, dout, n))
+            ]
         weights = sum(din * dout * n for din, dout, n in mats)
         vectors = sum((din + dout) * n for din, dout, n in mats)
         return recipe.state * vectors / weights

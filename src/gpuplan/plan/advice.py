@@ -19,8 +19,9 @@ Every call is a pure function of its inputs; the caller prints the advice.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import GpuplanError
 from ..estimate.memory import MemoryAssumptions, training_memory
@@ -29,28 +30,38 @@ from ..spec.model import ModelSpec, ParamsOnlyModel
 from ..spec.serving import ServingJob, ServingLayout
 from ..spec.training import Parallelism, TrainingJob
 
-MAX_GPUS_SEARCHED = 2 ** 20
-NODE_GPUS = 8  # tensor parallelism stays within one 8-GPU node (NVLink domain of HGX/DGX boards)
+MAX_GPUS_SEARCHED = 2**20
+#: The largest tensor-parallel degree the advice proposes, on every GPU. A software rule, not a hardware fact:
+#: Megatron-LM practice keeps tensor parallelism within one 8-GPU HGX/DGX server (Narayanan et al. 2021,
+#: "Takeaway #1": tensor parallelism up to the g GPUs of a server; Table 1 never exceeds t = 8). The advice
+#: applies it alike to PCIe cards, TPUs and GB200 NVL72 (a 72-GPU NVLink domain): the catalog has no scale-up
+#: domain size to take it from.
+MAX_ADVISED_TP = 8
 
 
 @dataclass(frozen=True)
 class FitAdvice:
     """A change that makes the plan fit: the flags to add, and the memory it then needs per GPU."""
 
-    changes: dict[str, Any]   # flag name (without --) -> new value
-    total_bytes: float        # memory per GPU with the change
-    capacity_bytes: float     # what is available per GPU
+    changes: dict[str, Any]  # flag name (without --) -> new value
+    total_bytes: float  # memory per GPU with the change
+    capacity_bytes: float  # what is available per GPU
 
     @property
     def flags(self) -> str:
         return " ".join(f"--{k}" if v is True else f"--{k} {v}" for k, v in self.changes.items())
 
     def to_dict(self) -> dict[str, Any]:
-        return {"flags": self.flags, "changes": dict(self.changes), "total_bytes": self.total_bytes,
-                "capacity_bytes": self.capacity_bytes}
+        return {
+            "flags": self.flags,
+            "changes": dict(self.changes),
+            "total_bytes": self.total_bytes,
+            "capacity_bytes": self.capacity_bytes,
+        }
 
 
 # ----------------------------------------------------------------------------------------------- training
+
 
 def _training_steps(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job: TrainingJob):
     """(flag changes, layout, job) for each single knob, cheapest first; each applies to the given state."""
@@ -63,6 +74,7 @@ def _training_steps(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job
             if order.index(jb.recompute) >= order.index(mode):
                 return None
             return {"recompute": mode}, lay, replace(jb, recompute=mode)
+
         return f
 
     def zero(stage):
@@ -70,6 +82,7 @@ def _training_steps(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job
             if lay.dp < 2 or lay.zero >= stage or jb.fsdp:
                 return None
             return {"zero": stage}, replace(lay, zero=stage), jb
+
         return f
 
     def sequence_parallel(lay, jb):
@@ -84,13 +97,18 @@ def _training_steps(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job
 
     def tp_double(lay, jb):
         tp = lay.tp * 2
-        if tp > NODE_GPUS or lay.gpus % (tp * lay.pp * lay.cp) or not arch or model.attention_heads % tp:
+        if (
+            tp > MAX_ADVISED_TP
+            or lay.gpus % (tp * lay.pp * lay.cp)
+            or not isinstance(model, ModelSpec)
+            or model.attention_heads % tp
+        ):
             return None
         return {"tp": tp}, replace(lay, tp=tp, ep=1 if (lay.gpus // (tp * lay.pp * lay.cp)) % lay.ep else lay.ep), jb
 
     def pp_double(lay, jb):
         pp = lay.pp * 2
-        if lay.gpus % (lay.tp * pp * lay.cp) or not arch or model.layers % pp:
+        if lay.gpus % (lay.tp * pp * lay.cp) or not isinstance(model, ModelSpec) or model.layers % pp:
             return None
         return {"pp": pp}, replace(lay, pp=pp, ep=1 if (lay.gpus // (lay.tp * pp * lay.cp)) % lay.ep else lay.ep), jb
 
@@ -108,12 +126,18 @@ def _training_steps(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job
     return steps
 
 
-_LAYOUT_FLAGS = {"zero": "zero", "sequence-parallel": "sequence_parallel", "tp": "tp", "pp": "pp",
-                 "offload": "offload", "gpus": "gpus"}
+_LAYOUT_FLAGS = {
+    "zero": "zero",
+    "sequence-parallel": "sequence_parallel",
+    "tp": "tp",
+    "pp": "pp",
+    "offload": "offload",
+    "gpus": "gpus",
+}
 _JOB_FLAGS = {"recompute": "recompute", "micro-batch": "micro_batch"}
 
 
-def _apply(layout: Parallelism, job: TrainingJob, changes: dict[str, Any]):
+def _apply(layout: Parallelism, job: TrainingJob, changes: dict[str, Any]) -> tuple[Parallelism, TrainingJob] | None:
     """(layout, job) with the flag changes applied, or None when that combination is not a valid layout."""
     try:
         lay = replace(layout, **{_LAYOUT_FLAGS[k]: v for k, v in changes.items() if k in _LAYOUT_FLAGS})
@@ -146,8 +170,13 @@ def _train_total(model, gpu, layout, job, assumptions) -> tuple[bool, float] | N
     return r.fits, float(r.total_bytes)
 
 
-def training_fit_advice(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: Parallelism,
-                        job: TrainingJob, assumptions: MemoryAssumptions = MemoryAssumptions()) -> FitAdvice | None:
+def training_fit_advice(
+    model: ModelSpec | ParamsOnlyModel,
+    gpu: Accelerator,
+    layout: Parallelism,
+    job: TrainingJob,
+    assumptions: MemoryAssumptions = MemoryAssumptions(),
+) -> FitAdvice | None:
     """The cheapest change (see the module docstring) under which ``training_memory`` fits, or None."""
     capacity = float(gpu.usable_memory_bytes)
     steps = _training_steps(model, layout, job)
@@ -169,7 +198,7 @@ def training_fit_advice(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, la
             continue
         changes, cand_lay, cand_jb = got
         res = _train_total(model, gpu, cand_lay, cand_jb, assumptions)
-        if res is None:   # not a valid plan: skip this knob
+        if res is None:  # not a valid plan: skip this knob
             continue
         changes_all.update(changes)
         lay, jb = cand_lay, cand_jb
@@ -194,7 +223,7 @@ def training_fit_advice(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, la
             break
         hi *= 2
     lo = hi // 2
-    while hi - lo > 1:   # the smallest fitting multiple between lo (does not fit) and hi (fits)
+    while hi - lo > 1:  # the smallest fitting multiple between lo (does not fit) and hi (fits)
         mid = (lo + hi) // 2
         if (r := at(mid)[1]) and r[0]:
             hi = mid
@@ -219,8 +248,10 @@ def _advice(model, gpu, layout, job, assumptions, changes, capacity) -> FitAdvic
 
 # ----------------------------------------------------------------------------------------------- serving
 
-def serving_fit_advice(model: ModelSpec, gpu: Accelerator, layout: ServingLayout, job: ServingJob,
-                       assumptions=None) -> FitAdvice | None:
+
+def serving_fit_advice(
+    model: ModelSpec, gpu: Accelerator, layout: ServingLayout, job: ServingJob, assumptions=None
+) -> FitAdvice | None:
     """The cheapest change under which one replica's memory fits (``serving_plan(...).fits``), or None."""
     from ..estimate.inference import serving_plan
 
@@ -231,15 +262,18 @@ def serving_fit_advice(model: ModelSpec, gpu: Accelerator, layout: ServingLayout
             return None
         return r if r.fits else None
 
-    tps = [t for t in (2, 4, 8) if t > layout.tp and not model.attention_heads % t]
-    formats = [f for f in ("fp8", "int8", "int4-awq")
-               if f != job.weights and (f != "fp8" or gpu.supports("fp8"))]
+    tps = [
+        t
+        for t in (2**k for k in range(1, MAX_ADVISED_TP.bit_length()))
+        if t > layout.tp and not model.attention_heads % t
+    ]
+    formats = [f for f in ("fp8", "int8", "int4-awq") if f != job.weights and (f != "fp8" or gpu.supports("fp8"))]
     kv = [k for k in ("fp8", "int8") if k != job.kv_cache]
     candidates: list[tuple[dict[str, Any], ServingLayout, ServingJob]] = []
     candidates += [({"tp": t}, replace(layout, tp=t), job) for t in tps]
     candidates += [({"weights": f}, layout, replace(job, weights=f)) for f in formats]
     candidates += [({"kv-cache": k}, layout, replace(job, kv_cache=k)) for k in kv[:1]]
-    for t in tps:   # a larger TP group together with a smaller format
+    for t in tps:  # a larger TP group together with a smaller format
         candidates += [({"tp": t, "weights": f}, replace(layout, tp=t), replace(job, weights=f)) for f in formats]
     for changes, lay, jb in candidates:
         r = fits(lay, jb)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, TypeVar
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 #: Data types with a peak rate in the catalog, in display order. ``int8`` is in ops/s.
 DTYPES: tuple[str, ...] = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
@@ -18,7 +22,7 @@ class Source:
     url: str
     date: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, str]:
         return {"title": self.title, "url": self.url, "date": self.date}
 
 
@@ -30,19 +34,25 @@ class Interconnect:
     bandwidth_bytes_per_s: float
     links: int | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s, "links": self.links}
 
 
-def _frozen(mapping: Mapping) -> Mapping:
+def _frozen(mapping: Mapping[_K, _V]) -> Mapping[_K, _V]:
     return MappingProxyType(dict(mapping))
 
 
 #: PCIe bandwidth per lane and direction after line coding, in bytes/s, by generation (PCI-SIG base
 #: specifications: 2.5 and 5 GT/s with 8b/10b; 8, 16 and 32 GT/s with 128b/130b; 64 GT/s PAM4 for Gen 6,
 #: quoted as 126 GB/s per direction at x16). x16: 4 / 8 / 15.75 / 31.5 / 63 / 126 GB/s for Gen 1-6.
-PCIE_LANE_BYTES_PER_S: Mapping[int, float] = {1: 0.25e9, 2: 0.5e9, 3: 15.75e9 / 16, 4: 31.5e9 / 16, 5: 63e9 / 16,
-                                              6: 126e9 / 16}
+PCIE_LANE_BYTES_PER_S: Mapping[int, float] = {
+    1: 0.25e9,
+    2: 0.5e9,
+    3: 15.75e9 / 16,
+    4: 31.5e9 / 16,
+    5: 63e9 / 16,
+    6: 126e9 / 16,
+}
 
 
 def pcie_bytes_per_s(gen: int, lanes: int = 16) -> float:
@@ -57,7 +67,22 @@ def pcie_bytes_per_s(gen: int, lanes: int = 16) -> float:
 
 @dataclass(frozen=True)
 class Accelerator:
-    """One accelerator model. Peaks are dense (no structured sparsity), in FLOP/s (int8: ops/s)."""
+    """One accelerator model. Peaks are dense (no structured sparsity), in FLOP/s (int8: ops/s).
+
+    Besides the datasheet, the catalog holds the measured or software-defined facts the estimates need, each
+    optional (None / empty where the catalog has no figure; the estimate then uses its documented default and
+    says so) and each with its own source:
+
+    - ``matmul_efficiency``: per dtype, the fraction of the dense peak a plain matmul reaches on the best GEMM
+      shape (MAMF, Bekman's ml-engineering table), in (0, 1];
+    - ``cublas_workspace_bytes``: the cuBLAS workspace PyTorch allocates per handle on this device when
+      CUBLAS_WORKSPACE_CONFIG is unset (aten/src/ATen/cuda/CublasHandlePool.cpp), bytes;
+    - ``scale_out_bytes_per_s_per_gpu``: the inter-node (scale-out) network bandwidth per GPU and direction
+      of the usual server for this device (one NIC per GPU), bytes/s;
+    - ``fp8_gemm_any_layout``: True where the fp8 GEMMs take any operand layout, False where they take only
+      "TN" (A transposed, B not: cuBLASLt on compute capability 8.9 and 9.0), which makes Transformer Engine
+      keep a transposed fp8 copy of each weight.
+    """
 
     id: str
     name: str
@@ -76,10 +101,15 @@ class Accelerator:
     interconnect: Interconnect | None = None
     pcie_gen: int | None = None
     pci_device_ids: tuple[str, ...] = ()
+    matmul_efficiency: Mapping[str, float] = field(default_factory=dict)
+    cublas_workspace_bytes: int | None = None
+    scale_out_bytes_per_s_per_gpu: float | None = None
+    fp8_gemm_any_layout: bool | None = None
     origin: str = field(default="built-in", compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "peak_flops_per_s", _frozen(self.peak_flops_per_s))
+        object.__setattr__(self, "matmul_efficiency", _frozen(self.matmul_efficiency))
         object.__setattr__(self, "sources", _frozen(self.sources))
 
     @property
@@ -121,18 +151,22 @@ class Accelerator:
             ("memory_bandwidth_bytes_per_s", self.memory_bandwidth_bytes_per_s),
         ]
         out += [(f"peak_flops_per_s.{d}", self.peak_flops_per_s[d]) for d in DTYPES if d in self.peak_flops_per_s]
+        out += [(f"matmul_efficiency.{d}", self.matmul_efficiency[d]) for d in DTYPES if d in self.matmul_efficiency]
         out += [
             ("interconnect", self.interconnect),
+            ("scale_out_bytes_per_s_per_gpu", self.scale_out_bytes_per_s_per_gpu),
             ("pcie_gen", self.pcie_gen),
+            ("cublas_workspace_bytes", self.cublas_workspace_bytes),
+            ("fp8_gemm_any_layout", self.fp8_gemm_any_layout),
             ("tdp_w", self.tdp_w),
             ("year", self.year),
         ]
         return [(k, v) for k, v in out if v is not None]
 
-    def _figure_sources(self) -> dict:
+    def _figure_sources(self) -> dict[str, dict[str, str]]:
         """``source_for`` of every figure, as dicts (one dict per distinct source: a catalog of 100,000
         devices lists in about a second)."""
-        made: dict[int, dict] = {}
+        made: dict[int, dict[str, str]] = {}
         out = {}
         for k, _ in self.figures():
             s = self.source_for(k)
@@ -142,7 +176,7 @@ class Accelerator:
             out[k] = d
         return out
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The JSON record (bytes, bytes/s, FLOP/s; every figure's source under ``sources``)."""
         return {
             "id": self.id,
@@ -158,9 +192,13 @@ class Accelerator:
             "memory_type": self.memory_type,
             "memory_bandwidth_bytes_per_s": self.memory_bandwidth_bytes_per_s,
             "peak_flops_per_s": {d: self.peak_flops_per_s.get(d) for d in DTYPES},
+            "matmul_efficiency": {d: self.matmul_efficiency[d] for d in DTYPES if d in self.matmul_efficiency},
             "interconnect": self.interconnect.to_dict() if self.interconnect else None,
+            "scale_out_bytes_per_s_per_gpu": self.scale_out_bytes_per_s_per_gpu,
             "pcie_gen": self.pcie_gen,
             "pci_device_ids": list(self.pci_device_ids),
+            "cublas_workspace_bytes": self.cublas_workspace_bytes,
+            "fp8_gemm_any_layout": self.fp8_gemm_any_layout,
             "tdp_w": self.tdp_w,
             "origin": self.origin,
             "sources": self._figure_sources(),

@@ -1,0 +1,344 @@
+"""Hardware facts are catalog data (issue #12): the MAMF fraction, the cuBLAS workspace, the default scale-out
+bandwidth and the fp8 GEMM layouts come from accelerators.toml, each with its own source, not from id prefixes
+or architecture names in code.
+
+PINNED holds what every built-in accelerator resolved to with the code before the move (the id-prefix MAMF
+table, the architecture-name rules); the data must give exactly the same numbers. A row that changes on purpose
+(a new measurement) changes here with its reason.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import BUNDLED_ACCELERATORS
+from gpuplan.catalog import load_accelerators
+from gpuplan.catalog.accelerators import read_accelerator_file
+from gpuplan.errors import CatalogError
+from gpuplan.estimate.memory import (
+    DEFAULT_CUBLAS_WORKSPACE_BYTES,
+    cublas_workspace_bytes,
+    fp8_weight_copies,
+    training_memory,
+)
+from gpuplan.estimate.steptime import (
+    DEFAULT_MATMUL_EFFICIENCY,
+    DEFAULT_SCALE_OUT_BYTES_PER_S_PER_GPU,
+    StepAssumptions,
+    matmul_efficiency,
+    scale_out,
+    scale_out_bytes_per_s_per_gpu,
+    training_step,
+)
+from gpuplan.spec.model import ModelSpec
+from gpuplan.spec.training import Parallelism, TrainingJob
+
+# id: (MAMF fraction, scale-out bytes/s per GPU, cuBLAS workspace bytes, fp8 weight bytes per param or None
+# where the GPU has no fp8 peak), as resolved before issue #12
+PINNED = {
+    "a10": (0.75, 24e9, 8_519_680, None),
+    "a100-pcie-40gb": (271.2 / 312, 24e9, 8_519_680, None),
+    "a100-pcie-80gb": (271.2 / 312, 24e9, 8_519_680, None),
+    "a100-sxm-40gb": (271.2 / 312, 24e9, 8_519_680, None),
+    "a100-sxm-80gb": (271.2 / 312, 24e9, 8_519_680, None),
+    "a10g": (0.75, 24e9, 8_519_680, None),
+    "a40": (0.75, 24e9, 8_519_680, None),
+    "a800-sxm-80gb": (0.75, 24e9, 8_519_680, None),
+    "b200": (1745.0 / 2250, 48e9, 33_554_432, 1),
+    "b300": (0.75, 48e9, 33_554_432, 1),
+    "gaudi": (0.75, 24e9, 8_519_680, None),
+    "gaudi2": (0.75, 24e9, 8_519_680, 2),
+    "gaudi3": (0.75, 24e9, 8_519_680, 2),
+    "gb200": (0.75, 48e9, 33_554_432, 1),
+    "gb300": (0.75, 48e9, 33_554_432, 1),
+    "gh200": (828.6 / 989, 48e9, 33_554_432, 2),
+    "h100-nvl-94gb": (794.5 / 989, 48e9, 33_554_432, 2),
+    "h100-pcie-80gb": (794.5 / 989, 48e9, 33_554_432, 2),
+    "h100-sxm-80gb": (794.5 / 989, 48e9, 33_554_432, 2),
+    "h20": (0.75, 48e9, 33_554_432, None),
+    "h200-nvl-141gb": (794.5 / 989, 48e9, 33_554_432, 2),
+    "h200-sxm-141gb": (794.5 / 989, 48e9, 33_554_432, 2),
+    "inferentia2": (0.75, 24e9, 8_519_680, 2),
+    "k80": (0.75, 24e9, 8_519_680, None),
+    "l20": (0.75, 24e9, 8_519_680, None),
+    "l4": (0.75, 24e9, 8_519_680, 2),
+    "l40": (0.75, 24e9, 8_519_680, 2),
+    "l40s": (0.75, 24e9, 8_519_680, 2),
+    "m60": (0.75, 24e9, 8_519_680, None),
+    "mi250": (0.75, 24e9, 8_519_680, None),
+    "mi250x": (147.0 / 191.5, 24e9, 8_519_680, None),
+    "mi300x": (668.4 / 1300, 24e9, 8_519_680, 2),
+    "mi325x": (784.9 / 1300, 24e9, 8_519_680, 2),
+    "mi355x": (0.75, 24e9, 8_519_680, 2),
+    "p100-pcie-16gb": (0.75, 24e9, 8_519_680, None),
+    "p100-sxm2-16gb": (0.75, 24e9, 8_519_680, None),
+    "rtx-3080": (0.75, 24e9, 8_519_680, None),
+    "rtx-3090": (0.75, 24e9, 8_519_680, None),
+    "rtx-4080": (0.75, 24e9, 8_519_680, None),
+    "rtx-4090": (0.75, 24e9, 8_519_680, 2),
+    "rtx-5090": (0.75, 48e9, 33_554_432, 1),
+    "rtx-6000-ada": (0.75, 24e9, 8_519_680, None),
+    "rtx-a6000": (0.75, 24e9, 8_519_680, None),
+    "rtx-pro-6000-blackwell": (0.75, 48e9, 33_554_432, None),
+    "rx-7900-xtx": (0.75, 24e9, 8_519_680, None),
+    "t4": (0.75, 24e9, 8_519_680, None),
+    "tpu-v4": (0.75, 24e9, 8_519_680, None),
+    "tpu-v5e": (0.75, 24e9, 8_519_680, None),
+    "tpu-v5p": (0.75, 24e9, 8_519_680, 2),
+    "tpu-v6e": (0.75, 24e9, 8_519_680, None),
+    "tpu-v7": (0.75, 24e9, 8_519_680, 2),
+    "trainium2": (0.75, 24e9, 8_519_680, 2),
+    "v100-pcie-32gb": (0.75, 24e9, 8_519_680, None),
+    "v100-sxm2-16gb": (0.75, 24e9, 8_519_680, None),
+    "v100-sxm2-32gb": (0.75, 24e9, 8_519_680, None),
+}
+
+NEW_FIGURES = ("matmul_efficiency", "cublas_workspace_bytes", "scale_out_bytes_per_s_per_gpu", "fp8_gemm_any_layout")
+
+
+def tiny() -> ModelSpec:
+    return ModelSpec(
+        id="tiny",
+        name="tiny",
+        model_type="llama",
+        vocab_size=32000,
+        hidden_size=1024,
+        layers=4,
+        attention_heads=16,
+        kv_heads=16,
+        head_dim=64,
+        ffn_size=4096,
+        context_length=4096,
+        tie_embeddings=False,
+        mlp_gated=True,
+        norm="rmsnorm",
+    )
+
+
+@pytest.mark.parametrize("gid", sorted(PINNED))
+def test_every_builtin_resolves_the_pinned_figures(gid):
+    gpu = BUNDLED_ACCELERATORS.get(gid)
+    mamf, scale_out_bps, workspace, fp8 = PINNED[gid]
+    assert matmul_efficiency(gpu)[0] == mamf  # exact: the same float, not a rounding of it
+    assert scale_out_bytes_per_s_per_gpu(gpu, StepAssumptions()) == scale_out_bps
+    assert cublas_workspace_bytes(gpu) == workspace
+    if fp8 is not None:
+        assert gpu.supports("fp8") and fp8_weight_copies(gpu)[0] == fp8
+    else:
+        assert not gpu.supports("fp8")
+    # and through the estimates themselves
+    layout, job = Parallelism(gpus=8, tp=2), TrainingJob(micro_batch=1, seq_len=1024, global_batch=64)
+    mem = training_memory(tiny(), gpu, layout, job, find_max_batch=False)
+    assert mem.parts["cublas_workspace"] == workspace
+    if fp8 is not None:
+        mem8 = training_memory(
+            tiny(), gpu, layout, TrainingJob(micro_batch=1, seq_len=1024, precision="fp8-mixed"), find_max_batch=False
+        )
+        assert mem8.parts["fp8_weight_copies"] == mem8.trainable_params / 2 * fp8  # tp=2 shards the weights
+    if gpu.peak("bf16"):  # (the H20 entry lists no bf16 peak)
+        step = training_step(tiny(), gpu, layout, job)
+        assert step.matmul_efficiency == mamf * StepAssumptions().model_shape_factor
+
+
+def test_pinned_ids_are_all_in_the_catalog():
+    ids = {a.id for a in BUNDLED_ACCELERATORS}
+    assert set(PINNED) <= ids
+
+
+def test_no_code_keys_hardware_facts_on_ids_or_architecture_names():
+    """The facts moved to data stay there: no prefix table, no architecture-name rule in these modules."""
+    from pathlib import Path
+
+    import gpuplan.estimate.memory as memory
+    import gpuplan.estimate.steptime as steptime
+
+    for mod in (steptime, memory):
+        text = Path(mod.__file__).read_text()
+        assert "gpu.architecture" not in text, mod.__name__
+        assert "gpu.id.startswith" not in text, mod.__name__
+    assert not hasattr(steptime, "MATMUL_EFFICIENCY")
+
+
+@pytest.mark.parametrize("gid", sorted(PINNED))
+def test_every_figure_in_the_data_has_its_own_source(gid):
+    gpu = BUNDLED_ACCELERATORS.get(gid)
+    for key, _ in gpu.figures():
+        if key.split(".")[0] in NEW_FIGURES:
+            assert gpu.source_for(key) is not gpu.sources["default"], (gid, key)
+
+
+def test_a_gpu_without_a_measurement_says_so():
+    gpu = BUNDLED_ACCELERATORS.get("a10")
+    assert not gpu.matmul_efficiency
+    value, source = matmul_efficiency(gpu)
+    assert value == DEFAULT_MATMUL_EFFICIENCY == 0.75
+    assert "no MAMF measurement for this GPU (a10)" in source and "default 75 %" in source
+    step = training_step(tiny(), gpu, Parallelism(gpus=1), TrainingJob(seq_len=1024))
+    assert "no MAMF measurement for this GPU" in step.matmul_efficiency_source
+    assert "default 75 %" in step.matmul_efficiency_source
+    nic, nic_source = scale_out(gpu, StepAssumptions())
+    assert nic == DEFAULT_SCALE_OUT_BYTES_PER_S_PER_GPU and "no scale-out figure" in nic_source
+
+
+def test_a_measured_gpu_cites_its_row():
+    value, source = matmul_efficiency(BUNDLED_ACCELERATORS.get("h100-sxm-80gb"))
+    assert value == 794.5 / 989
+    assert "794.5 of 989" in source and "2025-07-08" in source
+    # fp8 training uses the bf16 figure, and says so
+    value8, source8 = matmul_efficiency(BUNDLED_ACCELERATORS.get("h100-sxm-80gb"), "fp8")
+    assert value8 == value and "no fp8 measurement in the catalog: the bf16 one" in source8
+
+
+def test_a_set_scale_out_wins_over_the_catalog():
+    gpu = BUNDLED_ACCELERATORS.get("h100-sxm-80gb")
+    assert scale_out(gpu, StepAssumptions(scale_out_bytes_per_s_per_gpu=12.5e9))[0] == 12.5e9
+    assert scale_out(gpu, StepAssumptions())[0] == 48e9
+
+
+# ------------------------------------------------------------------------------------- user catalog entries
+
+USER = """
+schema_version = 1
+[[accelerator]]
+id = "acme-x1"
+name = "Acme X1"
+vendor = "other"
+architecture = "Hopper"
+form_factor = "PCIe"
+year = 2026
+memory_bytes = 64_000_000_000
+memory_type = "HBM3"
+memory_bandwidth_bytes_per_s = 2.0e12
+tdp_w = 500
+EXTRA
+[accelerator.peak_flops_per_s]
+bf16 = 500e12
+fp8 = 1000e12
+[accelerator.matmul_efficiency]
+bf16 = 0.62
+fp8 = 0.55
+[accelerator.sources.default]
+title = "Acme X1 datasheet"
+url = "https://example.com/x1.pdf"
+date = "2026-01"
+[accelerator.sources."matmul_efficiency"]
+title = "mamf-finder.py on our Acme X1"
+url = "https://example.com/x1-mamf.txt"
+date = "2026-03"
+"""
+
+
+def write(tmp_path, text, extra=""):
+    f = tmp_path / "mine.toml"
+    f.write_text(text.replace("EXTRA", extra))
+    return f
+
+
+def test_a_user_entry_with_its_own_matmul_efficiency_is_used(tmp_path):
+    f = write(tmp_path, USER)
+    gpu = load_accelerators([f]).get("acme-x1")
+    assert matmul_efficiency(gpu) == (0.62, matmul_efficiency(gpu)[1])
+    assert "mamf-finder.py on our Acme X1 (2026-03)" in matmul_efficiency(gpu)[1]
+    assert matmul_efficiency(gpu, "fp8")[0] == 0.55  # its own fp8 figure for fp8 training
+    a = StepAssumptions()
+    bf16 = training_step(tiny(), gpu, Parallelism(gpus=1), TrainingJob(seq_len=1024))
+    fp8 = training_step(tiny(), gpu, Parallelism(gpus=1), TrainingJob(seq_len=1024, precision="fp8-mixed"))
+    assert bf16.matmul_efficiency == 0.62 * a.model_shape_factor
+    assert fp8.matmul_efficiency == 0.55 * a.model_shape_factor
+    assert "mamf-finder.py on our Acme X1" in bf16.matmul_efficiency_source
+
+
+def test_a_user_entry_without_the_figures_gets_the_documented_defaults(tmp_path):
+    """The architecture name no longer picks a figure: "Hopper" without data is a GPU without data."""
+    text = USER.replace("[accelerator.matmul_efficiency]\nbf16 = 0.62\nfp8 = 0.55\n", "")
+    gpu = load_accelerators([write(tmp_path, text)]).get("acme-x1")
+    assert matmul_efficiency(gpu)[0] == DEFAULT_MATMUL_EFFICIENCY
+    assert cublas_workspace_bytes(gpu) == DEFAULT_CUBLAS_WORKSPACE_BYTES == 8_519_680
+    assert scale_out_bytes_per_s_per_gpu(gpu, StepAssumptions()) == DEFAULT_SCALE_OUT_BYTES_PER_S_PER_GPU
+    copies, why = fp8_weight_copies(gpu)
+    assert copies == 2 and "no fp8 GEMM layout figure" in why
+
+
+def test_a_user_entry_overriding_a_builtin_takes_its_own_figures(tmp_path):
+    extra = "scale_out_bytes_per_s_per_gpu = 100e9\ncublas_workspace_bytes = 1_048_576\nfp8_gemm_any_layout = true\n"
+    text = (
+        USER.replace('id = "acme-x1"', 'id = "h100-sxm-80gb"')
+        + """
+[accelerator.sources."scale_out_bytes_per_s_per_gpu"]
+title = "our cluster: one 800 Gb/s NIC per GPU"
+url = "https://example.com/net"
+date = "2026-02"
+[accelerator.sources."cublas_workspace_bytes"]
+title = "CUBLAS_WORKSPACE_CONFIG=:1024:1 in our launcher"
+url = "https://example.com/env"
+date = "2026-02"
+[accelerator.sources."fp8_gemm_any_layout"]
+title = "vendor note"
+url = "https://example.com/fp8"
+date = "2026-02"
+"""
+    )
+    gpu = load_accelerators([write(tmp_path, text, extra)]).get("h100-sxm-80gb")
+    assert gpu.name == "Acme X1"
+    assert matmul_efficiency(gpu)[0] == 0.62
+    assert scale_out(gpu, StepAssumptions()) == (100e9, "our cluster: one 800 Gb/s NIC per GPU (2026-02)")
+    assert cublas_workspace_bytes(gpu) == 1_048_576
+    assert fp8_weight_copies(gpu)[0] == 1
+    rec = gpu.to_dict()
+    assert rec["matmul_efficiency"] == {"bf16": 0.62, "fp8": 0.55}
+    assert rec["scale_out_bytes_per_s_per_gpu"] == 100e9 and rec["cublas_workspace_bytes"] == 1_048_576
+    assert rec["sources"]["matmul_efficiency.fp8"]["title"] == "mamf-finder.py on our Acme X1"
+    json.dumps(rec)
+
+
+@pytest.mark.parametrize(
+    "old,new,fragments",
+    [
+        (
+            "bf16 = 0.62",
+            "bf16 = 1.2",
+            ["accelerator 'acme-x1'", "matmul_efficiency", "bf16 = 1.2 is not a fraction", "at most 1"],
+        ),
+        ("bf16 = 0.62", "bf16 = 0.0", ["matmul_efficiency", "bf16 = 0.0 is not a fraction", "more than 0"]),
+        ("fp8 = 0.55", "fp8 = -0.5", ["matmul_efficiency", "fp8 = -0.5 is not a fraction"]),
+        ("fp8 = 0.55", "fp8 = 80.0", ["fp8 = 80.0 is not a fraction"]),  # a percentage, not a fraction
+    ],
+)
+def test_schema_rejects_an_out_of_range_fraction(tmp_path, old, new, fragments):
+    with pytest.raises(CatalogError) as err:
+        read_accelerator_file(write(tmp_path, USER.replace(old, new)))
+    for frag in fragments:
+        assert frag in str(err.value), (frag, str(err.value))
+
+
+@pytest.mark.parametrize(
+    "mutate,fragments",
+    [
+        # a fraction of a peak the entry does not have
+        (lambda s: s.replace("fp8 = 1000e12\n", ""), ["matmul_efficiency gives fp8", "no fp8 peak"]),
+        # a measured figure needs its own source, not the datasheet's
+        (
+            lambda s: s.replace('[accelerator.sources."matmul_efficiency"]', '[accelerator.sources."other"]'),
+            ["matmul_efficiency is a measurement", 'sources."matmul_efficiency"'],
+        ),
+        (
+            lambda s: s.replace("EXTRA", "scale_out_bytes_per_s_per_gpu = 50e9"),
+            ["scale_out_bytes_per_s_per_gpu is a measurement", "own source"],
+        ),
+        (lambda s: s.replace("EXTRA", "cublas_workspace_bytes = -1"), ["cublas_workspace_bytes", "greater than 0"]),
+        (lambda s: s.replace("EXTRA", "fp8_gemm_any_layout = 1"), ["fp8_gemm_any_layout", "boolean"]),
+        (
+            lambda s: s.replace("[accelerator.matmul_efficiency]\nbf16", "[accelerator.matmul_efficiency]\nbf17"),
+            ["matmul_efficiency"],
+        ),
+    ],
+)
+def test_schema_rejects_bad_hardware_facts(tmp_path, mutate, fragments):
+    f = tmp_path / "mine.toml"
+    f.write_text(mutate(USER).replace("EXTRA", ""))
+    with pytest.raises(CatalogError) as err:
+        read_accelerator_file(f)
+    for frag in fragments:
+        assert frag in str(err.value), (frag, str(err.value))
