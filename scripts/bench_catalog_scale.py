@@ -28,40 +28,80 @@ from pathlib import Path
 def accelerators(n: int) -> dict:
     rows = []
     for i in range(n):
-        rows.append({
-            "id": f"scale-gpu-{i}", "name": f"Scale GPU {i}", "vendor": "other", "architecture": "Scale",
-            "form_factor": "PCIe", "year": 2020 + i % 6, "aliases": [f"sg{i}", "scale-any"],
-            "memory_bytes": 16_000_000_000 + (i % 64) * 1_000_000_000, "memory_type": "HBM3",
-            "memory_bandwidth_bytes_per_s": 1e12 + i * 1e6, "tdp_w": 300 + i % 400, "pcie_gen": 5,
-            "peak_flops_per_s": {"bf16": 1e14 + i * 1e9, "fp8": 2e14 + i * 1e9},
-            "interconnect": {"kind": "NVLink 4", "bandwidth_bytes_per_s": 450e9},
-            "sources": {"default": {"title": "generated", "url": "https://example.com", "date": "2026-01"}},
-        })
+        rows.append(
+            {
+                "id": f"scale-gpu-{i}",
+                "name": f"Scale GPU {i}",
+                "vendor": "other",
+                "architecture": "Scale",
+                "form_factor": "PCIe",
+                "year": 2020 + i % 6,
+                "aliases": [f"sg{i}", "scale-any"],
+                "memory_bytes": 16_000_000_000 + (i % 64) * 1_000_000_000,
+                "memory_type": "HBM3",
+                "memory_bandwidth_bytes_per_s": 1e12 + i * 1e6,
+                "tdp_w": 300 + i % 400,
+                "pcie_gen": 5,
+                "peak_flops_per_s": {"bf16": 1e14 + i * 1e9, "fp8": 2e14 + i * 1e9},
+                "interconnect": {"kind": "NVLink 4", "bandwidth_bytes_per_s": 450e9},
+                "sources": {"default": {"title": "generated", "url": "https://example.com", "date": "2026-01"}},
+            }
+        )
     return {"schema_version": 1, "accelerator": rows}
 
 
 def offers(n: int, gpus: list[str]) -> dict:
     rows = []
     for i in range(n):
-        rows.append({
-            "id": f"scale-offer-{i}", "provider": f"prov{i % 50}", "instance": f"inst-{i}", "region": "r1",
-            "gpu": gpus[i % len(gpus)], "gpu_count": 8, "usd_per_hour": 10 + (i % 997) / 10, "pricing": "on-demand",
-            "price_date": "2026-01", "source": {"title": "generated", "url": "https://example.com", "date": "2026-01"},
-        })
+        rows.append(
+            {
+                "id": f"scale-offer-{i}",
+                "provider": f"prov{i % 50}",
+                "instance": f"inst-{i}",
+                "region": "r1",
+                "gpu": gpus[i % len(gpus)],
+                "gpu_count": 8,
+                "usd_per_hour": 10 + (i % 997) / 10,
+                "pricing": "on-demand",
+                "price_date": "2026-01",
+                "source": {"title": "generated", "url": "https://example.com", "date": "2026-01"},
+            }
+        )
     return {"schema_version": 1, "offer": rows}
 
 
 def models(n: int) -> dict:
-    cfg = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
-           "num_hidden_layers": 2, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 4096}
-    return {"schema_version": 1, "models": [
-        {"id": f"scale-model-{i}", "name": f"Scale model {i}", "family": f"fam{i % 20}", "aliases": [f"sm{i}"],
-         "config": dict(cfg, hidden_size=256 + 64 * (i % 8))} for i in range(n)]}
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": 256,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 2,
+        "intermediate_size": 512,
+        "vocab_size": 1000,
+        "max_position_embeddings": 4096,
+    }
+    return {
+        "schema_version": 1,
+        "models": [
+            {
+                "id": f"scale-model-{i}",
+                "name": f"Scale model {i}",
+                "family": f"fam{i % 20}",
+                "aliases": [f"sm{i}"],
+                "config": dict(cfg, hidden_size=256 + 64 * (i % 8)),
+            }
+            for i in range(n)
+        ],
+    }
 
 
 def write_catalogs(folder: Path, n: int) -> dict[str, Path]:
-    files = {"accelerators": folder / "accelerators.json", "offers": folder / "offers.json",
-             "models": folder / "models.json"}
+    files = {
+        "accelerators": folder / "accelerators.json",
+        "offers": folder / "offers.json",
+        "models": folder / "models.json",
+    }
     files["accelerators"].write_text(json.dumps(accelerators(n)))
     files["offers"].write_text(json.dumps(offers(n, ["h100-sxm-80gb", "a100-sxm-80gb", "b200", "l4"])))
     files["models"].write_text(json.dumps(models(n)))
@@ -89,10 +129,16 @@ def main() -> int:
         if a.config_dir:
             (conf / "models").mkdir()
             files["models"].rename(conf / "models" / "scale.json")
-        print(f"generated {a.n:,} accelerators, offers and models in {time.perf_counter() - t0:.1f} s "
-              f"({'config dir' if a.config_dir else '--catalog'})")
-        env = {**os.environ, "GPUPLAN_CONFIG_DIR": str(conf), "HF_HUB_OFFLINE": "1",
-               "XDG_CACHE_HOME": str(root / "cache")}
+        print(
+            f"generated {a.n:,} accelerators, offers and models in {time.perf_counter() - t0:.1f} s "
+            f"({'config dir' if a.config_dir else '--catalog'})"
+        )
+        env = {
+            **os.environ,
+            "GPUPLAN_CONFIG_DIR": str(conf),
+            "HF_HUB_OFFLINE": "1",
+            "XDG_CACHE_HOME": str(root / "cache"),
+        }
         env.pop("GPUPLAN_NO_CACHE", None)
         print(f"load average {os.getloadavg()[0]:.2f} (1 min) on {os.cpu_count()} CPUs")
 
@@ -109,10 +155,18 @@ def main() -> int:
             ("model list", cat("models") + ["model", "list"], 2.0),
             ("model list --json", cat("models") + ["model", "list", "--json"], 2.0),
             ("model show", cat("models") + ["model", "show", "sm7"], 2.0),
-            ("train --rank", cat("offers") + ["train", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--zero", "3",
-                                              "--tokens", "1T", "--rank"], 5.0),
-            ("train --rank (all)", cat("accelerators", "offers", "models") +
-             ["train", "sm3", "--gpu", "h100", "--gpus", "8", "--tokens", "1T", "--rank"], 5.0),
+            (
+                "train --rank",
+                cat("offers")
+                + ["train", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--zero", "3", "--tokens", "1T", "--rank"],
+                5.0,
+            ),
+            (
+                "train --rank (all)",
+                cat("accelerators", "offers", "models")
+                + ["train", "sm3", "--gpu", "h100", "--gpus", "8", "--tokens", "1T", "--rank"],
+                5.0,
+            ),
             ("unknown gpu", cat("accelerators") + ["gpus", "show", "scale-gpu-x"], 2.0),
         ]
         worst = 0.0
@@ -124,8 +178,10 @@ def main() -> int:
             warm = statistics.median(t for t, _, _ in warm_runs)
             worst = max(worst, warm / target)
             flag = "ok  " if warm < target else "SLOW"
-            print(f"{flag} {label:<22} {cold:6.2f} s {warm:18.2f} s  {target:g} s  exit {code}"
-                  + (f"  [{last[:100]}]" if code not in (0, 3) else ""))
+            print(
+                f"{flag} {label:<22} {cold:6.2f} s {warm:18.2f} s  {target:g} s  exit {code}"
+                + (f"  [{last[:100]}]" if code not in (0, 3) else "")
+            )
     return 0 if worst < 1 else 1
 
 

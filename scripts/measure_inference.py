@@ -24,13 +24,21 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from gpuplan.catalog import load_accelerators, load_models  # noqa: E402
-from gpuplan.local.detect import torch_gpu_catalog_id  # noqa: E402
 from gpuplan.catalog.models import bundled_configs  # noqa: E402
 from gpuplan.estimate.inference import serving_plan  # noqa: E402
+from gpuplan.local.detect import torch_gpu_catalog_id  # noqa: E402
 from gpuplan.spec.serving import ServingJob, ServingLayout  # noqa: E402
 
-TINY = {"model_type": "llama", "vocab_size": 512, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "intermediate_size": 128, "max_position_embeddings": 4096}
+TINY = {
+    "model_type": "llama",
+    "vocab_size": 512,
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 128,
+    "max_position_embeddings": 4096,
+}
 
 
 def _sync(device: str) -> None:
@@ -49,8 +57,9 @@ def measure(config: dict, device: str, batch: int, prompt: int, steps: int, comp
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(hf, dtype=torch.bfloat16).to(device).eval()
     max_len = prompt + steps + 1
-    cache = transformers.StaticCache(config=hf, max_batch_size=batch, max_cache_len=max_len, device=device,
-                                     dtype=torch.bfloat16)
+    cache = transformers.StaticCache(
+        config=hf, max_batch_size=batch, max_cache_len=max_len, device=device, dtype=torch.bfloat16
+    )
     ids = torch.randint(0, hf.vocab_size, (batch, prompt), device=device)
     if device == "cuda":
         torch.cuda.empty_cache()
@@ -75,7 +84,7 @@ def measure(config: dict, device: str, batch: int, prompt: int, steps: int, comp
             token = decode(token, pos)[:, -1:].argmax(-1)
             _sync(device)
             times.append(time.perf_counter() - t0)
-    warm = times[min(3, len(times) - 1):]  # the first compiled steps capture graphs
+    warm = times[min(3, len(times) - 1) :]  # the first compiled steps capture graphs
     out = {"ttft_s": ttft, "tpot_s": statistics.median(warm), "decode_steps": steps}
     if device == "cuda":
         out["max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated()
@@ -83,12 +92,13 @@ def measure(config: dict, device: str, batch: int, prompt: int, steps: int, comp
     return out
 
 
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", action="append", help="gpuplan model id (repeatable) or 'tiny'")
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--gpu-id", help="gpuplan accelerator id of this GPU (default: detected, matched by PCI id and memory)")
+    ap.add_argument(
+        "--gpu-id", help="gpuplan accelerator id of this GPU (default: detected, matched by PCI id and memory)"
+    )
     ap.add_argument("--batches", default="1,8,64")
     ap.add_argument("--prompts", default="128,2048")
     ap.add_argument("--steps", type=int, default=32)
@@ -111,20 +121,34 @@ def main() -> None:
             for prompt in map(int, args.prompts.split(",")):
                 if args.device == "cpu":
                     batch, prompt = min(batch, 2), min(prompt, 16)
-                row = {"model": mid, "batch": batch, "prompt_tokens": prompt, "output_tokens": args.steps,
-                       "engine": "compiled" if compile_decode else "eager",
-                       "measured": measure(config, args.device, batch, prompt, args.steps, compile_decode)}
+                row = {
+                    "model": mid,
+                    "batch": batch,
+                    "prompt_tokens": prompt,
+                    "output_tokens": args.steps,
+                    "engine": "compiled" if compile_decode else "eager",
+                    "measured": measure(config, args.device, batch, prompt, args.steps, compile_decode),
+                }
                 if gpu_id and mid != "tiny":
-                    r = serving_plan(load_models().get(mid), load_accelerators().get(gpu_id), ServingLayout(),
-                                     ServingJob(prompt_tokens=prompt, output_tokens=args.steps, batch=batch,
-                                                engine="compiled"))
+                    r = serving_plan(
+                        load_models().get(mid),
+                        load_accelerators().get(gpu_id),
+                        ServingLayout(),
+                        ServingJob(prompt_tokens=prompt, output_tokens=args.steps, batch=batch, engine="compiled"),
+                    )
                     row["estimate"] = {"ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "total_bytes": r.total_bytes}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    record = {"schema_version": 1, "kind": "measurement.inference", "command": " ".join(sys.argv), "gpu": gpu_name,
-              "gpu_id": gpu_id, "versions": {"torch": torch.__version__, "cuda": torch.version.cuda,
-                                             "transformers": transformers.__version__},
-              "date": time.strftime("%Y-%m-%d"), "rows": rows}
+    record = {
+        "schema_version": 1,
+        "kind": "measurement.inference",
+        "command": " ".join(sys.argv),
+        "gpu": gpu_name,
+        "gpu_id": gpu_id,
+        "versions": {"torch": torch.__version__, "cuda": torch.version.cuda, "transformers": transformers.__version__},
+        "date": time.strftime("%Y-%m-%d"),
+        "rows": rows,
+    }
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(record, indent=2) + "\n")

@@ -53,8 +53,9 @@ def main() -> int:
 
     t0 = time.perf_counter()
     grid = [(m, n, k) for m in cfg["sizes"] for n in cfg["sizes"] for k in cfg["k"]]
-    g_best, g_seen = bench.guided_search(tflops, grid, cfg["step"], cfg["min_step"], cfg["evals"], cfg["max_dim"],
-                                         cfg["deadline_s"])
+    g_best, g_seen = bench.guided_search(
+        tflops, grid, cfg["step"], cfg["min_step"], cfg["evals"], cfg["max_dim"], cfg["deadline_s"]
+    )
     guided_s = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -81,13 +82,25 @@ def main() -> int:
         "what": "guided matmul shape search vs a lattice + line sweep (scripts/measure_matmul_search.py)",
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "device": device, "gpu": props.name if props else platform.processor() or "cpu",
+        "device": device,
+        "gpu": props.name if props else platform.processor() or "cpu",
         "versions": {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version()},
         "dtype": args.dtype,
-        "guided": {"best_shape_mnk": list(g_best), "tflops": final["guided"], "shapes": len(g_seen),
-                   "seconds": guided_s},
-        "sweep": {"best_shape_mnk": list(s_best), "tflops": final["sweep"], "shapes": len(sweep), "seconds": sweep_s,
-                  "lattice": args.lattice, "line_step": args.line_step, "max_dim": args.max_dim},
+        "guided": {
+            "best_shape_mnk": list(g_best),
+            "tflops": final["guided"],
+            "shapes": len(g_seen),
+            "seconds": guided_s,
+        },
+        "sweep": {
+            "best_shape_mnk": list(s_best),
+            "tflops": final["sweep"],
+            "shapes": len(sweep),
+            "seconds": sweep_s,
+            "lattice": args.lattice,
+            "line_step": args.line_step,
+            "max_dim": args.max_dim,
+        },
         "guided_over_sweep": final["guided"] / final["sweep"],
     }
     text = json.dumps(record, indent=2) + "\n"

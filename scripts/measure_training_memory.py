@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from gpuplan.catalog import load_accelerators, load_models  # noqa: E402
-from gpuplan.local.detect import torch_gpu_catalog_id  # noqa: E402
 from gpuplan.catalog.models import bundled_configs  # noqa: E402
 from gpuplan.estimate.memory import training_memory  # noqa: E402
+from gpuplan.local.detect import torch_gpu_catalog_id  # noqa: E402
 from gpuplan.spec.training import Parallelism, TrainingJob  # noqa: E402
 
 OUTSIDE_ALLOCATOR = ("cuda_context", "nccl_buffers")
@@ -49,9 +49,17 @@ class Case:
     needs: tuple[str, ...] = field(default=())
 
     def job(self) -> TrainingJob:
-        return TrainingJob(micro_batch=self.micro_batch, seq_len=self.seq_len, precision=self.precision,
-                           optimizer=self.optimizer, method=self.method, recompute=self.recompute,
-                           lora_targets=self.lora_targets, lora_rank=self.lora_rank, recipe="auto")
+        return TrainingJob(
+            micro_batch=self.micro_batch,
+            seq_len=self.seq_len,
+            precision=self.precision,
+            optimizer=self.optimizer,
+            method=self.method,
+            recompute=self.recompute,
+            lora_targets=self.lora_targets,
+            lora_rank=self.lora_rank,
+            recipe="auto",
+        )
 
 
 CASES = [
@@ -83,8 +91,11 @@ def build_model(config: dict, case: Case, device: str):
     kwargs = {}
     if case.method == "qlora":
         kwargs["quantization_config"] = transformers.BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=torch.bfloat16)
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=torch.bfloat16,
+        )
     dtype = torch.float32 if case.precision in ("bf16-mixed", "fp32") and case.method == "full" else torch.bfloat16
     torch.manual_seed(0)
     if kwargs:  # quantized: save random weights once, reload through bitsandbytes
@@ -102,8 +113,10 @@ def build_model(config: dict, case: Case, device: str):
 
         if case.method == "qlora":
             model = peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=case.recompute == "full")
-        model = peft.get_peft_model(model, peft.LoraConfig(r=case.lora_rank, target_modules=list(case.lora_targets),
-                                                           lora_alpha=16, lora_dropout=0.0))
+        model = peft.get_peft_model(
+            model,
+            peft.LoraConfig(r=case.lora_rank, target_modules=list(case.lora_targets), lora_alpha=16, lora_dropout=0.0),
+        )
     return model
 
 
@@ -152,15 +165,20 @@ def estimate(model_id: str, gpu_id: str, case: Case) -> dict:
     spec, gpu = load_models().get(model_id), load_accelerators().get(gpu_id)
     r = training_memory(spec, gpu, Parallelism(), case.job(), find_max_batch=False)
     inside = r.total_bytes - sum(int(r.parts.get(k, 0)) for k in OUTSIDE_ALLOCATOR)
-    return {"total_bytes": r.total_bytes, "allocator_bytes": inside,
-            "parts": {k: int(v) for k, v in r.parts.items()}, "recipe": r.recipe.name}
-
+    return {
+        "total_bytes": r.total_bytes,
+        "allocator_bytes": inside,
+        "parts": {k: int(v) for k, v in r.parts.items()},
+        "recipe": r.recipe.name,
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="llama-3.2-1b", help="gpuplan model id (random weights), or 'tiny'")
-    ap.add_argument("--gpu-id", help="gpuplan accelerator id of this GPU (default: detected, matched by PCI id and memory)")
+    ap.add_argument(
+        "--gpu-id", help="gpuplan accelerator id of this GPU (default: detected, matched by PCI id and memory)"
+    )
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--only", help="comma-separated case names")
@@ -172,9 +190,17 @@ def main() -> None:
 
     if args.model == "tiny":
         model_id = "tiny"
-        config = {"model_type": "llama", "vocab_size": 512, "hidden_size": 64, "num_hidden_layers": 2,
-                  "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
-                  "max_position_embeddings": 8192, "tie_word_embeddings": True}
+        config = {
+            "model_type": "llama",
+            "vocab_size": 512,
+            "hidden_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "intermediate_size": 128,
+            "max_position_embeddings": 8192,
+            "tie_word_embeddings": True,
+        }
     else:
         model_id = args.model
         raw = bundled_configs()
@@ -199,11 +225,20 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row), flush=True)
     record = {
-        "schema_version": 1, "kind": "measurement.training_memory",
-        "command": " ".join(sys.argv), "model": model_id, "gpu": gpu_name, "gpu_id": gpu_id,
-        "versions": {"torch": torch.__version__, "cuda": torch.version.cuda, "transformers": transformers.__version__,
-                     "python": platform.python_version()},
-        "date": time.strftime("%Y-%m-%d"), "rows": rows,
+        "schema_version": 1,
+        "kind": "measurement.training_memory",
+        "command": " ".join(sys.argv),
+        "model": model_id,
+        "gpu": gpu_name,
+        "gpu_id": gpu_id,
+        "versions": {
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "transformers": transformers.__version__,
+            "python": platform.python_version(),
+        },
+        "date": time.strftime("%Y-%m-%d"),
+        "rows": rows,
     }
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -26,13 +26,23 @@ def refresh(text: str) -> tuple[str, int]:
     def run(m: re.Match) -> str:
         nonlocal count
         cmd, body = m.group(1), m.group(2)
-        if "|" in cmd or "\n$ " in body or body.startswith("...") or "\n...\n" in body \
-                or cmd.startswith("gpuplan local"):  # several commands, elided output, or machine-specific
+        if (
+            "|" in cmd
+            or "\n$ " in body
+            or body.startswith("...")
+            or "\n...\n" in body
+            or cmd.startswith("gpuplan local")
+        ):  # several commands, elided output, or machine-specific
             return m.group(0)
         shown = cmd.split("  #")[0].strip()
         env = {**os.environ, "COLUMNS": "120"}
-        out = subprocess.run([sys.executable, "-m", "gpuplan", *shlex.split(shown)[1:]], capture_output=True,
-                             text=True, env=env, cwd=README.parent)
+        out = subprocess.run(
+            [sys.executable, "-m", "gpuplan", *shlex.split(shown)[1:]],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=README.parent,
+        )
         count += 1
         return f"```\n$ {cmd}\n{(out.stdout + out.stderr).rstrip()}\n```"
 

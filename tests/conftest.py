@@ -12,7 +12,6 @@ Isolation happens twice:
 from __future__ import annotations
 
 import functools
-import json
 import os
 import shutil
 import tempfile
@@ -29,17 +28,18 @@ _KEEP = {"GPUPLAN_UPDATE_GOLDEN"}
 
 def _scrub_environment(root: Path) -> dict[str, str]:
     """The environment a test sees: the caller's, less its GPUPLAN_*/HF_* settings, with private folders."""
-    env = {k: v for k, v in os.environ.items()
-           if k in _KEEP or not (k.startswith("GPUPLAN_") or k.startswith("HF_") or k.startswith("HUGGINGFACE"))}
+    env = {k: v for k, v in os.environ.items() if k in _KEEP or not (k.startswith(("GPUPLAN_", "HF_", "HUGGINGFACE")))}
     for sub in ("config", "xdg-config", "xdg-cache", "hf"):
         (root / sub).mkdir(parents=True, exist_ok=True)
-    env.update({
-        "GPUPLAN_CONFIG_DIR": str(root / "config"),
-        "XDG_CONFIG_HOME": str(root / "xdg-config"),
-        "XDG_CACHE_HOME": str(root / "xdg-cache"),
-        "HF_HOME": str(root / "hf"),
-        "HF_HUB_OFFLINE": "1",
-    })
+    env.update(
+        {
+            "GPUPLAN_CONFIG_DIR": str(root / "config"),
+            "XDG_CONFIG_HOME": str(root / "xdg-config"),
+            "XDG_CACHE_HOME": str(root / "xdg-cache"),
+            "HF_HOME": str(root / "hf"),
+            "HF_HUB_OFFLINE": "1",
+        }
+    )
     return env
 
 
@@ -63,7 +63,7 @@ def pytest_unconfigure(config):
 def _isolated_config(tmp_path_factory, monkeypatch):
     """Each test gets its own empty config folder and Hugging Face cache; the Hub stays offline."""
     root = tmp_path_factory.mktemp("gpuplan-home")
-    for key in [k for k in os.environ if (k.startswith("GPUPLAN_") or k.startswith("HF_")) and k not in _KEEP]:
+    for key in [k for k in os.environ if (k.startswith(("GPUPLAN_", "HF_"))) and k not in _KEEP]:
         monkeypatch.delenv(key)
     for key, value in _scrub_environment(root).items():
         if os.environ.get(key) != value:
@@ -88,6 +88,7 @@ class Lazy:
 
 def _bundled(loader_name: str):
     """The bundled catalog alone: loaded with an empty config folder whatever the environment says."""
+
     def load():
         import gpuplan.catalog as catalog
 
@@ -102,6 +103,7 @@ def _bundled(loader_name: str):
                 os.environ.pop("GPUPLAN_CONFIG_DIR", None)
             else:
                 os.environ["GPUPLAN_CONFIG_DIR"] = saved
+
     return load
 
 

@@ -19,9 +19,27 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("acc", list(ACCS), ids=lambda a: a.id)
 
 
-REQUIRED_IDS = ["v100-sxm2-32gb", "a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-80gb", "h100-sxm-80gb",
-                "h100-pcie-80gb", "h100-nvl-94gb", "h200-sxm-141gb", "b200", "l4", "l40s", "a10g", "t4",
-                "rtx-4090", "mi300x", "mi325x", "gaudi3", "tpu-v5p", "tpu-v6e"]
+REQUIRED_IDS = [
+    "v100-sxm2-32gb",
+    "a100-sxm-40gb",
+    "a100-sxm-80gb",
+    "a100-pcie-80gb",
+    "h100-sxm-80gb",
+    "h100-pcie-80gb",
+    "h100-nvl-94gb",
+    "h200-sxm-141gb",
+    "b200",
+    "l4",
+    "l40s",
+    "a10g",
+    "t4",
+    "rtx-4090",
+    "mi300x",
+    "mi325x",
+    "gaudi3",
+    "tpu-v5p",
+    "tpu-v6e",
+]
 # named by the seeds (K80, P100, M60, A10) and current parts the issue lists: these names must resolve
 # (to one entry, or ambiguously to their variants)
 ALSO_NAMED = ["k80", "p100", "m60", "a10", "gb200", "h200 nvl", "rtx 5090", "mi355x", "tpu v6e", "gaudi 3"]
@@ -82,7 +100,7 @@ def test_entry_is_sourced_and_sane(acc):
     # dense figures: reduced precision is never slower than higher precision on the same device
     chain = [d for d in ("fp32", "bf16", "fp8", "fp4") if acc.supports(d)]
     rates = [acc.peak(d) for d in chain]
-    assert rates == sorted(rates), dict(zip(chain, rates))
+    assert rates == sorted(rates), dict(zip(chain, rates, strict=True))
     if acc.memory_reported_bytes:
         assert 0.85 < acc.memory_reported_bytes / acc.memory_bytes < 1.15
     if acc.interconnect:
@@ -102,12 +120,15 @@ def test_h100_alias_is_the_sxm_part():
     assert ACCS.get("H100").id == "h100-sxm-80gb"
 
 
-@pytest.mark.parametrize("acc_id,expected_bytes_per_s", [
-    ("h100-sxm-80gb", 450e9),    # NVLink 4: the catalog's scale-up link
-    ("h100-pcie-80gb", 63e9),    # no NVLink in the catalog: PCIe Gen 5 x16, one direction
-    ("a100-pcie-80gb", 31.5e9),  # PCIe Gen 4 x16
-    ("t4", 15.75e9),             # PCIe Gen 3 x16
-])
+@pytest.mark.parametrize(
+    "acc_id,expected_bytes_per_s",
+    [
+        ("h100-sxm-80gb", 450e9),  # NVLink 4: the catalog's scale-up link
+        ("h100-pcie-80gb", 63e9),  # no NVLink in the catalog: PCIe Gen 5 x16, one direction
+        ("a100-pcie-80gb", 31.5e9),  # PCIe Gen 4 x16
+        ("t4", 15.75e9),  # PCIe Gen 3 x16
+    ],
+)
 def test_scale_up_bandwidth_falls_back_to_pcie_by_generation(acc_id, expected_bytes_per_s):
     """Tensor-parallel and all-reduce times use the scale-up link, else PCIe x16 of the card's generation."""
     assert load_accelerators().get(acc_id).scale_up_bytes_per_s == pytest.approx(expected_bytes_per_s, rel=1e-9)

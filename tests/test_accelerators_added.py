@@ -11,15 +11,42 @@ from conftest import BUNDLED_ACCELERATORS
 
 ACCS = BUNDLED_ACCELERATORS
 
-ADDED = ["h20", "a800-sxm-80gb", "gb300", "b300", "rtx-pro-6000-blackwell", "rtx-6000-ada", "l40", "l20",
-         "rtx-4080", "rtx-3080", "rx-7900-xtx", "trainium2", "inferentia2", "tpu-v7"]
+ADDED = [
+    "h20",
+    "a800-sxm-80gb",
+    "gb300",
+    "b300",
+    "rtx-pro-6000-blackwell",
+    "rtx-6000-ada",
+    "l40",
+    "l20",
+    "rtx-4080",
+    "rtx-3080",
+    "rx-7900-xtx",
+    "trainium2",
+    "inferentia2",
+    "tpu-v7",
+]
 
 # consumer GDDR cards: sold as N GB, carrying N GiB
 CONSUMER_GIB = {"rtx-4080": 16, "rtx-3080": 10, "rx-7900-xtx": 24, "rtx-pro-6000-blackwell": 96}
 
-ALIASES = {"a800": "a800-sxm-80gb", "gb300-nvl72": "gb300", "hgx-b300": "b300", "rtx-pro-6000": "rtx-pro-6000-blackwell",
-           "4080": "rtx-4080", "3080": "rtx-3080", "7900xtx": "rx-7900-xtx", "trn2": "trainium2", "inf2": "inferentia2",
-           "ironwood": "tpu-v7", "tpu7x": "tpu-v7", "nvidia-h20": "h20", "nvidia-l40": "l40", "nvidia-l20": "l20"}
+ALIASES = {
+    "a800": "a800-sxm-80gb",
+    "gb300-nvl72": "gb300",
+    "hgx-b300": "b300",
+    "rtx-pro-6000": "rtx-pro-6000-blackwell",
+    "4080": "rtx-4080",
+    "3080": "rtx-3080",
+    "7900xtx": "rx-7900-xtx",
+    "trn2": "trainium2",
+    "inf2": "inferentia2",
+    "ironwood": "tpu-v7",
+    "tpu7x": "tpu-v7",
+    "nvidia-h20": "h20",
+    "nvidia-l40": "l40",
+    "nvidia-l20": "l20",
+}
 
 
 @pytest.mark.parametrize("acc_id", ADDED)
@@ -47,7 +74,7 @@ def test_dense_peaks_are_monotone(acc_id):
     acc = ACCS.get(acc_id)
     chain = [d for d in ("fp32", "bf16", "fp8", "fp4") if acc.supports(d)]
     rates = [acc.peak(d) for d in chain]
-    assert rates == sorted(rates), dict(zip(chain, rates))
+    assert rates == sorted(rates), dict(zip(chain, rates, strict=True))
     if acc.supports("fp16") and acc.supports("bf16"):
         assert acc.peak("fp16") == acc.peak("bf16")
 

@@ -88,6 +88,7 @@ def tmpfs(tmp_path):
 
 # ------------------------------------------------------------------------------------------ symlinks
 
+
 def test_planted_symlinks_are_never_followed(shared, run, monkeypatch):
     folder, victim = shared
     before_victim = victim.read_bytes(), victim.stat().st_mtime_ns
@@ -107,8 +108,9 @@ def test_planted_symlinks_are_never_followed(shared, run, monkeypatch):
     monkeypatch.setattr(tempfile, "_get_candidate_names", lambda: names)
     before, victim_dir_mtime = snapshot(folder), victim_dir.stat().st_mtime_ns
 
-    code, out, err = run("local", "bench", "disk", "--path", str(folder), "--file-size", "4MiB", "--writers", "4",
-                         "--json")
+    code, _out, err = run(
+        "local", "bench", "disk", "--path", str(folder), "--file-size", "4MiB", "--writers", "4", "--json"
+    )
     assert code == 0, err
     assert next(names) != "collide0"  # mkdtemp did try the taken name first
     assert (victim.read_bytes(), victim.stat().st_mtime_ns) == before_victim
@@ -141,6 +143,7 @@ def test_a_symlink_inside_the_private_folder_is_refused(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------------ private folder
 
+
 def test_files_only_in_a_fresh_private_folder(shared, monkeypatch):
     folder, _ = shared
     before = snapshot(folder)
@@ -151,8 +154,16 @@ def test_files_only_in_a_fresh_private_folder(shared, monkeypatch):
         fd = real_open(path, flags, mode, dir_fd=dir_fd)
         if dir_fd is not None and str(path).startswith("data-"):
             st = os.fstat(dir_fd)
-            calls.append({"name": path, "flags": flags, "mode": mode, "dir": fd_path(dir_fd),
-                          "dir_mode": stat.S_IMODE(st.st_mode), "file_mode": stat.S_IMODE(os.fstat(fd).st_mode)})
+            calls.append(
+                {
+                    "name": path,
+                    "flags": flags,
+                    "mode": mode,
+                    "dir": fd_path(dir_fd),
+                    "dir_mode": stat.S_IMODE(st.st_mode),
+                    "file_mode": stat.S_IMODE(os.fstat(fd).st_mode),
+                }
+            )
         return fd
 
     monkeypatch.setattr(os, "open", spy)
@@ -201,6 +212,7 @@ def test_path_must_be_an_existing_folder(tmp_path, run, kind):
 
 # ------------------------------------------------------------------------------------------ free space
 
+
 def _fake_statvfs(frsize: int, blocks: int, avail: int):
     return lambda path: os.statvfs_result((frsize, frsize, blocks, avail, avail, 1000, 1000, 1000, 0, 255))
 
@@ -223,13 +235,15 @@ def test_free_space_refusal_gives_the_numbers(tmp_path, run, monkeypatch):
 def test_free_space_refusal_on_the_real_filesystem(tmp_path, run):
     fs = os.statvfs(tmp_path)
     too_big = fs.f_bavail * fs.f_frsize  # one file as large as all the free space
-    line = one_line_error(*run("local", "bench", "disk", "--path", str(tmp_path), "--writers", "1",
-                               "--file-size", str(too_big)))
+    line = one_line_error(
+        *run("local", "bench", "disk", "--path", str(tmp_path), "--writers", "1", "--file-size", str(too_big))
+    )
     assert "free of " + format_bytes(fs.f_blocks * fs.f_frsize, binary=True) in line
     assert "--file-size" in line and not list(tmp_path.iterdir())
 
 
 # ------------------------------------------------------------------------------------------ failures
+
 
 def _fail_writes_after(monkeypatch, blocks: int, error: BaseException):
     """os.write raises ``error`` once ``blocks`` blocks have gone to the benchmark's files (other writes pass)."""
@@ -283,8 +297,9 @@ def test_a_real_full_filesystem_is_one_line(tmpfs, run, monkeypatch):
     small = tmpfs("size=8m")
     # let the free-space check pass, so the kernel's own ENOSPC is what stops it
     monkeypatch.setattr(os, "statvfs", _fake_statvfs(4096, 2**30 // 4096, 2**29 // 4096))
-    line = one_line_error(*run("local", "bench", "disk", "--path", str(small), "--file-size", "16MiB",
-                               "--writers", "2"))
+    line = one_line_error(
+        *run("local", "bench", "disk", "--path", str(small), "--file-size", "16MiB", "--writers", "2")
+    )
     assert "filesystem is full" in line
     assert not list(small.iterdir())
 
@@ -310,6 +325,7 @@ def test_a_real_read_only_filesystem_is_one_line(tmpfs, run):
 
 
 # ------------------------------------------------------------------------------------------ signals
+
 
 def test_sigint_mid_write_stops_and_cleans_up(shared, monkeypatch):
     """Ctrl-C while the writers are busy (sent from a writer thread, as a terminal would send it to the
@@ -350,9 +366,25 @@ _SLOW_RUN = textwrap.dedent("""
 def test_sigterm_during_the_write_phase_exits_promptly_and_leaves_nothing(shared):
     folder, _ = shared
     before = snapshot(folder)
-    proc = subprocess.Popen([sys.executable, "-c", _SLOW_RUN, "local", "bench", "disk", "--path", str(folder),
-                             "--file-size", "64MiB", "--writers", "2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            _SLOW_RUN,
+            "local",
+            "bench",
+            "disk",
+            "--path",
+            str(folder),
+            "--file-size",
+            "64MiB",
+            "--writers",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:  # wait for the first written block

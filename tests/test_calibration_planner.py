@@ -29,31 +29,67 @@ def matmul(dtype: str, value: float, datasheet: float, *, model: str | None = No
         detail.update(model=model, model_shapes=[[4096, 4096, 4096, 2], [4096, 14336, 4096, 3]])
     else:
         detail["best_shape_mnk"] = [8192, 8192, 8192]
-    return {"name": f"matmul {dtype}" + (" (cpu)" if cpu else ""), "value": value, "unit": "TFLOP/s",
-            "datasheet": None if cpu else datasheet, "detail": detail, "seconds": 30.0,
-            "fraction_of_datasheet": None if cpu else value / datasheet}
+    return {
+        "name": f"matmul {dtype}" + (" (cpu)" if cpu else ""),
+        "value": value,
+        "unit": "TFLOP/s",
+        "datasheet": None if cpu else datasheet,
+        "detail": detail,
+        "seconds": 30.0,
+        "fraction_of_datasheet": None if cpu else value / datasheet,
+    }
 
 
 def memory(value: float = 2900.0, cpu: bool = False) -> dict:
-    return {"name": "memory copy" + (" (cpu)" if cpu else ""), "value": value, "unit": "GB/s (read + write)",
-            "datasheet": None if cpu else 3350.0, "detail": {"device": "cpu" if cpu else "cuda", "bytes": 2**30},
-            "seconds": 5.0, "fraction_of_datasheet": None if cpu else value / 3350.0}
+    return {
+        "name": "memory copy" + (" (cpu)" if cpu else ""),
+        "value": value,
+        "unit": "GB/s (read + write)",
+        "datasheet": None if cpu else 3350.0,
+        "detail": {"device": "cpu" if cpu else "cuda", "bytes": 2**30},
+        "seconds": 5.0,
+        "fraction_of_datasheet": None if cpu else value / 3350.0,
+    }
 
 
 def collective(op: str, mib: int, busbw_gbps: float, ranks: int = 8, nodes: int = 1) -> dict:
     size = mib * 2**20
     frac = busbw_gbps / 450.0 if nodes == 1 and ranks >= 2 else None
-    return {"name": f"{op} {mib} MiB", "value": busbw_gbps, "unit": "GB/s bus bandwidth",
-            "datasheet": 450.0 if frac else None, "seconds": 2.0, "fraction_of_datasheet": frac,
-            "detail": {"op": op, "ranks": ranks, "nodes": nodes, "bytes": size, "device": "cuda",
-                       "algbw_bytes_per_s": busbw_gbps * 1e9 * ranks / (2 * (ranks - 1)) if ranks > 1 else 0.0,
-                       "busbw_bytes_per_s": busbw_gbps * 1e9}}
+    return {
+        "name": f"{op} {mib} MiB",
+        "value": busbw_gbps,
+        "unit": "GB/s bus bandwidth",
+        "datasheet": 450.0 if frac else None,
+        "seconds": 2.0,
+        "fraction_of_datasheet": frac,
+        "detail": {
+            "op": op,
+            "ranks": ranks,
+            "nodes": nodes,
+            "bytes": size,
+            "device": "cuda",
+            "algbw_bytes_per_s": busbw_gbps * 1e9 * ranks / (2 * (ranks - 1)) if ranks > 1 else 0.0,
+            "busbw_bytes_per_s": busbw_gbps * 1e9,
+        },
+    }
 
 
 def write(tmp_path, results, gpu=GPU, name="cal.json"):
     f = tmp_path / name
-    f.write_text(json.dumps({"schema_version": 1, "kind": "calibration", "created": CREATED, "host": {},
-                             "gpu": gpu, "versions": {}, "python": "3.11", "results": results}))
+    f.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "kind": "calibration",
+                "created": CREATED,
+                "host": {},
+                "gpu": gpu,
+                "versions": {},
+                "python": "3.11",
+                "results": results,
+            }
+        )
+    )
     return f
 
 
@@ -61,7 +97,7 @@ def run_both(run, args, f):
     """(JSON record, text table) of one command with --calibration f."""
     code, out, err = run(*args, "--calibration", str(f), "--json")
     rec = json.loads(out)
-    expected = 0 if rec["memory"]["fits"] else 3   # a plan that does not fit still reports, with exit 3
+    expected = 0 if rec["memory"]["fits"] else 3  # a plan that does not fit still reports, with exit 3
     assert code == expected, err
     code, text, err = run(*args, "--calibration", str(f))
     assert code == expected, err
@@ -89,8 +125,10 @@ def test_explicit_assume_wins_over_the_profile(tmp_path, run):
     assert rec["time"]["matmul_efficiency"] == 0.3
     assert rec["time"]["matmul_efficiency_source"].startswith("--assume matmul_efficiency=0.3 (overrides calibration")
     assert source(rec, "matmul_efficiency").startswith("--assume matmul_efficiency=0.3")
-    assert any(o.startswith("--assume overrides the calibration for matmul_efficiency") for o in
-               rec["calibration"]["overridden"])
+    assert any(
+        o.startswith("--assume overrides the calibration for matmul_efficiency")
+        for o in rec["calibration"]["overridden"]
+    )
     assert not any("matmul_efficiency" in r for r in rec["calibration"]["replaced"])
     assert f"calibration {f}: --assume overrides the calibration for matmul_efficiency" in text
     # what was not overridden is still taken, and cites the profile, not the literature
@@ -157,8 +195,9 @@ def test_bf16_measurement_is_not_applied_to_fp8_or_fp32(tmp_path, run):
         assert rec["time"]["matmul_efficiency_source"] == plain["time"]["matmul_efficiency_source"]
         note = f"calibration has no {dtype} matmul measurement"
         assert any(n.startswith(note) for n in rec["notes"]) and note in text
-        assert {"result": "matmul bf16", "why": f"measured in bf16; the plan's matmuls run in {dtype}"} in \
-            rec["calibration"]["not_applied"]
+        assert {"result": "matmul bf16", "why": f"measured in bf16; the plan's matmuls run in {dtype}"} in rec[
+            "calibration"
+        ]["not_applied"]
         assert f"matmul bf16 (measured in bf16; the plan's matmuls run in {dtype})" in text
         assert rec["calibration"]["nothing_applicable"] == "no result measures what the plan assumes"
         assert f"calibration {f}: nothing applicable (no result measures what the plan assumes)" in text
@@ -168,7 +207,9 @@ def test_the_matmul_of_the_plans_dtype_is_used(tmp_path, run):
     f = write(tmp_path, [matmul("bf16", 700.0, 989.5), matmul("fp8", 1300.0, 1979.0), matmul("tf32", 370.0, 494.5)])
     rec, text = run_both(run, [*TRAIN, "--precision", "fp8-mixed"], f)
     assert rec["time"]["matmul_efficiency"] == pytest.approx(1300 / 1979 * 0.85)
-    assert "matmul fp8 on the best GEMM shape found, x model_shape_factor 0.85" in rec["time"]["matmul_efficiency_source"]
+    assert (
+        "matmul fp8 on the best GEMM shape found, x model_shape_factor 0.85" in rec["time"]["matmul_efficiency_source"]
+    )
     assert [x["result"] for x in rec["calibration"]["not_applied"]] == ["matmul bf16", "matmul tf32"]
     rec, _ = run_both(run, [*TRAIN, "--precision", "fp32"], f)
     assert rec["time"]["matmul_efficiency"] == pytest.approx(370 / 494.5 * 0.85)
@@ -186,14 +227,18 @@ def test_model_shapes_are_used_as_is_only_for_the_same_model(tmp_path, run):
     own = write(tmp_path, [matmul("bf16", 650.0, 989.5, model=MODEL)], name="own.json")
     rec, text = run_both(run, TRAIN, own)
     assert rec["time"]["matmul_efficiency"] == pytest.approx(650 / 989.5)
-    assert f"matmul bf16 on {MODEL}'s own GEMM shapes, used as is (no model_shape_factor)" in \
-        rec["time"]["matmul_efficiency_source"]
+    assert (
+        f"matmul bf16 on {MODEL}'s own GEMM shapes, used as is (no model_shape_factor)"
+        in rec["time"]["matmul_efficiency_source"]
+    )
     assert f"matmul_efficiency = 0.657: matmul bf16 on {MODEL}'s own GEMM shapes" in text
 
     other = write(tmp_path, [matmul("bf16", 650.0, 989.5, model="llama-3.2-1b")], name="other.json")
     rec, text = run_both(run, TRAIN, other)
     assert rec["time"]["matmul_efficiency"] == pytest.approx(650 / 989.5 * 0.85)
-    assert f"on llama-3.2-1b's GEMM shapes, not {MODEL}'s, x model_shape_factor 0.85" in source(rec, "matmul_efficiency")
+    assert f"on llama-3.2-1b's GEMM shapes, not {MODEL}'s, x model_shape_factor 0.85" in source(
+        rec, "matmul_efficiency"
+    )
     assert f"not {MODEL}'s, x model_shape_factor 0.85" in text
 
     old = matmul("bf16", 650.0, 989.5, model=MODEL)
@@ -207,16 +252,35 @@ def test_own_shapes_preferred_over_the_best_shape(tmp_path, run):
     f = write(tmp_path, [matmul("bf16", 780.0, 989.5), matmul("bf16", 650.0, 989.5, model=MODEL)])
     rec, _ = run_both(run, TRAIN, f)
     assert rec["time"]["matmul_efficiency"] == pytest.approx(650 / 989.5)
-    assert rec["calibration"]["not_applied"][0]["why"].startswith("measured on the best GEMM shape found; the bf16 "
-                                                                    f"result on {MODEL}'s GEMM shapes is used")
+    assert rec["calibration"]["not_applied"][0]["why"].startswith(
+        f"measured on the best GEMM shape found; the bf16 result on {MODEL}'s GEMM shapes is used"
+    )
 
 
 def test_older_profile_names_still_work(tmp_path, run):
     """Profiles written before the detail fields: 'matmul bf16' and 'memory copy' with empty details."""
-    f = write(tmp_path, [{"name": "matmul bf16", "value": 794.5, "unit": "TFLOP/s", "datasheet": 989.5,
-                          "fraction_of_datasheet": 794.5 / 989.5, "detail": {}, "seconds": 60},
-                         {"name": "memory copy", "value": 2900, "unit": "GB/s (read + write)", "datasheet": 3350,
-                          "fraction_of_datasheet": 2900 / 3350, "seconds": 5}])
+    f = write(
+        tmp_path,
+        [
+            {
+                "name": "matmul bf16",
+                "value": 794.5,
+                "unit": "TFLOP/s",
+                "datasheet": 989.5,
+                "fraction_of_datasheet": 794.5 / 989.5,
+                "detail": {},
+                "seconds": 60,
+            },
+            {
+                "name": "memory copy",
+                "value": 2900,
+                "unit": "GB/s (read + write)",
+                "datasheet": 3350,
+                "fraction_of_datasheet": 2900 / 3350,
+                "seconds": 5,
+            },
+        ],
+    )
     rec, _ = run_both(run, TRAIN, f)
     assert rec["time"]["matmul_efficiency"] == pytest.approx(794.5 / 989.5 * 0.85)
     assert value(rec, "hbm_efficiency") == pytest.approx(2900 / 3350)
@@ -226,21 +290,37 @@ def test_older_profile_names_still_work(tmp_path, run):
 
 
 def test_all_reduce_sets_link_efficiency_at_the_largest_payload(tmp_path, run):
-    f = write(tmp_path, [collective("all_reduce", 16, 300.0), collective("all_reduce", 256, 360.0),
-                         collective("all_reduce", 1, 100.0), collective("all_gather", 256, 350.0),
-                         collective("reduce_scatter", 256, 340.0), collective("all_reduce", 1024, 200.0, nodes=2)])
+    f = write(
+        tmp_path,
+        [
+            collective("all_reduce", 16, 300.0),
+            collective("all_reduce", 256, 360.0),
+            collective("all_reduce", 1, 100.0),
+            collective("all_gather", 256, 350.0),
+            collective("reduce_scatter", 256, 340.0),
+            collective("all_reduce", 1024, 200.0, nodes=2),
+        ],
+    )
     for args, default in ((TRAIN, 0.77), (SERVE, 0.75)):
         plain = json.loads(run(*args, "--json")[1])
         assert value(plain, "link_efficiency") == default
         rec, text = run_both(run, args, f)
         assert value(rec, "link_efficiency") == pytest.approx(360 / 450)
-        assert source(rec, "link_efficiency").startswith(cited(f, "360 GB/s bus bandwidth", 0.8) + "; all_reduce 256 MiB")
+        assert source(rec, "link_efficiency").startswith(
+            cited(f, "360 GB/s bus bandwidth", 0.8) + "; all_reduce 256 MiB"
+        )
         assert "link_efficiency = 0.8: all_reduce 256 MiB" in text
         why = {x["result"]: x["why"] for x in rec["calibration"]["not_applied"]}
-        assert why["all_reduce 16 MiB"] == why["all_reduce 1 MiB"] == \
-            "a smaller payload than all_reduce 256 MiB, which is used"
-        assert why["all_gather 256 MiB"] == why["reduce_scatter 256 MiB"] == \
-            "the planner times its collectives as all-reduces"
+        assert (
+            why["all_reduce 16 MiB"]
+            == why["all_reduce 1 MiB"]
+            == "a smaller payload than all_reduce 256 MiB, which is used"
+        )
+        assert (
+            why["all_gather 256 MiB"]
+            == why["reduce_scatter 256 MiB"]
+            == "the planner times its collectives as all-reduces"
+        )
         assert why["all_reduce 1024 MiB"] == "no fraction of a datasheet figure"  # two nodes: the bench sets none
         assert "all_gather 256 MiB, reduce_scatter 256 MiB (the planner times its collectives as all-reduces)" in text
 
@@ -274,14 +354,29 @@ def test_serve_prefill_efficiency_from_the_matmul(tmp_path, run):
 
 
 def test_results_the_planner_does_not_use_are_listed(tmp_path, run):
-    disk = {"name": "disk write (fsync)", "value": 2.1, "unit": "GB/s", "datasheet": None, "seconds": 3,
-            "fraction_of_datasheet": None, "detail": {"path": "/tmp", "bytes": 2**30}}
-    pcie = {"name": "pcie h2d pinned", "value": 50.0, "unit": "GB/s", "datasheet": 63.0, "seconds": 1,
-            "fraction_of_datasheet": 50 / 63, "detail": {"gpu": 0, "bytes": 2**28, "pinned": True}}
+    disk = {
+        "name": "disk write (fsync)",
+        "value": 2.1,
+        "unit": "GB/s",
+        "datasheet": None,
+        "seconds": 3,
+        "fraction_of_datasheet": None,
+        "detail": {"path": "/tmp", "bytes": 2**30},
+    }
+    pcie = {
+        "name": "pcie h2d pinned",
+        "value": 50.0,
+        "unit": "GB/s",
+        "datasheet": 63.0,
+        "seconds": 1,
+        "fraction_of_datasheet": 50 / 63,
+        "detail": {"gpu": 0, "bytes": 2**28, "pinned": True},
+    }
     rec, text = run_both(run, TRAIN, write(tmp_path, [memory(), disk, pcie]))
     assert rec["calibration"]["not_applied"] == [
         {"result": "disk write (fsync)", "why": "no fraction of a datasheet figure"},
-        {"result": "pcie h2d pinned", "why": "not an input of the training step-time model"}]
+        {"result": "pcie h2d pinned", "why": "not an input of the training step-time model"},
+    ]
     assert "not used: disk write (fsync) (no fraction of a datasheet figure); pcie h2d pinned (not an input" in text
 
 
@@ -310,22 +405,25 @@ def test_gpu_mismatch_is_one_line(tmp_path, run):
         assert "measured on a100-sxm-80gb, not h100-sxm-80gb" in line
 
 
-@pytest.mark.parametrize("mutate,fragment", [
-    (lambda r: r.update(detail=[1]), "results[0].detail must be an object"),
-    (lambda r: r["detail"].update(ranks="8"), "results[0].detail.ranks must be an integer >= 1, got '8'"),
-    (lambda r: r["detail"].update(ranks=True), "results[0].detail.ranks must be an integer"),
-    (lambda r: r["detail"].update(bytes=-1), "results[0].detail.bytes must be an integer >= 1, got -1"),
-    (lambda r: r["detail"].update(nodes=1.5), "results[0].detail.nodes must be an integer"),
-    (lambda r: r["detail"].update(op=3), "results[0].detail.op must be a string"),
-    (lambda r: r["detail"].update(model=7), "results[0].detail.model must be a string"),
-    (lambda r: r["detail"].update(dtype=["bf16"]), "results[0].detail.dtype must be a string"),
-    (lambda r: r["detail"].update(device=0), "results[0].detail.device must be a string"),
-    (lambda r: r["detail"].update(model_shapes="4096x4096"), "results[0].detail.model_shapes must be a list"),
-    (lambda r: r["detail"].update(busbw_bytes_per_s=-1.0), "results[0].detail.busbw_bytes_per_s must be a number"),
-    (lambda r: r.update(value="fast"), "results[0].value must be a number"),
-    (lambda r: r.pop("name"), "results[0].name must be a non-empty string"),
-    (lambda r: r.update(fraction_of_datasheet=True), "results[0].fraction_of_datasheet must be a number"),
-])
+@pytest.mark.parametrize(
+    "mutate,fragment",
+    [
+        (lambda r: r.update(detail=[1]), "results[0].detail must be an object"),
+        (lambda r: r["detail"].update(ranks="8"), "results[0].detail.ranks must be an integer >= 1, got '8'"),
+        (lambda r: r["detail"].update(ranks=True), "results[0].detail.ranks must be an integer"),
+        (lambda r: r["detail"].update(bytes=-1), "results[0].detail.bytes must be an integer >= 1, got -1"),
+        (lambda r: r["detail"].update(nodes=1.5), "results[0].detail.nodes must be an integer"),
+        (lambda r: r["detail"].update(op=3), "results[0].detail.op must be a string"),
+        (lambda r: r["detail"].update(model=7), "results[0].detail.model must be a string"),
+        (lambda r: r["detail"].update(dtype=["bf16"]), "results[0].detail.dtype must be a string"),
+        (lambda r: r["detail"].update(device=0), "results[0].detail.device must be a string"),
+        (lambda r: r["detail"].update(model_shapes="4096x4096"), "results[0].detail.model_shapes must be a list"),
+        (lambda r: r["detail"].update(busbw_bytes_per_s=-1.0), "results[0].detail.busbw_bytes_per_s must be a number"),
+        (lambda r: r.update(value="fast"), "results[0].value must be a number"),
+        (lambda r: r.pop("name"), "results[0].name must be a non-empty string"),
+        (lambda r: r.update(fraction_of_datasheet=True), "results[0].fraction_of_datasheet must be a number"),
+    ],
+)
 def test_profile_fields_are_checked(tmp_path, run, mutate, fragment):
     r = collective("all_reduce", 256, 360.0)
     mutate(r)
@@ -336,8 +434,10 @@ def test_profile_fields_are_checked(tmp_path, run, mutate, fragment):
     assert fragment in line and str(f) in line
 
 
-@pytest.mark.parametrize("gpu,fragment", [({"name": 5}, "'gpu.name' must be a string"),
-                                          ({"catalog_id": ["h100"]}, "'gpu.catalog_id' must be a string")])
+@pytest.mark.parametrize(
+    "gpu,fragment",
+    [({"name": 5}, "'gpu.name' must be a string"), ({"catalog_id": ["h100"]}, "'gpu.catalog_id' must be a string")],
+)
 def test_profile_gpu_fields_are_checked(tmp_path, gpu, fragment):
     with pytest.raises(CatalogError, match=fragment):
         read_profile(write(tmp_path, [], gpu=gpu))
@@ -350,8 +450,15 @@ def test_apply_to_step_library_call(tmp_path):
 
     f = write(tmp_path, [matmul("bf16", 700.0, 989.5), memory()])
     gpu = load_accelerators().get("h100")
-    c = apply_to_step(read_profile(f), StepAssumptions(), gpu, file="cal.json", precision="bf16-mixed", model_id=MODEL,
-                      explicit={"hbm_efficiency"})
+    c = apply_to_step(
+        read_profile(f),
+        StepAssumptions(),
+        gpu,
+        file="cal.json",
+        precision="bf16-mixed",
+        model_id=MODEL,
+        explicit={"hbm_efficiency"},
+    )
     assert c.assumptions.matmul_efficiency == pytest.approx(700 / 989.5 * 0.85)
     assert c.assumptions.hbm_efficiency == StepAssumptions().hbm_efficiency  # explicit: kept
     assert [r.split(" = ")[0] for r in c.replaced] == ["matmul_efficiency"]

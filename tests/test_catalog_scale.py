@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
-from bench_catalog_scale import write_catalogs  # noqa: E402
+from bench_catalog_scale import write_catalogs
 
 N = 2000
 
@@ -28,8 +28,9 @@ def _cache_entries() -> list[str]:
     return sorted(os.listdir(d)) if d.is_dir() else []
 
 
-@pytest.mark.parametrize("kind, args", [("accelerators", ["gpus", "list"]), ("offers", ["offers", "list"]),
-                                        ("models", ["model", "list"])])
+@pytest.mark.parametrize(
+    "kind, args", [("accelerators", ["gpus", "list"]), ("offers", ["offers", "list"]), ("models", ["model", "list"])]
+)
 def test_cache_and_fast_paths_match_plain(run, big, monkeypatch, kind, args):
     cat = ["--catalog", str(big[kind])]
     monkeypatch.setenv("GPUPLAN_NO_CACHE", "1")
@@ -45,8 +46,9 @@ def test_cache_and_fast_paths_match_plain(run, big, monkeypatch, kind, args):
         assert json.loads(js[1]) == json.loads(plain_json[1])
     # more than 1,000 rows: compact JSON on one line, the same content as the indented form
     assert warm[1][1].count("\n") == 1
-    from gpuplan.cli import main as cli_main
-    assert cli_main._LARGE_ROWS < N
+    from gpuplan.cli import _common
+
+    assert _common._LARGE_ROWS < N
 
 
 def test_damaged_or_changed_cache_falls_back(run, big):
@@ -80,17 +82,37 @@ def test_config_folder_skipped_entries_replayed_from_cache(run, big):
 def test_rank_reuses_plans_per_gpu_count_and_network():
     from gpuplan.catalog import load_accelerators, load_models
     from gpuplan.plan.training import plan_training, rank_offers
-    from gpuplan.spec.offer import Offer
     from gpuplan.spec.accelerator import Source
+    from gpuplan.spec.offer import Offer
     from gpuplan.spec.training import Parallelism, TrainingJob
 
     accs, model = load_accelerators(), load_models().get("llama-3.1-8b")
     src = Source("t", "https://example.com", "2026-01")
-    offers = [Offer(id=f"o{i}", provider="p", instance=f"i{i}", region="r", gpu=g, gpu_count=c, usd_per_hour=10 + i,
-                    pricing="on-demand", price_date="2026-01", source=src, scale_out_bytes_per_s=net)
-              for i, (g, c, net) in enumerate([("h100-sxm-80gb", 8, None), ("h100-sxm-80gb", 8, None),
-                                               ("h100-sxm-80gb", 4, None), ("h100-sxm-80gb", 8, 400e9),
-                                               ("a100-sxm-80gb", 8, None), ("h100-sxm-80gb", 8, None)])]
+    offers = [
+        Offer(
+            id=f"o{i}",
+            provider="p",
+            instance=f"i{i}",
+            region="r",
+            gpu=g,
+            gpu_count=c,
+            usd_per_hour=10 + i,
+            pricing="on-demand",
+            price_date="2026-01",
+            source=src,
+            scale_out_bytes_per_s=net,
+        )
+        for i, (g, c, net) in enumerate(
+            [
+                ("h100-sxm-80gb", 8, None),
+                ("h100-sxm-80gb", 8, None),
+                ("h100-sxm-80gb", 4, None),
+                ("h100-sxm-80gb", 8, 400e9),
+                ("a100-sxm-80gb", 8, None),
+                ("h100-sxm-80gb", 8, None),
+            ]
+        )
+    ]
     layout, job = Parallelism(gpus=8, zero=3), TrainingJob(seq_len=4096)
     ranked = rank_offers(model, offers, accs, layout, job, 1e12)
     assert len(ranked) == len(offers)

@@ -8,20 +8,58 @@ import math
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-MODELS = ["llama-3.1-8b", "mixtral-8x7b", "deepseek-v3", "gpt2", "falcon-7b", "gemma-2-9b", "7B", "qwen3-30b-a3b",
-          "opt-350m", "mistral-7b-v0.1", "phi-2", "nope"]
+MODELS = [
+    "llama-3.1-8b",
+    "mixtral-8x7b",
+    "deepseek-v3",
+    "gpt2",
+    "falcon-7b",
+    "gemma-2-9b",
+    "7B",
+    "qwen3-30b-a3b",
+    "opt-350m",
+    "mistral-7b-v0.1",
+    "phi-2",
+    "nope",
+]
 GPUS = ["h100", "a100-sxm-80gb", "k80", "tpu-v5p", "l4", "mi300x", "b200", "t4", "a100", "x"]
 INTS = ["0", "1", "2", "3", "4", "8", "16", "64", "-1", "abc", "100000"]
-TRAIN = {"--gpus": INTS, "--tp": INTS, "--pp": INTS, "--cp": INTS, "--ep": INTS, "--zero": ["0", "1", "2", "3", "4"],
-         "--micro-batch": INTS, "--global-batch": INTS, "--seq-len": ["128", "4096", "131072", "0"],
-         "--recompute": ["none", "selective", "full"], "--precision": ["fp32", "bf16", "fp8-mixed", "fp16-mixed"],
-         "--optimizer": ["adamw", "adafactor", "adamw-8bit"], "--method": ["full", "lora", "qlora"],
-         "--offload": ["none", "optimizer", "params"], "--tokens": ["1T", "1", "x", "1e30"], "--epochs": ["1", "nan"],
-         "--mfu": ["0.4", "2"], "--deadline": ["30d", "1ms"], "--usd-per-gpu-hour": ["2", "x"]}
-SERVE = {"--tp": INTS, "--pp": INTS, "--weights": ["bf16", "fp8", "int8", "int4-awq", "gguf-q4_k_m", "x"],
-         "--kv-cache": ["bf16", "fp8"], "--prompt-tokens": INTS, "--output-tokens": INTS, "--batch": INTS,
-         "--concurrency": INTS, "--context": INTS, "--max-tpot": ["50ms", "x"], "--qps": ["1", "0", "1e12"],
-         "--usd-per-gpu-hour": ["2", "x"], "--engine": ["server", "compiled"]}
+TRAIN = {
+    "--gpus": INTS,
+    "--tp": INTS,
+    "--pp": INTS,
+    "--cp": INTS,
+    "--ep": INTS,
+    "--zero": ["0", "1", "2", "3", "4"],
+    "--micro-batch": INTS,
+    "--global-batch": INTS,
+    "--seq-len": ["128", "4096", "131072", "0"],
+    "--recompute": ["none", "selective", "full"],
+    "--precision": ["fp32", "bf16", "fp8-mixed", "fp16-mixed"],
+    "--optimizer": ["adamw", "adafactor", "adamw-8bit"],
+    "--method": ["full", "lora", "qlora"],
+    "--offload": ["none", "optimizer", "params"],
+    "--tokens": ["1T", "1", "x", "1e30"],
+    "--epochs": ["1", "nan"],
+    "--mfu": ["0.4", "2"],
+    "--deadline": ["30d", "1ms"],
+    "--usd-per-gpu-hour": ["2", "x"],
+}
+SERVE = {
+    "--tp": INTS,
+    "--pp": INTS,
+    "--weights": ["bf16", "fp8", "int8", "int4-awq", "gguf-q4_k_m", "x"],
+    "--kv-cache": ["bf16", "fp8"],
+    "--prompt-tokens": INTS,
+    "--output-tokens": INTS,
+    "--batch": INTS,
+    "--concurrency": INTS,
+    "--context": INTS,
+    "--max-tpot": ["50ms", "x"],
+    "--qps": ["1", "0", "1e12"],
+    "--usd-per-gpu-hour": ["2", "x"],
+    "--engine": ["server", "compiled"],
+}
 
 
 @st.composite

@@ -8,54 +8,86 @@ import pytest
 
 from test_cli import one_line_error
 
-MEMORY_KEYS = {"weights_bytes", "kv_cache_bytes", "activations_bytes", "other_bytes", "total_bytes", "capacity_bytes",
-               "fits", "reasons", "max_concurrent_sequences"}
+MEMORY_KEYS = {
+    "weights_bytes",
+    "kv_cache_bytes",
+    "activations_bytes",
+    "other_bytes",
+    "total_bytes",
+    "capacity_bytes",
+    "fits",
+    "reasons",
+    "max_concurrent_sequences",
+}
 
 
 def test_serve_json_contract(run):
-    code, out, err = run("serve", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--concurrency", "32",
-                         "--prompt-tokens", "1000", "--output-tokens", "300", "--qps", "5",
-                         "--usd-per-gpu-hour", "$2.5/h", "--json")
+    code, out, err = run(
+        "serve",
+        "llama-3.1-70b",
+        "--gpu",
+        "h100",
+        "--tp",
+        "4",
+        "--concurrency",
+        "32",
+        "--prompt-tokens",
+        "1000",
+        "--output-tokens",
+        "300",
+        "--qps",
+        "5",
+        "--usd-per-gpu-hour",
+        "$2.5/h",
+        "--json",
+    )
     assert code == 0, err
     rec = json.loads(out)
-    assert rec["kind"] == "serve" and MEMORY_KEYS <= set(rec["memory"])
+    assert rec["kind"] == "serve" and set(rec["memory"]) >= MEMORY_KEYS
     assert {"ttft_s", "tpot_s"} <= set(rec["latency"]) and {"tokens_per_s", "requests_per_s"} <= set(rec["throughput"])
     assert {"gpus", "replicas"} <= set(rec["fleet"]) and rec["fleet"]["gpus"] == 4 * rec["fleet"]["replicas"]
     assert rec["fleet"]["replicas"] * rec["throughput"]["requests_per_s"] >= 5
     assert {"usd_per_hour", "usd_per_million_output_tokens"} <= set(rec["cost"])
     assert rec["cost"]["usd_per_hour"] == pytest.approx(10.0)
     mem = rec["memory"]
-    assert mem["total_bytes"] == sum(mem[k] for k in ("weights_bytes", "kv_cache_bytes", "activations_bytes", "other_bytes"))
+    assert mem["total_bytes"] == sum(
+        mem[k] for k in ("weights_bytes", "kv_cache_bytes", "activations_bytes", "other_bytes")
+    )
     assert all(a["source"] for a in rec["assumptions"])
 
 
 def test_serve_table_and_slo(run):
     code, out, _ = run("serve", "llama-3.1-8b", "--gpu", "l4", "--weights", "int4-awq", "--max-tpot", "50ms")
     assert code == 0 and "time per output token" in out and "room for" in out
-    rec = json.loads(run("serve", "llama-3.1-8b", "--gpu", "l4", "--weights", "int4-awq", "--max-tpot", "50ms", "--json")[1])
+    rec = json.loads(
+        run("serve", "llama-3.1-8b", "--gpu", "l4", "--weights", "int4-awq", "--max-tpot", "50ms", "--json")[1]
+    )
     assert rec["latency"]["tpot_s"] <= 0.05 and rec["job"]["batch"] >= 1
 
 
 def test_serve_does_not_fit_and_require_fit(run):
     rec = json.loads(run("serve", "llama-3.1-405b", "--gpu", "l4", "--json")[1])
     assert rec["memory"]["fits"] is False and "weights alone" in rec["memory"]["reasons"][0]
-    code, out, _ = run("serve", "llama-3.1-405b", "--gpu", "l4", "--require-fit")
+    code, _out, _ = run("serve", "llama-3.1-405b", "--gpu", "l4", "--require-fit")
     assert code == 3
 
 
-@pytest.mark.parametrize("args,fragment", [
-    (("--weights", "int3"), "--weights must be one of"),
-    (("--batch", "2", "--concurrency", "4"), "not both"),
-    (("--context", "10"), "shorter than prompt + output"),
-    (("--max-tpot", "soon"), "--max-tpot"),
-    (("--qps", "5", "--qpm", "300"), "--qps or --qpm"),
-    (("--qps", "-1"), "--qps"),
-    (("--usd-per-gpu-hour", "cheap"), "$2.5/h"),
-    (("--weights", "fp8", "--gpu", "a100-sxm-80gb"), "no fp8"),
-    (("--tp", "0"), "--tp must be"),
-    (("--assume", "compute_efficiency=2"), "compute_efficiency"),
-    (("--engine", "turbo"), "turbo"),
-])
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (("--weights", "int3"), "'int3' is not one of"),
+        (("--batch", "2", "--concurrency", "4"), "not both"),
+        (("--context", "10"), "shorter than prompt + output"),
+        (("--max-tpot", "soon"), "--max-tpot"),
+        (("--qps", "5", "--qpm", "300"), "--qps or --qpm"),
+        (("--qps", "-1"), "--qps"),
+        (("--usd-per-gpu-hour", "cheap"), "$2.5/h"),
+        (("--weights", "fp8", "--gpu", "a100-sxm-80gb"), "no fp8"),
+        (("--tp", "0"), "--tp must be"),
+        (("--assume", "compute_efficiency=2"), "compute_efficiency"),
+        (("--engine", "turbo"), "turbo"),
+    ],
+)
 def test_serve_bad_input(run, args, fragment):
     base = ["serve", "llama-3.1-8b", "--gpu", "h100"]
     assert fragment in one_line_error(*run(*base, *args))
@@ -66,8 +98,9 @@ def test_serve_needs_architecture(run):
 
 
 def test_serve_rank(run):
-    rec = json.loads(run("serve", "llama-3.1-8b", "--gpu", "h100,l4,a100-sxm-80gb", "--rank", "--max-tpot", "50ms",
-                         "--json")[1])
+    rec = json.loads(
+        run("serve", "llama-3.1-8b", "--gpu", "h100,l4,a100-sxm-80gb", "--rank", "--max-tpot", "50ms", "--json")[1]
+    )
     assert rec["kind"] == "serve.rank" and rec["options"]
     assert {o["gpu"] for o in rec["options"]} <= {"h100-sxm-80gb", "l4", "a100-sxm-80gb"}
     assert {"gpu": "a100-sxm-80gb", "weights": "fp8", "reason": "no fp8"} in rec["not_possible"]

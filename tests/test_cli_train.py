@@ -8,8 +8,18 @@ import pytest
 
 from test_cli import one_line_error
 
-MEMORY_KEYS = {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "other_bytes",
-               "total_bytes", "capacity_bytes", "fits", "reasons", "max_micro_batch"}
+MEMORY_KEYS = {
+    "weights_bytes",
+    "gradients_bytes",
+    "optimizer_bytes",
+    "activations_bytes",
+    "other_bytes",
+    "total_bytes",
+    "capacity_bytes",
+    "fits",
+    "reasons",
+    "max_micro_batch",
+}
 
 
 def test_train_json_contract(run):
@@ -18,8 +28,10 @@ def test_train_json_contract(run):
     rec = json.loads(out)
     assert rec["schema_version"] == 1 and rec["kind"] == "train"
     mem = rec["memory"]
-    assert MEMORY_KEYS <= set(mem)
-    assert mem["total_bytes"] == sum(mem[f"{g}_bytes"] for g in ("weights", "gradients", "optimizer", "activations", "other"))
+    assert set(mem) >= MEMORY_KEYS
+    assert mem["total_bytes"] == sum(
+        mem[f"{g}_bytes"] for g in ("weights", "gradients", "optimizer", "activations", "other")
+    )
     assert mem["fits"] == (mem["total_bytes"] <= mem["capacity_bytes"])
     assert mem["capacity_bytes"] == 85_520_809_984  # what nvidia-smi reports for an H100 SXM
     assert {"formula", "total_bytes", "min_gpus", "per_gpu_bytes"} <= set(rec["rule_of_thumb"])
@@ -30,11 +42,34 @@ def test_train_json_contract(run):
 
 
 def test_train_table(run):
-    code, out, _ = run("train", "llama-3.1-70b", "--gpu", "h100", "--gpus", "64", "--tp", "8", "--pp", "4",
-                       "--sequence-parallel", "--zero", "1", "--global-batch", "128", "--seq-len", "8192")
+    code, out, _ = run(
+        "train",
+        "llama-3.1-70b",
+        "--gpu",
+        "h100",
+        "--gpus",
+        "64",
+        "--tp",
+        "8",
+        "--pp",
+        "4",
+        "--sequence-parallel",
+        "--zero",
+        "1",
+        "--global-batch",
+        "128",
+        "--seq-len",
+        "8192",
+    )
     assert code == 0
-    for frag in ("memory per GPU (the busiest, pipeline stage first)", "layer_activations", "fits:", "rule of thumb",
-                 "Megatron-LM", "largest micro-batch that fits"):
+    for frag in (
+        "memory per GPU (the busiest, pipeline stage first)",
+        "layer_activations",
+        "fits:",
+        "rule of thumb",
+        "Megatron-LM",
+        "largest micro-batch that fits",
+    ):
         assert frag in out, frag
 
 
@@ -48,30 +83,68 @@ def test_not_fitting_is_exit_3_with_the_report(run):
 
 
 def test_qlora_and_assume(run):
-    rec = json.loads(run("train", "llama-65b", "--gpu", "rtx-a6000", "--method", "qlora", "--lora-rank", "64",
-                         "--lora-targets", "all-linear", "--recompute", "full", "--seq-len", "512", "--json")[1])
+    rec = json.loads(
+        run(
+            "train",
+            "llama-65b",
+            "--gpu",
+            "rtx-a6000",
+            "--method",
+            "qlora",
+            "--lora-rank",
+            "64",
+            "--lora-targets",
+            "all-linear",
+            "--recompute",
+            "full",
+            "--seq-len",
+            "512",
+            "--json",
+        )[1]
+    )
     assert rec["memory"]["fits"] and rec["job"]["quant"] == "nf4"
-    more = json.loads(run("train", "llama-65b", "--gpu", "rtx-a6000", "--method", "qlora", "--lora-rank", "64",
-                          "--lora-targets", "all-linear", "--recompute", "full", "--seq-len", "512",
-                          "--assume", "cuda_context_bytes=2GiB", "--json")[1])
+    more = json.loads(
+        run(
+            "train",
+            "llama-65b",
+            "--gpu",
+            "rtx-a6000",
+            "--method",
+            "qlora",
+            "--lora-rank",
+            "64",
+            "--lora-targets",
+            "all-linear",
+            "--recompute",
+            "full",
+            "--seq-len",
+            "512",
+            "--assume",
+            "cuda_context_bytes=2GiB",
+            "--json",
+        )[1]
+    )
     assert more["memory"]["total_bytes"] - rec["memory"]["total_bytes"] == 2 * 2**30 - 500 * 2**20
 
 
-@pytest.mark.parametrize("args,fragment", [
-    (("--gpus", "12", "--tp", "8"), "gpus(12) is not divisible by tp(8) * pp(1) * cp(1) = 8"),
-    (("--gpus", "8", "--micro-batch", "3", "--global-batch", "16"), "not divisible by micro-batch(3) * dp(8)"),
-    (("--micro-batch", "-1"), "--micro-batch must be a whole number >= 1"),
-    (("--seq-len", "0"), "--seq-len"),
-    (("--precision", "fp8-mixed", "--gpu", "a100-sxm-80gb"), "no fp8"),
-    (("--method", "lora", "--lora-targets", "qkv"), "unknown --lora-targets qkv"),
-    (("--quant", "nf4"), "cannot keep them quantized"),
-    (("--offload", "params", "--zero", "2", "--gpus", "2"), "needs --zero 3"),
-    (("--fsdp", "--zero", "2"), "--fsdp is ZeRO-3"),
-    (("--assume", "warp_factor=9"), "NAME=VALUE"),
-    (("--assume", "cuda_context_bytes=lots"), "cuda_context_bytes"),
-    (("--gpu", "h10"), "unknown accelerator 'h10'"),
-    (("--zero", "4"), "--zero"),
-])
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (("--gpus", "12", "--tp", "8"), "gpus(12) is not divisible by tp(8) * pp(1) * cp(1) = 8"),
+        (("--gpus", "8", "--micro-batch", "3", "--global-batch", "16"), "not divisible by micro-batch(3) * dp(8)"),
+        (("--micro-batch", "-1"), "--micro-batch must be a whole number >= 1"),
+        (("--seq-len", "0"), "--seq-len"),
+        (("--precision", "fp8-mixed", "--gpu", "a100-sxm-80gb"), "no fp8"),
+        (("--method", "lora", "--lora-targets", "qkv"), "unknown --lora-targets qkv"),
+        (("--quant", "nf4"), "cannot keep them quantized"),
+        (("--offload", "params", "--zero", "2", "--gpus", "2"), "needs --zero 3"),
+        (("--fsdp", "--zero", "2"), "--fsdp is ZeRO-3"),
+        (("--assume", "warp_factor=9"), "NAME=VALUE"),
+        (("--assume", "cuda_context_bytes=lots"), "cuda_context_bytes"),
+        (("--gpu", "h10"), "unknown accelerator 'h10'"),
+        (("--zero", "4"), "--zero"),
+    ],
+)
 def test_train_bad_input(run, args, fragment):
     base = ["train", "llama-3.1-8b", "--gpu", "h100"]
     line = one_line_error(*run(*base, *args))

@@ -77,12 +77,15 @@ def test_fitting_plan_exits_0_without_advice(run):
     assert code == 0 and "fit_advice" not in json.loads(out)
 
 
-@pytest.mark.parametrize("model,gpu,args", [
-    ("llama-3.1-405b", "h100", []),
-    ("llama-3.1-70b", "h100", []),
-    ("llama-3.1-70b", "rtx-4090", []),
-    ("llama-3.1-8b", "t4", ["--prompt-tokens", "4096"]),
-])
+@pytest.mark.parametrize(
+    "model,gpu,args",
+    [
+        ("llama-3.1-405b", "h100", []),
+        ("llama-3.1-70b", "h100", []),
+        ("llama-3.1-70b", "rtx-4090", []),
+        ("llama-3.1-8b", "t4", ["--prompt-tokens", "4096"]),
+    ],
+)
 def test_serve_advice_makes_it_fit(run, model, gpu, args):
     code, out, err = run("serve", model, "--gpu", gpu, *args, "--json")
     assert code == 3, err

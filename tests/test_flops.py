@@ -20,10 +20,24 @@ def _value(record, metric):
 
 def palm_540b() -> ModelSpec:
     """PaLM 540B from its paper (Table 1, section 2): MQA, SwiGLU, parallel layers, no biases, tied embeddings."""
-    return ModelSpec(id="palm-540b", name="PaLM 540B", model_type="palm", vocab_size=256_000, hidden_size=18_432,
-                     layers=118, attention_heads=48, kv_heads=1, head_dim=256, ffn_size=73_728, context_length=2048,
-                     tie_embeddings=True, mlp_gated=True, norm="layernorm-nobias", norms_per_layer=1,
-                     parallel_attention=True)
+    return ModelSpec(
+        id="palm-540b",
+        name="PaLM 540B",
+        model_type="palm",
+        vocab_size=256_000,
+        hidden_size=18_432,
+        layers=118,
+        attention_heads=48,
+        kv_heads=1,
+        head_dim=256,
+        ffn_size=73_728,
+        context_length=2048,
+        tie_embeddings=True,
+        mlp_gated=True,
+        norm="layernorm-nobias",
+        norms_per_layer=1,
+        parallel_attention=True,
+    )
 
 
 def test_palm_params_and_flops_per_token(validation):
@@ -40,7 +54,9 @@ def test_palm_mfu_arithmetic(validation):
     f = flops_per_token(palm_540b(), 2048)
     peak = 6144 * 275e12
     tokens_per_s = _value(rec, "training_throughput")
-    assert 100 * tokens_per_s * f.training_flops / peak == pytest.approx(_value(rec, "model_flops_utilization"), rel=0.005)
+    assert 100 * tokens_per_s * f.training_flops / peak == pytest.approx(
+        _value(rec, "model_flops_utilization"), rel=0.005
+    )
     six_n = 3 * f.forward_matmul_flops
     assert 100 * tokens_per_s * six_n / peak == pytest.approx(_value(rec, "mfu_without_self_attention"), rel=0.005)
 
@@ -53,17 +69,33 @@ def test_gpt3_total_compute(validation):
     assert total == pytest.approx(_value(rec, "total_training_compute"), rel=0.01)
 
 
-@pytest.mark.parametrize("rid", ["megatron-t1-1p7b", "megatron-t1-7p5b", "megatron-t1-39p1b",
-                                 "megatron-t1-145p6b", "megatron-t1-1008p0b"])
+@pytest.mark.parametrize(
+    "rid", ["megatron-t1-1p7b", "megatron-t1-7p5b", "megatron-t1-39p1b", "megatron-t1-145p6b", "megatron-t1-1008p0b"]
+)
 def test_megatron_eq3_is_training_flops_plus_recompute(validation, rid):
     """Narayanan et al. Eq. 3 = our training FLOPs + one recompute forward of the transformer layers
     (full recomputation re-runs the layers, not the logit layer: its vocab term is 6BshV, not 8BshV)."""
     rec = _record(validation, rid)
     m = rec["model"]
-    spec = ModelSpec(id=rid, name=rid, model_type="gpt2", vocab_size=m["vocab"], hidden_size=m["hidden"],
-                     layers=m["layers"], attention_heads=m["heads"], kv_heads=m["heads"],
-                     head_dim=m["hidden"] // m["heads"], ffn_size=4 * m["hidden"], context_length=m["seq_len"],
-                     tie_embeddings=True, mlp_gated=False, norm="layernorm", qkv_bias=True, o_bias=True, mlp_bias=True)
+    spec = ModelSpec(
+        id=rid,
+        name=rid,
+        model_type="gpt2",
+        vocab_size=m["vocab"],
+        hidden_size=m["hidden"],
+        layers=m["layers"],
+        attention_heads=m["heads"],
+        kv_heads=m["heads"],
+        head_dim=m["hidden"] // m["heads"],
+        ffn_size=4 * m["hidden"],
+        context_length=m["seq_len"],
+        tie_embeddings=True,
+        mlp_gated=False,
+        norm="layernorm",
+        qkv_bias=True,
+        o_bias=True,
+        mlp_bias=True,
+    )
     tokens = rec["batch"]["global_batch_tokens"]
     f = flops_per_token(spec, m["seq_len"])
     recompute_forward = f.forward_flops - 2 * spec.vocab_size * spec.hidden_size
@@ -86,7 +118,10 @@ def test_attention_term_palm_form():
     f = flops_per_token(llama, 8192)
     assert 3 * f.forward_attention_flops == 12 * 32 * 32 * 128 * 8192
     mistral = models.get("mistral-7b-v0.1")  # 4096-token window on every layer
-    assert flops_per_token(mistral, 16384).forward_attention_flops == flops_per_token(mistral, 4096).forward_attention_flops
+    assert (
+        flops_per_token(mistral, 16384).forward_attention_flops
+        == flops_per_token(mistral, 4096).forward_attention_flops
+    )
 
 
 def test_mla_uses_its_own_head_widths():

@@ -17,18 +17,44 @@ import pytest
 from test_cli import GOOD_ACC as CLI_GOOD_ACC_TOML
 
 GOOD_ACC = {
-    "id": "acme-x1", "name": "Acme X1", "vendor": "other", "architecture": "Roadrunner", "form_factor": "PCIe",
-    "year": 2026, "aliases": ["x1"], "memory_bytes": 64_000_000_000, "memory_type": "HBM3",
-    "memory_bandwidth_bytes_per_s": 2.0e12, "tdp_w": 500, "peak_flops_per_s": {"bf16": 5e14},
+    "id": "acme-x1",
+    "name": "Acme X1",
+    "vendor": "other",
+    "architecture": "Roadrunner",
+    "form_factor": "PCIe",
+    "year": 2026,
+    "aliases": ["x1"],
+    "memory_bytes": 64_000_000_000,
+    "memory_type": "HBM3",
+    "memory_bandwidth_bytes_per_s": 2.0e12,
+    "tdp_w": 500,
+    "peak_flops_per_s": {"bf16": 5e14},
     "sources": {"default": {"title": "Acme X1 datasheet", "url": "https://example.com/x1.pdf", "date": "2026-01"}},
 }
 GOOD_ACC_TOML = CLI_GOOD_ACC_TOML  # the same valid entry test_cli uses
-LLAMA = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
-         "num_hidden_layers": 2, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 4096}
+LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 256,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "intermediate_size": 512,
+    "vocab_size": 1000,
+    "max_position_embeddings": 4096,
+}
 GOOD_MODEL = {"id": "my-model", "name": "My model", "aliases": ["mine"], "config": LLAMA}
-GOOD_OFFER = {"id": "my-quote", "provider": "acme", "instance": "box-8", "region": "here", "gpu": "h100-sxm-80gb",
-              "gpu_count": 8, "usd_per_hour": 20.0, "pricing": "quote", "price_date": "2026-01",
-              "source": {"title": "our quote", "url": "https://example.com/q", "date": "2026-01"}}
+GOOD_OFFER = {
+    "id": "my-quote",
+    "provider": "acme",
+    "instance": "box-8",
+    "region": "here",
+    "gpu": "h100-sxm-80gb",
+    "gpu_count": 8,
+    "usd_per_hour": 20.0,
+    "pricing": "quote",
+    "price_date": "2026-01",
+    "source": {"title": "our quote", "url": "https://example.com/q", "date": "2026-01"},
+}
 HUGE_INT = "1" + "0" * 5000
 
 
@@ -69,8 +95,9 @@ def test_accelerator_json_non_finite(run, tmp_path, literal, field):
 
 
 @pytest.mark.parametrize("literal", ["nan", "+nan", "-nan", "inf", "+inf", "-inf", "1e400", "1" + "0" * 400])
-@pytest.mark.parametrize("line", ["memory_bandwidth_bytes_per_s = 2.0e12", "bf16 = 500e12", "tdp_w = 500",
-                                  "memory_bytes = 64_000_000_000"])
+@pytest.mark.parametrize(
+    "line", ["memory_bandwidth_bytes_per_s = 2.0e12", "bf16 = 500e12", "tdp_w = 500", "memory_bytes = 64_000_000_000"]
+)
 def test_accelerator_toml_non_finite(run, tmp_path, literal, line):
     f = tmp_path / "accs.toml"
     key = line.split(" = ")[0]
@@ -82,8 +109,11 @@ def test_accelerator_toml_non_finite(run, tmp_path, literal, line):
 @pytest.mark.parametrize("field", ["usd_per_hour", "gpu_count", "vcpus", "scale_out_bytes_per_s"])
 def test_offer_non_finite(run, tmp_path, literal, field):
     f = tmp_path / "offers.json"
-    f.write_text(replace_number(json.dumps({"offer": [{**GOOD_OFFER, "vcpus": 1, "scale_out_bytes_per_s": 1e9}]}),
-                                field, literal))
+    f.write_text(
+        replace_number(
+            json.dumps({"offer": [{**GOOD_OFFER, "vcpus": 1, "scale_out_bytes_per_s": 1e9}]}), field, literal
+        )
+    )
     one_error(*run("--catalog", str(f), "offers", "list"), "offers.json", field)
 
 
@@ -95,12 +125,28 @@ def test_model_non_finite(run, tmp_path, literal, field):
     one_error(*run("--catalog", str(f), "model", "list"), "models.json", field)
 
 
-@pytest.mark.parametrize("value,field", [
-    (-1, "memory_bytes"), (0, "memory_bandwidth_bytes_per_s"), (10**30, "memory_bytes"), (1e30, "bf16"),
-    (1e300, "memory_bytes"), (7, "pcie_gen"), (1e9, "tdp_w"), ("lots", "memory_bytes"), ([1], "memory_bytes"),
-    ({"a": 1}, "name"), ("h100", "aliases"), (None, "vendor"), (True, "memory_type"), ([], "sources"),
-    ({"bf16": "fast"}, "peak_flops_per_s"), ({"default": []}, "sources"), ([1, 2], "interconnect"),
-])
+@pytest.mark.parametrize(
+    "value,field",
+    [
+        (-1, "memory_bytes"),
+        (0, "memory_bandwidth_bytes_per_s"),
+        (10**30, "memory_bytes"),
+        (1e30, "bf16"),
+        (1e300, "memory_bytes"),
+        (7, "pcie_gen"),
+        (1e9, "tdp_w"),
+        ("lots", "memory_bytes"),
+        ([1], "memory_bytes"),
+        ({"a": 1}, "name"),
+        ("h100", "aliases"),
+        (None, "vendor"),
+        (True, "memory_type"),
+        ([], "sources"),
+        ({"bf16": "fast"}, "peak_flops_per_s"),
+        ({"default": []}, "sources"),
+        ([1, 2], "interconnect"),
+    ],
+)
 def test_accelerator_out_of_range_and_wrong_types(run, tmp_path, value, field):
     f = tmp_path / "accs.json"
     if field == "bf16":
@@ -110,64 +156,103 @@ def test_accelerator_out_of_range_and_wrong_types(run, tmp_path, value, field):
     one_error(*run("--catalog", str(f), "gpus", "list"), "accs.json", field)
 
 
-@pytest.mark.parametrize("value,field", [
-    (10**7, "gpu_count"), (1e12, "usd_per_hour"), (-5, "usd_per_hour"), ("8", "gpu"), ([], "source"),
-    (10**30, "host_memory_bytes"), ("x", "pricing"),
-])
+@pytest.mark.parametrize(
+    "value,field",
+    [
+        (10**7, "gpu_count"),
+        (1e12, "usd_per_hour"),
+        (-5, "usd_per_hour"),
+        ("8", "gpu"),
+        ([], "source"),
+        (10**30, "host_memory_bytes"),
+        ("x", "pricing"),
+    ],
+)
 def test_offer_out_of_range_and_wrong_types(run, tmp_path, value, field):
     f = tmp_path / "offers.json"
     f.write_text(json.dumps({"offer": [{**GOOD_OFFER, field: value}]}))
     one_error(*run("--catalog", str(f), "offers", "list"), "offers.json", field)
 
 
-@pytest.mark.parametrize("content,fragment", [
-    ("[1, 2]", "not a gpuplan catalog"),
-    ('"text"', "not a gpuplan catalog"),
-    ('{"accelerator": "x"}', "accelerator"),
-    ('{"accelerator": [1, 2]}', "accelerator"),
-    ('{"accelerator": {"id": "a"}}', "accelerator"),
-    ('{"models": {"a": 1}}', "models"),
-    ('{"models": [[]]}', "models.0"),
-    ('{"offer": [null]}', "offer.0"),
-    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
-    ('{"accelerator": ' + "[" * 50_000 + "]" * 50_000 + "}", "nested too deeply"),
-    ('{"accelerator": [' + "[" * 300 + "]" * 300 + "]}", "accelerator"),
-    ('{"models": [{"id": "d", "name": "D", "config": ' + '{"a": ' * 500 + "1" + "}" * 500 + "}]}", "model 'd'"),
-    ("\xff\xfe{}", "not valid JSON"),
-    ("", "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "content,fragment",
+    [
+        ("[1, 2]", "not a gpuplan catalog"),
+        ('"text"', "not a gpuplan catalog"),
+        ('{"accelerator": "x"}', "accelerator"),
+        ('{"accelerator": [1, 2]}', "accelerator"),
+        ('{"accelerator": {"id": "a"}}', "accelerator"),
+        ('{"models": {"a": 1}}', "models"),
+        ('{"models": [[]]}', "models.0"),
+        ('{"offer": [null]}', "offer.0"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ('{"accelerator": ' + "[" * 50_000 + "]" * 50_000 + "}", "nested too deeply"),
+        ('{"accelerator": [' + "[" * 300 + "]" * 300 + "]}", "accelerator"),
+        ('{"models": [{"id": "d", "name": "D", "config": ' + '{"a": ' * 500 + "1" + "}" * 500 + "}]}", "model 'd'"),
+        ("\xff\xfe{}", "not valid JSON"),
+        ("", "not valid JSON"),
+    ],
+)
 def test_odd_shapes_are_one_line(run, tmp_path, content, fragment):
     f = tmp_path / "cat.json"
     f.write_text(content, encoding="latin-1" if "\xff" in content else "utf-8")
-    command = ("model", "list") if '"models"' in content else ("offers", "list") if '"offer"' in content else \
-        ("gpus", "list")
+    command = (
+        ("model", "list") if '"models"' in content else ("offers", "list") if '"offer"' in content else ("gpus", "list")
+    )
     one_error(*run("--catalog", str(f), *command), "cat.json", fragment)
 
 
 # -------------------------------------------------------------------------------- calibration files
 
+
 def _profile(**result) -> dict:
-    return {"schema_version": 1, "kind": "calibration", "gpu": None, "host": {}, "versions": {},
-            "results": [{"name": "memory copy", "value": 1.0, "unit": "GB/s", **result}]}
+    return {
+        "schema_version": 1,
+        "kind": "calibration",
+        "gpu": None,
+        "host": {},
+        "versions": {},
+        "results": [{"name": "memory copy", "value": 1.0, "unit": "GB/s", **result}],
+    }
 
 
-@pytest.mark.parametrize("text,fragment", [
-    (json.dumps(_profile()).replace('"value": 1.0', '"value": NaN'), "value"),
-    (json.dumps(_profile()).replace('"value": 1.0', '"value": 1e400'), "value"),
-    (json.dumps(_profile()).replace('"value": 1.0', '"value": -Infinity'), "value"),
-    (json.dumps(_profile(detail={"bytes": 1})).replace('"bytes": 1', f'"bytes": {HUGE_INT}'), "bytes"),
-    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
-    ("[]", "not a gpuplan calibration profile"),
-    (json.dumps({**_profile(), "results": {"a": 1}}), "results"),
-])
+@pytest.mark.parametrize(
+    "text,fragment",
+    [
+        (json.dumps(_profile()).replace('"value": 1.0', '"value": NaN'), "value"),
+        (json.dumps(_profile()).replace('"value": 1.0', '"value": 1e400'), "value"),
+        (json.dumps(_profile()).replace('"value": 1.0', '"value": -Infinity'), "value"),
+        (json.dumps(_profile(detail={"bytes": 1})).replace('"bytes": 1', f'"bytes": {HUGE_INT}'), "bytes"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ("[]", "not a gpuplan calibration profile"),
+        (json.dumps({**_profile(), "results": {"a": 1}}), "results"),
+    ],
+)
 def test_bad_calibration_profile(run, tmp_path, text, fragment):
     f = tmp_path / "profile.json"
     f.write_text(text)
-    one_error(*run("train", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--zero", "3", "--tokens", "1T",
-                   "--calibration", str(f)), "profile.json", fragment)
+    one_error(
+        *run(
+            "train",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100",
+            "--gpus",
+            "8",
+            "--zero",
+            "3",
+            "--tokens",
+            "1T",
+            "--calibration",
+            str(f),
+        ),
+        "profile.json",
+        fragment,
+    )
 
 
 # ------------------------------------------------------------------------- file types and sizes
+
 
 def _special_files(tmp_path):
     fifo = tmp_path / "fifo.json"
@@ -177,8 +262,12 @@ def _special_files(tmp_path):
     huge = tmp_path / "huge.json"
     with open(huge, "wb") as f:
         f.truncate(300 * 2**20)  # sparse: no disk used
-    return {"fifo": (fifo, "FIFO"), "dev-zero": ("/dev/zero", "character device"), "folder": (folder, "directory"),
-            "huge": (huge, "at most")}
+    return {
+        "fifo": (fifo, "FIFO"),
+        "dev-zero": ("/dev/zero", "character device"),
+        "folder": (folder, "directory"),
+        "huge": (huge, "at most"),
+    }
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
@@ -187,8 +276,11 @@ def _special_files(tmp_path):
 def test_special_files_are_refused_without_reading(run, tmp_path, kind):
     path, fragment = _special_files(tmp_path)[kind]
     one_error(*run("--catalog", str(path), "gpus", "list"), str(path), fragment)
-    one_error(*run("train", "llama-3.1-8b", "--gpu", "h100", "--tokens", "1T", "--calibration", str(path)),
-              str(path), fragment)
+    one_error(
+        *run("train", "llama-3.1-8b", "--gpu", "h100", "--tokens", "1T", "--calibration", str(path)),
+        str(path),
+        fragment,
+    )
     if kind != "folder":  # a folder is read as the folder holding config.json
         one_error(*run("model", "show", str(path), "--offline"), str(path))
 
@@ -213,6 +305,7 @@ def test_special_files_in_the_config_folder_are_warnings(run, tmp_path, monkeypa
 
 # ---------------------------------------------------------------------------------- config folder
 
+
 def _plant(conf, kind: str, text: str):
     conf.mkdir(exist_ok=True)
     if kind == "accelerators.toml" or kind == "accelerators.json" or kind.startswith("offers"):
@@ -226,23 +319,38 @@ BROKEN_ENTRIES = [
     # (file, contents, the name a command would ask for, a fragment naming the field)
     ("accelerators.toml", GOOD_ACC_TOML.replace("bf16 = 500e12", "bf16 = nan"), "acme-x1", "bf16"),
     ("accelerators.toml", GOOD_ACC_TOML.replace("bf16 = 500e12", "bf16 = inf"), "x1", "bf16"),
-    ("accelerators.toml", GOOD_ACC_TOML.replace("memory_bytes = 64_000_000_000", "memory_bytes = -1"), "x1",
-     "memory_bytes"),
-    ("accelerators.toml", GOOD_ACC_TOML.replace('vendor = "other"', 'vendor = 3'), "acme-x1", "vendor"),
+    (
+        "accelerators.toml",
+        GOOD_ACC_TOML.replace("memory_bytes = 64_000_000_000", "memory_bytes = -1"),
+        "x1",
+        "memory_bytes",
+    ),
+    ("accelerators.toml", GOOD_ACC_TOML.replace('vendor = "other"', "vendor = 3"), "acme-x1", "vendor"),
     ("accelerators.json", replace_number(acc_json(), "memory_bytes", "NaN"), "acme-x1", "memory_bytes"),
     ("accelerators.json", replace_number(acc_json(), "bf16", "1e400"), "x1", "bf16"),
     ("accelerators.json", replace_number(acc_json(), "year", HUGE_INT), "acme-x1", "year"),
     ("accelerators.json", acc_json(aliases="x1"), "acme-x1", "aliases"),
-    ("models/*.json", json.dumps({"models": [{**GOOD_MODEL, "config": {**LLAMA, "hidden_size": "x"}}]}), "my-model",
-     "hidden_size"),
-    ("models/*.json", replace_number(json.dumps({"models": [GOOD_MODEL]}), "hidden_size", "Infinity"), "mine",
-     "hidden_size"),
-    ("models/*.json", json.dumps({"models": [{**GOOD_MODEL, "published_params": -3}]}), "my-model",
-     "published_params"),
+    (
+        "models/*.json",
+        json.dumps({"models": [{**GOOD_MODEL, "config": {**LLAMA, "hidden_size": "x"}}]}),
+        "my-model",
+        "hidden_size",
+    ),
+    (
+        "models/*.json",
+        replace_number(json.dumps({"models": [GOOD_MODEL]}), "hidden_size", "Infinity"),
+        "mine",
+        "hidden_size",
+    ),
+    ("models/*.json", json.dumps({"models": [{**GOOD_MODEL, "published_params": -3}]}), "my-model", "published_params"),
     ("models/*.json", json.dumps({"models": [{**GOOD_MODEL, "config": {"model_type": "t5"}}]}), "mine", "t5"),
     ("offers.json", json.dumps({"offer": [{**GOOD_OFFER, "usd_per_hour": -1}]}), "my-quote", "usd_per_hour"),
-    ("offers.json", replace_number(json.dumps({"offer": [GOOD_OFFER]}), "usd_per_hour", "NaN"), "my-quote",
-     "usd_per_hour"),
+    (
+        "offers.json",
+        replace_number(json.dumps({"offer": [GOOD_OFFER]}), "usd_per_hour", "NaN"),
+        "my-quote",
+        "usd_per_hour",
+    ),
     ("offers.json", json.dumps({"offer": [{**GOOD_OFFER, "gpu": "no-such-gpu"}]}), "my-quote", "gpu"),
     ("offers.toml", 'schema_version = 1\n[[offer]]\nid = "my-quote"\ngpu_count = inf\n', "my-quote", "gpu_count"),
 ]
@@ -253,8 +361,7 @@ def _command_needing(kind: str, name: str) -> tuple[str, ...]:
         return ("gpus", "show", name)
     if kind.startswith("models"):
         return ("model", "show", name, "--offline")
-    return ("train", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--zero", "3", "--tokens", "1T",
-            "--offer", name)
+    return ("train", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--zero", "3", "--tokens", "1T", "--offer", name)
 
 
 @pytest.mark.parametrize("kind,text,name,field", BROKEN_ENTRIES)
@@ -263,8 +370,11 @@ def test_broken_config_entry_warns_and_other_commands_work(run, tmp_path, monkey
     monkeypatch.setenv("GPUPLAN_CONFIG_DIR", str(conf))
     _plant(conf, kind, text)
     listing = {"accelerators": ("gpus", "list"), "models/*.json": ("model", "list"), "offers": ("offers", "list")}
-    for args in [listing[next(k for k in listing if kind.startswith(k))],
-                 ("model", "show", "llama-3.1-8b", "--offline"), ("gpus", "show", "h100")]:
+    for args in [
+        listing[next(k for k in listing if kind.startswith(k))],
+        ("model", "show", "llama-3.1-8b", "--offline"),
+        ("gpus", "show", "h100"),
+    ]:
         code, out, err = run(*args)
         assert code == 0 and out, (args, err)
         warned = lines(err)
@@ -312,8 +422,9 @@ def test_warnings_are_printed_once(run, tmp_path, monkeypatch):
     conf.mkdir()
     monkeypatch.setenv("GPUPLAN_CONFIG_DIR", str(conf))
     (conf / "accelerators.toml").write_text(GOOD_ACC_TOML.replace("bf16 = 500e12", "bf16 = nan"))
-    code, out, err = run("train", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--zero", "3", "--tokens", "1T",
-                         "--rank")
+    code, _out, err = run(
+        "train", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--zero", "3", "--tokens", "1T", "--rank"
+    )
     assert code in (0, 3) and len(lines(err)) == 1 and "warning" in err, err
 
 
@@ -347,7 +458,7 @@ def test_unreadable_config_folder(run, tmp_path, monkeypatch):
         return real(path)
 
     monkeypatch.setattr(os, "listdir", denied)
-    code, out, err = run("model", "show", "llama-3.1-8b", "--offline")
+    code, _out, err = run("model", "show", "llama-3.1-8b", "--offline")
     assert code == 0 and "Traceback" not in err
     assert len(lines(err)) == 1 and "Permission denied" in err and "warning" in err
 
@@ -363,16 +474,28 @@ def test_catalog_strings_are_printed_literally(run, tmp_path, monkeypatch, text)
     (conf / "models").mkdir(parents=True)
     monkeypatch.setenv("GPUPLAN_CONFIG_DIR", str(conf))
     monkeypatch.setenv("COLUMNS", "400")
-    acc = {**GOOD_ACC, "name": text, "architecture": text, "memory_type": text,
-           "interconnect": {"kind": text, "bandwidth_bytes_per_s": 1e11},
-           "sources": {"default": {"title": text, "url": "https://example.com/" + text, "date": "2026-01"}}}
+    acc = {
+        **GOOD_ACC,
+        "name": text,
+        "architecture": text,
+        "memory_type": text,
+        "interconnect": {"kind": text, "bandwidth_bytes_per_s": 1e11},
+        "sources": {"default": {"title": text, "url": "https://example.com/" + text, "date": "2026-01"}},
+    }
     (conf / "accelerators.json").write_text(json.dumps({"accelerator": [acc]}))
-    (conf / "offers.json").write_text(json.dumps({"offer": [{**GOOD_OFFER, "gpu": "acme-x1", "provider": text,
-                                                             "instance": text, "region": text}]}))
+    (conf / "offers.json").write_text(
+        json.dumps({"offer": [{**GOOD_OFFER, "gpu": "acme-x1", "provider": text, "instance": text, "region": text}]})
+    )
     (conf / "models" / "m.json").write_text(json.dumps({"models": [{**GOOD_MODEL, "name": text, "family": text}]}))
-    for args in [("gpus", "list"), ("gpus", "show", "acme-x1"), ("offers", "list"), ("model", "show", "my-model"),
-                 ("model", "list"), ("gpus", "compare", "acme-x1", "h100"),
-                 ("train", "my-model", "--gpu", "acme-x1", "--tokens", "1B", "--rank")]:
+    for args in [
+        ("gpus", "list"),
+        ("gpus", "show", "acme-x1"),
+        ("offers", "list"),
+        ("model", "show", "my-model"),
+        ("model", "list"),
+        ("gpus", "compare", "acme-x1", "h100"),
+        ("train", "my-model", "--gpu", "acme-x1", "--tokens", "1B", "--rank"),
+    ]:
         code, out, err = run(*args)
         assert code in (0, 3) and err == "", (args, err)
         if args[:2] != ("gpus", "compare"):
@@ -381,28 +504,42 @@ def test_catalog_strings_are_printed_literally(run, tmp_path, monkeypatch, text)
 
 # ----------------------------------------------------------------------------------- large catalogs
 
+
 def test_a_2000_entry_catalog_lists_and_looks_up(run, tmp_path):
     n = 2000
-    accs = [{**GOOD_ACC, "id": f"scale-{i}", "name": f"Scale {i}", "aliases": [f"s{i}", "scale-any"],
-             "memory_bytes": 1_000_000_000 * (1 + i % 100)} for i in range(n)]
+    accs = [
+        {
+            **GOOD_ACC,
+            "id": f"scale-{i}",
+            "name": f"Scale {i}",
+            "aliases": [f"s{i}", "scale-any"],
+            "memory_bytes": 1_000_000_000 * (1 + i % 100),
+        }
+        for i in range(n)
+    ]
     accs.append({**GOOD_ACC, "id": "h100-sxm-80gb", "name": "Overridden H100", "aliases": ["h100"]})
     f = tmp_path / "big.json"
     f.write_text(json.dumps({"accelerator": accs}))
     offers = tmp_path / "offers.json"
-    offers.write_text(json.dumps({"offer": [{**GOOD_OFFER, "id": f"q{i}", "instance": f"box-{i}", "gpu": f"s{i}"}
-                                            for i in range(n)]}))
-    code, out, err = run("--catalog", str(f), "gpus", "list", "--json")
+    offers.write_text(
+        json.dumps({"offer": [{**GOOD_OFFER, "id": f"q{i}", "instance": f"box-{i}", "gpu": f"s{i}"} for i in range(n)]})
+    )
+    code, out, _err = run("--catalog", str(f), "gpus", "list", "--json")
     ids = [a["id"] for a in json.loads(out)["accelerators"]]
     assert code == 0 and len(ids) == len(set(ids)) and {f"scale-{i}" for i in range(n)} <= set(ids)
-    code, out, err = run("--catalog", str(f), "gpus", "list")
+    code, out, _err = run("--catalog", str(f), "gpus", "list")
     assert code == 0 and out.count("scale-") >= n and "scale-1999" in out and "Overridden H100" in out
-    assert json.loads(run("--catalog", str(f), "gpus", "show", "S1234", "--json")[1])["accelerator"]["id"] == "scale-1234"
-    assert json.loads(run("--catalog", str(f), "gpus", "show", "h100", "--json")[1])["accelerator"]["name"] == \
-        "Overridden H100"
+    assert (
+        json.loads(run("--catalog", str(f), "gpus", "show", "S1234", "--json")[1])["accelerator"]["id"] == "scale-1234"
+    )
+    assert (
+        json.loads(run("--catalog", str(f), "gpus", "show", "h100", "--json")[1])["accelerator"]["name"]
+        == "Overridden H100"
+    )
     line = one_error(*run("--catalog", str(f), "gpus", "show", "scale-any"), "could be any of")
     assert "scale-0, scale-1, scale-2" in line
     assert "did you mean 'scale-12'" in one_error(*run("--catalog", str(f), "gpus", "show", "scale-12x"))
-    code, out, err = run("--catalog", str(f), "--catalog", str(offers), "offers", "list", "--json")
+    code, out, _err = run("--catalog", str(f), "--catalog", str(offers), "offers", "list", "--json")
     rows = json.loads(out)["offers"]
     assert code == 0 and len([o for o in rows if o["id"].startswith("q")]) == n
     assert {o["gpu"] for o in rows if o["id"] in ("q0", "q1999")} == {"scale-0", "scale-1999"}
@@ -417,8 +554,12 @@ from pathlib import Path  # noqa: E402
 @pytest.mark.parametrize("kind", ["fifo", "dir", "device", "no-folder"])
 def test_output_file_must_be_a_regular_file(run, tmp_path, kind):
     """--plot into a FIFO, a directory, a device or a missing folder: one line, before any work, no hang."""
-    target = {"fifo": tmp_path / "p", "dir": tmp_path, "device": Path("/dev/null"),
-              "no-folder": tmp_path / "nope" / "x.html"}[kind]
+    target = {
+        "fifo": tmp_path / "p",
+        "dir": tmp_path,
+        "device": Path("/dev/null"),
+        "no-folder": tmp_path / "nope" / "x.html",
+    }[kind]
     if kind == "fifo":
         _os.mkfifo(target)
     code, out, err = run("train", "llama-3.1-8b", "--gpu", "h100", "--tokens", "1T", "--rank", "--plot", str(target))
@@ -431,4 +572,4 @@ def test_plot_is_written_whole(run, tmp_path):
     code, _, err = run("train", "llama-3.2-1b", "--gpu", "h100", "--tokens", "1T", "--rank", "--plot", str(target))
     assert code == 0, err
     assert target.read_text().lstrip().lower().startswith("<!doctype html")
-    assert [p.name for p in tmp_path.iterdir()] == ["rank.html"]   # no temporary file left beside it
+    assert [p.name for p in tmp_path.iterdir()] == ["rank.html"]  # no temporary file left beside it

@@ -19,16 +19,22 @@ from pathlib import Path
 import click
 import pytest
 
-from gpuplan.catalog import load_models, resolve_model
-from gpuplan.catalog import hub as hub_module
+from gpuplan.catalog import hub as hub_module, load_models, resolve_model
 from gpuplan.catalog.hf_config import load_config_json, spec_from_hf_config
-from gpuplan.errors import HubError, ModelConfigError, QuantityError
+from gpuplan.errors import ModelConfigError, QuantityError
 
 REPO = Path(__file__).resolve().parent.parent
 
-LLAMA = {"model_type": "llama", "vocab_size": 1000, "hidden_size": 64, "num_hidden_layers": 2,
-         "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
-         "max_position_embeddings": 4096}
+LLAMA = {
+    "model_type": "llama",
+    "vocab_size": 1000,
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 128,
+    "max_position_embeddings": 4096,
+}
 MLA = {"kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8, "v_head_dim": 8}
 
 
@@ -52,15 +58,19 @@ MALFORMED = [
     # text of the file, a fragment of the one error line (the key it names, or what is wrong)
     pytest.param('{"model_type": "llama", "hidden_size": NaN}', "'hidden_size' is NaN", id="nan"),
     pytest.param(with_()[:-1] + ', "rope_theta": Infinity}', "'rope_theta' is Infinity", id="infinity"),
-    pytest.param(with_().replace('"hidden_size": 64', '"hidden_size": -Infinity'), "'hidden_size' is -Infinity",
-                 id="minus-infinity"),
-    pytest.param(with_().replace('"hidden_size": 64', '"hidden_size": 1e400'), "'hidden_size' is a number too large",
-                 id="1e400"),
-    pytest.param(with_().replace('"vocab_size": 1000', '"vocab_size": ' + "9" * 5000), "thousands of digits",
-                 id="5000-digit-int"),
+    pytest.param(
+        with_().replace('"hidden_size": 64', '"hidden_size": -Infinity'),
+        "'hidden_size' is -Infinity",
+        id="minus-infinity",
+    ),
+    pytest.param(
+        with_().replace('"hidden_size": 64', '"hidden_size": 1e400'), "'hidden_size' is a number too large", id="1e400"
+    ),
+    pytest.param(
+        with_().replace('"vocab_size": 1000', '"vocab_size": ' + "9" * 5000), "thousands of digits", id="5000-digit-int"
+    ),
     pytest.param("[" * 100_000 + "]" * 100_000, "nested too deeply", id="deep-list"),
-    pytest.param('{"model_type": "llama", "x": ' + "[" * 5000 + "]" * 5000 + "}", "nested too deeply",
-                 id="deep-field"),
+    pytest.param('{"model_type": "llama", "x": ' + "[" * 5000 + "]" * 5000 + "}", "nested too deeply", id="deep-field"),
     pytest.param("[1, 2]", "JSON object", id="top-level-list"),
     pytest.param('"llama"', "JSON object", id="top-level-string"),
     pytest.param("{not json", "not valid JSON", id="not-json"),
@@ -82,43 +92,130 @@ MALFORMED = [
     pytest.param(with_(tie_word_embeddings="false"), "'tie_word_embeddings' must be true or false", id="bool-string"),
     pytest.param(with_(attention_bias=1), "'attention_bias' must be true or false", id="bool-int"),
     pytest.param(with_(model_type="phi3", partial_rotary_factor=2), "'partial_rotary_factor'", id="fraction-above-1"),
-    pytest.param(with_(model_type="phi3", partial_rotary_factor="half"), "'partial_rotary_factor'",
-                 id="fraction-string"),
+    pytest.param(
+        with_(model_type="phi3", partial_rotary_factor="half"), "'partial_rotary_factor'", id="fraction-string"
+    ),
     pytest.param(with_(model_type="mistral", sliding_window="4096"), "'sliding_window'", id="window-string"),
-    pytest.param(with_(model_type="gemma2", sliding_window=16, layer_types="sliding"), "'layer_types'",
-                 id="layer-types-string"),
-    pytest.param(with_(model_type="mixtral", num_local_experts=8, num_experts_per_tok=9),
-                 "'num_experts_per_tok' (9) is more than num_local_experts (8)", id="mixtral-k-above-experts"),
-    pytest.param(with_(model_type="qwen2_moe", num_experts=4, num_experts_per_tok=5, moe_intermediate_size=32),
-                 "'num_experts_per_tok' (5) is more than num_experts (4)", id="qwen-moe-k-above-experts"),
-    pytest.param(with_(model_type="qwen3_moe", num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
-                       mlp_only_layers="0,1"), "'mlp_only_layers' must be a list", id="mlp-only-layers-string"),
-    pytest.param(with_(model_type="qwen3_moe", num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
-                       mlp_only_layers=[0, "1"]), "'mlp_only_layers[1]'", id="mlp-only-layers-item"),
-    pytest.param(with_(model_type="deepseek_v3", n_routed_experts=4, num_experts_per_tok=8, moe_intermediate_size=32,
-                       **MLA), "'num_experts_per_tok' (8) is more than n_routed_experts (4)", id="deepseek-k"),
-    pytest.param(with_(model_type="deepseek_v3", q_lora_rank=0, **MLA), "'q_lora_rank' must be >= 1",
-                 id="q-lora-rank-zero"),
-    pytest.param(with_(model_type="deepseek_v3", q_lora_rank=0.5, **MLA), "'q_lora_rank' must be an integer",
-                 id="q-lora-rank-fraction"),
-    pytest.param(with_(model_type="deepseek_v3", q_lora_rank="big", **MLA), "'q_lora_rank' must be an integer",
-                 id="q-lora-rank-string"),
-    pytest.param(json.dumps({"model_type": "falcon", "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2,
-                             "num_attention_heads": 4, "new_decoder_architecture": True, "num_kv_heads": 3}),
-                 "num_kv_heads", id="falcon-kv-not-dividing"),
-    pytest.param(json.dumps({"model_type": "falcon", "vocab_size": 100, "hidden_size": 66, "num_hidden_layers": 2,
-                             "num_attention_heads": 4}), "not divisible", id="falcon-hidden-not-dividing"),
-    pytest.param(json.dumps({"model_type": "falcon", "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2,
-                             "num_attention_heads": 4, "num_ln_in_parallel_attn": "two"}),
-                 "'num_ln_in_parallel_attn'", id="falcon-norms-string"),
-    pytest.param(json.dumps({"model_type": "llava", "text_config": [1, 2]}), "'text_config' must be an object",
-                 id="text-config-list"),
-    pytest.param(json.dumps({"model_type": "llava", "text_config": "llama"}), "'text_config' must be an object",
-                 id="text-config-string"),
-    pytest.param(json.dumps({"model_type": "llava", "text_config": {"model_type": "llava", "text_config": {
-        "model_type": "llava", "text_config": {}}}}), "not supported", id="text-config-nested"),
-    pytest.param(json.dumps({"model_type": "llava", "text_config": {**LLAMA, "hidden_size": "wide"}}),
-                 "'hidden_size'", id="text-config-bad-field"),
+    pytest.param(
+        with_(model_type="gemma2", sliding_window=16, layer_types="sliding"), "'layer_types'", id="layer-types-string"
+    ),
+    pytest.param(
+        with_(model_type="mixtral", num_local_experts=8, num_experts_per_tok=9),
+        "'num_experts_per_tok' (9) is more than num_local_experts (8)",
+        id="mixtral-k-above-experts",
+    ),
+    pytest.param(
+        with_(model_type="qwen2_moe", num_experts=4, num_experts_per_tok=5, moe_intermediate_size=32),
+        "'num_experts_per_tok' (5) is more than num_experts (4)",
+        id="qwen-moe-k-above-experts",
+    ),
+    pytest.param(
+        with_(
+            model_type="qwen3_moe",
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=32,
+            mlp_only_layers="0,1",
+        ),
+        "'mlp_only_layers' must be a list",
+        id="mlp-only-layers-string",
+    ),
+    pytest.param(
+        with_(
+            model_type="qwen3_moe",
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=32,
+            mlp_only_layers=[0, "1"],
+        ),
+        "'mlp_only_layers[1]'",
+        id="mlp-only-layers-item",
+    ),
+    pytest.param(
+        with_(model_type="deepseek_v3", n_routed_experts=4, num_experts_per_tok=8, moe_intermediate_size=32, **MLA),
+        "'num_experts_per_tok' (8) is more than n_routed_experts (4)",
+        id="deepseek-k",
+    ),
+    pytest.param(
+        with_(model_type="deepseek_v3", q_lora_rank=0, **MLA), "'q_lora_rank' must be >= 1", id="q-lora-rank-zero"
+    ),
+    pytest.param(
+        with_(model_type="deepseek_v3", q_lora_rank=0.5, **MLA),
+        "'q_lora_rank' must be an integer",
+        id="q-lora-rank-fraction",
+    ),
+    pytest.param(
+        with_(model_type="deepseek_v3", q_lora_rank="big", **MLA),
+        "'q_lora_rank' must be an integer",
+        id="q-lora-rank-string",
+    ),
+    pytest.param(
+        json.dumps(
+            {
+                "model_type": "falcon",
+                "vocab_size": 100,
+                "hidden_size": 64,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "new_decoder_architecture": True,
+                "num_kv_heads": 3,
+            }
+        ),
+        "num_kv_heads",
+        id="falcon-kv-not-dividing",
+    ),
+    pytest.param(
+        json.dumps(
+            {
+                "model_type": "falcon",
+                "vocab_size": 100,
+                "hidden_size": 66,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+            }
+        ),
+        "not divisible",
+        id="falcon-hidden-not-dividing",
+    ),
+    pytest.param(
+        json.dumps(
+            {
+                "model_type": "falcon",
+                "vocab_size": 100,
+                "hidden_size": 64,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_ln_in_parallel_attn": "two",
+            }
+        ),
+        "'num_ln_in_parallel_attn'",
+        id="falcon-norms-string",
+    ),
+    pytest.param(
+        json.dumps({"model_type": "llava", "text_config": [1, 2]}),
+        "'text_config' must be an object",
+        id="text-config-list",
+    ),
+    pytest.param(
+        json.dumps({"model_type": "llava", "text_config": "llama"}),
+        "'text_config' must be an object",
+        id="text-config-string",
+    ),
+    pytest.param(
+        json.dumps(
+            {
+                "model_type": "llava",
+                "text_config": {"model_type": "llava", "text_config": {"model_type": "llava", "text_config": {}}},
+            }
+        ),
+        "not supported",
+        id="text-config-nested",
+    ),
+    pytest.param(
+        json.dumps({"model_type": "llava", "text_config": {**LLAMA, "hidden_size": "wide"}}),
+        "'hidden_size'",
+        id="text-config-bad-field",
+    ),
 ]
 
 
@@ -173,8 +270,9 @@ def test_an_unforeseen_shape_still_names_the_field(monkeypatch):
 
 
 def test_valid_configs_still_read():
-    spec = spec_from_hf_config(json.loads(with_(model_type="mixtral", num_local_experts=8, num_experts_per_tok=8)),
-                               id="x")
+    spec = spec_from_hf_config(
+        json.loads(with_(model_type="mixtral", num_local_experts=8, num_experts_per_tok=8)), id="x"
+    )
     assert spec.moe.experts_per_token == 8
     spec = spec_from_hf_config({**LLAMA, "model_type": "deepseek_v3", "q_lora_rank": None, **MLA}, id="x")
     assert spec.mla.q_lora_rank is None
@@ -183,16 +281,20 @@ def test_valid_configs_still_read():
 
 # ------------------------------------------------------------------------------------ bare parameter counts
 
-@pytest.mark.parametrize("text,fragment", [
-    ("0.5", "at least 1,000"),
-    ("0", "more than zero"),
-    ("1e-9B", "at least 1,000"),
-    ("7", "did you mean 7B?"),
-    ("1e-7B", "at least 1,000"),
-    ("1e296B", "1e15"),
-    ("2000T", "1e15"),
-    ("1e400B", "finite"),
-])
+
+@pytest.mark.parametrize(
+    "text,fragment",
+    [
+        ("0.5", "at least 1,000"),
+        ("0", "more than zero"),
+        ("1e-9B", "at least 1,000"),
+        ("7", "did you mean 7B?"),
+        ("1e-7B", "at least 1,000"),
+        ("1e296B", "1e15"),
+        ("2000T", "1e15"),
+        ("1e400B", "finite"),
+    ],
+)
 def test_bare_counts_out_of_range_are_refused(run, text, fragment):
     assert fragment in one_error_line(*run("model", "show", text))
     with pytest.raises(QuantityError):
@@ -219,6 +321,7 @@ def test_a_hub_id_that_starts_with_digits_is_not_a_count():
 
 # ------------------------------------------------------------------------------------------- Hub failures
 
+
 @pytest.fixture
 def online(monkeypatch):
     """The Hub allowed (conftest sets HF_HUB_OFFLINE=1 for every test)."""
@@ -240,8 +343,7 @@ class FakeSession:
             time.sleep(self.hang_s)
         if self.error is not None:
             raise self.error
-        return httpx2.Response(self.status, headers=self.headers, content=self.body,
-                               request=httpx2.Request("GET", url))
+        return httpx2.Response(self.status, headers=self.headers, content=self.body, request=httpx2.Request("GET", url))
 
 
 @pytest.fixture
@@ -257,18 +359,21 @@ def session(monkeypatch, online):
     return install
 
 
-@pytest.mark.parametrize("status,headers,fragments", [
-    (404, {"X-Error-Code": "RepoNotFound"}, ["no model repository 'acme/x'", "huggingface-cli login"]),
-    (401, {"X-Error-Code": "RepoNotFound"}, ["no model repository 'acme/x'", "private"]),
-    (403, {"X-Error-Code": "GatedRepo"}, ["is gated", "huggingface-cli login", "HF_TOKEN", "accept its licence"]),
-    (401, {"X-Error-Code": "GatedRepo"}, ["is gated", "HF_TOKEN"]),
-    (404, {"X-Error-Code": "EntryNotFound"}, ["has no config.json"]),
-    (404, {"X-Error-Code": "RevisionNotFound"}, ["no 'main' branch"]),
-    (401, {"X-Error-Message": "Invalid credentials in Authorization header"}, ["rejected your token", "HF_TOKEN"]),
-    (403, {}, ["denied access", "huggingface-cli login"]),
-    (429, {}, ["rate-limiting", "try again later"]),
-    (503, {}, ["HTTP 503", "try again later"]),
-])
+@pytest.mark.parametrize(
+    "status,headers,fragments",
+    [
+        (404, {"X-Error-Code": "RepoNotFound"}, ["no model repository 'acme/x'", "huggingface-cli login"]),
+        (401, {"X-Error-Code": "RepoNotFound"}, ["no model repository 'acme/x'", "private"]),
+        (403, {"X-Error-Code": "GatedRepo"}, ["is gated", "huggingface-cli login", "HF_TOKEN", "accept its licence"]),
+        (401, {"X-Error-Code": "GatedRepo"}, ["is gated", "HF_TOKEN"]),
+        (404, {"X-Error-Code": "EntryNotFound"}, ["has no config.json"]),
+        (404, {"X-Error-Code": "RevisionNotFound"}, ["no 'main' branch"]),
+        (401, {"X-Error-Message": "Invalid credentials in Authorization header"}, ["rejected your token", "HF_TOKEN"]),
+        (403, {}, ["denied access", "huggingface-cli login"]),
+        (429, {}, ["rate-limiting", "try again later"]),
+        (503, {}, ["HTTP 503", "try again later"]),
+    ],
+)
 def test_hub_refusals_are_told_apart(run, session, status, headers, fragments):
     fake = session(status=status, headers=headers)
     line = one_error_line(*run("model", "show", "acme/x"))
@@ -279,18 +384,22 @@ def test_hub_refusals_are_told_apart(run, session, status, headers, fragments):
     assert fake.calls[0][1] is not None and fake.calls[0][1] <= 10  # a timeout is always set
 
 
-@pytest.mark.parametrize("cls_name,fragment", [
-    ("RepositoryNotFoundError", "no model repository"),
-    ("GatedRepoError", "is gated"),
-    ("RemoteEntryNotFoundError", "has no config.json"),
-    ("EntryNotFoundError", "has no config.json"),
-    ("RevisionNotFoundError", "no 'main' branch"),
-    ("DisabledRepoError", "disabled"),
-])
+@pytest.mark.parametrize(
+    "cls_name,fragment",
+    [
+        ("RepositoryNotFoundError", "no model repository"),
+        ("GatedRepoError", "is gated"),
+        ("RemoteEntryNotFoundError", "has no config.json"),
+        ("EntryNotFoundError", "has no config.json"),
+        ("RevisionNotFoundError", "no 'main' branch"),
+        ("DisabledRepoError", "disabled"),
+    ],
+)
 def test_hub_error_classes_raised_directly(run, session, monkeypatch, cls_name, fragment):
     """huggingface_hub's own exception classes, built the way its hf_raise_for_status builds them."""
     import huggingface_hub.errors as hf_errors
     import huggingface_hub.utils
+
     httpx2 = pytest.importorskip("httpx2")
 
     cls = getattr(hf_errors, cls_name, None)
@@ -309,12 +418,15 @@ def test_hub_error_classes_raised_directly(run, session, monkeypatch, cls_name, 
     assert fragment in line and "local config.json" in line, line
 
 
-@pytest.mark.parametrize("error_name,fragment", [
-    ("ConnectError", "the request failed"),
-    ("ConnectTimeout", "the request timed out"),
-    ("ReadTimeout", "the request timed out"),
-    ("ProxyError", "the request failed"),
-])
+@pytest.mark.parametrize(
+    "error_name,fragment",
+    [
+        ("ConnectError", "the request failed"),
+        ("ConnectTimeout", "the request timed out"),
+        ("ReadTimeout", "the request timed out"),
+        ("ProxyError", "the request failed"),
+    ],
+)
 def test_unreachable_hub_is_not_a_missing_config(run, session, error_name, fragment):
     httpx2 = pytest.importorskip("httpx2")
     session(error=getattr(httpx2, error_name)("no route"))
@@ -355,6 +467,7 @@ def test_an_invalid_repo_id_is_refused_before_the_network(run, session):
 
 
 # --------------------------------------------------------------------------------------- offline and cache
+
 
 def _plant_cache(repo_id: str, config: dict) -> Path:
     """A config.json in the Hugging Face cache layout ($HF_HOME/hub/models--owner--name/...)."""
@@ -408,8 +521,13 @@ def test_unknown_hub_id_offline_for_real_is_fast_and_one_line():
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     env["PYTHONPATH"] = str(REPO / "src")
     started = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "gpuplan", "model", "show", "nosuch-owner/nosuch-model"],
-                       capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "gpuplan", "model", "show", "nosuch-owner/nosuch-model"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     elapsed = time.monotonic() - started
     line = one_error_line(r.returncode, r.stdout, r.stderr)
     assert "nosuch-owner/nosuch-model" in line and "local config.json" in line, line
@@ -426,8 +544,13 @@ def test_a_hub_that_accepts_but_never_answers_for_real():
         env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
         env.update(PYTHONPATH=str(REPO / "src"), HF_ENDPOINT=f"http://127.0.0.1:{server.getsockname()[1]}")
         started = time.monotonic()
-        r = subprocess.run([sys.executable, "-m", "gpuplan", "model", "show", "acme/silent"],
-                           capture_output=True, text=True, env=env, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-m", "gpuplan", "model", "show", "acme/silent"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         elapsed = time.monotonic() - started
     finally:
         server.close()
@@ -438,11 +561,12 @@ def test_a_hub_that_accepts_but_never_answers_for_real():
 
 # ----------------------------------------------------------------------------------------- did you mean
 
+
 def test_a_bare_name_is_never_a_hub_id():
     def fetch(repo_id):
         raise AssertionError("a bare name went to the Hub")
 
-    with pytest.raises(Exception, match="did you mean 'llama-3.1-8b'"):
+    with pytest.raises(Exception, match=r"did you mean 'llama-3\.1-8b'"):
         resolve_model("llama-3.1-8bb", load_models(), fetch=fetch)
 
 
@@ -470,6 +594,7 @@ def test_no_suggestion_for_an_unrelated_id(run):
 
 # --------------------------------------------------------------------------------------------- --offline
 
+
 def _commands_taking_a_model():
     from gpuplan.cli.main import cli
 
@@ -477,7 +602,7 @@ def _commands_taking_a_model():
         if isinstance(cmd, click.Group):
             for name, sub in cmd.commands.items():
                 yield from walk(sub, path + [name])
-        elif any(p.name == "model_name" for p in cmd.params):
+        elif any(p.name in ("model_name", "model") for p in cmd.params):
             yield path, cmd
 
     return list(walk(cli, []))
@@ -494,12 +619,15 @@ def test_every_command_taking_a_model_has_the_same_offline_flag():
     assert len(helps) == 1
 
 
-@pytest.mark.parametrize("args", [
-    ("model", "show", "acme/not-cached", "--offline"),
-    ("train", "acme/not-cached", "--gpu", "h100", "--offline"),
-    ("serve", "acme/not-cached", "--gpu", "h100", "--offline"),
-    ("local", "bench", "matmul", "--model", "acme/not-cached", "--offline"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("model", "show", "acme/not-cached", "--offline"),
+        ("train", "acme/not-cached", "--gpu", "h100", "--offline"),
+        ("serve", "acme/not-cached", "--gpu", "h100", "--offline"),
+        ("local", "bench", "matmul", "--model", "acme/not-cached", "--offline"),
+    ],
+)
 def test_offline_is_accepted_and_obeyed_by_every_model_command(run, online, monkeypatch, args):
     import huggingface_hub.utils
 

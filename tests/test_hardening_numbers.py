@@ -29,12 +29,50 @@ TRAIN = ["train", "llama-3.1-8b", "--gpu", "h100", "--zero", "3", "--gpus", "8",
 SERVE = ["serve", "llama-3.1-8b", "--gpu", "h100"]
 TCO = ["tco", "--gpu", "h100"]
 
-TRAIN_FLAGS = ["--gpus", "--tp", "--pp", "--cp", "--ep", "--micro-batch", "--global-batch", "--seq-len", "--lora-rank",
-               "--epochs", "--mfu", "--virtual-stages", "--tokens", "--usd-per-gpu-hour"]
-SERVE_FLAGS = ["--tp", "--pp", "--replicas", "--prompt-tokens", "--output-tokens", "--batch", "--concurrency",
-               "--context", "--max-tpot", "--max-ttft", "--qps", "--qpm", "--usd-per-gpu-hour"]
-TCO_FLAGS = ["--gpus", "--years", "--life-years", "--utilization", "--purchase-usd-per-gpu", "--server-usd-per-gpu",
-             "--pue", "--usd-per-kwh", "--hosting-usd-per-kw-month", "--staff-usd-per-gpu-year", "--cost-of-capital"]
+TRAIN_FLAGS = [
+    "--gpus",
+    "--tp",
+    "--pp",
+    "--cp",
+    "--ep",
+    "--micro-batch",
+    "--global-batch",
+    "--seq-len",
+    "--lora-rank",
+    "--epochs",
+    "--mfu",
+    "--virtual-stages",
+    "--tokens",
+    "--usd-per-gpu-hour",
+]
+SERVE_FLAGS = [
+    "--tp",
+    "--pp",
+    "--replicas",
+    "--prompt-tokens",
+    "--output-tokens",
+    "--batch",
+    "--concurrency",
+    "--context",
+    "--max-tpot",
+    "--max-ttft",
+    "--qps",
+    "--qpm",
+    "--usd-per-gpu-hour",
+]
+TCO_FLAGS = [
+    "--gpus",
+    "--years",
+    "--life-years",
+    "--utilization",
+    "--purchase-usd-per-gpu",
+    "--server-usd-per-gpu",
+    "--pue",
+    "--usd-per-kwh",
+    "--hosting-usd-per-kw-month",
+    "--staff-usd-per-gpu-year",
+    "--cost-of-capital",
+]
 
 
 def _bad_input(code: int, out: str, err: str) -> str:
@@ -65,12 +103,13 @@ def _no_nonfinite_text(text: str) -> None:
 
 # ------------------------------------------------------------------------------ bad numbers on every flag
 
+
 @pytest.mark.parametrize("flag", TRAIN_FLAGS)
 @pytest.mark.parametrize("value", BAD_NUMBERS + HUGE)
 def test_train_refuses_bad_and_huge_numbers(run, flag, value):
-    args = [a for a in TRAIN]
+    args = list(TRAIN)
     if flag == "--gpus":
-        del args[args.index("--gpus"):args.index("--gpus") + 2]
+        del args[args.index("--gpus") : args.index("--gpus") + 2]
     _bad_input(*run(*args, flag, value))
 
 
@@ -79,13 +118,29 @@ def test_train_deadline_refuses_bad_numbers(run, value):
     _bad_input(*run("train", "llama-3.1-8b", "--gpu", "h100", "--zero", "3", "--tokens", "1T", "--deadline", value))
 
 
-@pytest.mark.parametrize("flag", ["--gpus", "--tp", "--pp", "--cp", "--ep", "--micro-batch", "--global-batch",
-                                  "--seq-len", "--lora-rank", "--epochs", "--mfu", "--virtual-stages", "--tokens"])
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--gpus",
+        "--tp",
+        "--pp",
+        "--cp",
+        "--ep",
+        "--micro-batch",
+        "--global-batch",
+        "--seq-len",
+        "--lora-rank",
+        "--epochs",
+        "--mfu",
+        "--virtual-stages",
+        "--tokens",
+    ],
+)
 @pytest.mark.parametrize("value", TINY)
 def test_train_refuses_zero_and_subnormal(run, flag, value):
-    args = [a for a in TRAIN]
+    args = list(TRAIN)
     if flag == "--gpus":
-        del args[args.index("--gpus"):args.index("--gpus") + 2]
+        del args[args.index("--gpus") : args.index("--gpus") + 2]
     _bad_input(*run(*args, flag, value))
 
 
@@ -95,8 +150,23 @@ def test_serve_refuses_bad_and_huge_numbers(run, flag, value):
     _bad_input(*run(*SERVE, flag, value))
 
 
-@pytest.mark.parametrize("flag", ["--tp", "--pp", "--replicas", "--prompt-tokens", "--output-tokens", "--batch",
-                                  "--concurrency", "--context", "--max-tpot", "--max-ttft", "--qps", "--qpm"])
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--tp",
+        "--pp",
+        "--replicas",
+        "--prompt-tokens",
+        "--output-tokens",
+        "--batch",
+        "--concurrency",
+        "--context",
+        "--max-tpot",
+        "--max-ttft",
+        "--qps",
+        "--qpm",
+    ],
+)
 @pytest.mark.parametrize("value", TINY)
 def test_serve_refuses_zero_and_subnormal(run, flag, value):
     _bad_input(*run(*SERVE, flag, value))
@@ -108,9 +178,21 @@ def test_tco_refuses_bad_and_huge_numbers(run, flag, value):
     _bad_input(*run(*TCO, flag, value))
 
 
-@pytest.mark.parametrize("flag,value", [("--gpus", "0"), ("--gpus", "-0"), ("--years", "0"), ("--years", "-0"),
-                                        ("--life-years", "0"), ("--utilization", "0"), ("--utilization", "5e-324"),
-                                        ("--utilization", "-0"), ("--pue", "0.5"), ("--cost-of-capital", "1.5")])
+@pytest.mark.parametrize(
+    "flag,value",
+    [
+        ("--gpus", "0"),
+        ("--gpus", "-0"),
+        ("--years", "0"),
+        ("--years", "-0"),
+        ("--life-years", "0"),
+        ("--utilization", "0"),
+        ("--utilization", "5e-324"),
+        ("--utilization", "-0"),
+        ("--pue", "0.5"),
+        ("--cost-of-capital", "1.5"),
+    ],
+)
 def test_tco_refuses_zero_and_out_of_range(run, flag, value):
     _bad_input(*run(*TCO, flag, value))
 
@@ -121,16 +203,37 @@ def test_list_and_show_refuse_bad_numbers(run, args, value):
     _bad_input(*run(*args, value))
 
 
-@pytest.mark.parametrize("item", ["cuda_context_bytes=1e308", "cuda_context_bytes=nan", "hbm_efficiency=5e-324",
-                                  "matmul_efficiency=5e-324", "hbm_efficiency=nan", "link_efficiency=inf",
-                                  "gpus_per_node=1e308", "gpus_per_node=" + str(10**30), "collective_latency_s=1e308",
-                                  "optimizer_bytes_per_param=-0.5", "x=1e308", "hbm_efficiency=Infinity"])
+@pytest.mark.parametrize(
+    "item",
+    [
+        "cuda_context_bytes=1e308",
+        "cuda_context_bytes=nan",
+        "hbm_efficiency=5e-324",
+        "matmul_efficiency=5e-324",
+        "hbm_efficiency=nan",
+        "link_efficiency=inf",
+        "gpus_per_node=1e308",
+        "gpus_per_node=" + str(10**30),
+        "collective_latency_s=1e308",
+        "optimizer_bytes_per_param=-0.5",
+        "x=1e308",
+        "hbm_efficiency=Infinity",
+    ],
+)
 def test_train_assume_refuses_bad_numbers(run, item):
     _bad_input(*run(*TRAIN, "--assume", item))
 
 
-@pytest.mark.parametrize("item", ["compute_efficiency=5e-324", "max_num_seqs=1e308", "layer_overhead_s=nan",
-                                  "cuda_graph_bytes=1e308", "memory_bandwidth_efficiency=inf"])
+@pytest.mark.parametrize(
+    "item",
+    [
+        "compute_efficiency=5e-324",
+        "max_num_seqs=1e308",
+        "layer_overhead_s=nan",
+        "cuda_graph_bytes=1e308",
+        "memory_bandwidth_efficiency=inf",
+    ],
+)
 def test_serve_assume_refuses_bad_numbers(run, item):
     _bad_input(*run(*SERVE, "--assume", item))
 
@@ -147,17 +250,30 @@ def test_messages_name_the_flag_and_the_range(run):
 
 # ------------------------------------------------------------------------------ good numbers: finite results
 
-@pytest.mark.parametrize("extra", [(), ("--epochs", "1e6"), ("--epochs", "1e-9", "--tokens", "1e18"), ("--mfu", "0.001"),
-                                   ("--mfu", "1"), ("--usd-per-gpu-hour", "0"), ("--usd-per-gpu-hour", "-0"),
-                                   ("--usd-per-gpu-hour", "1e6"), ("--tokens", "1e18"),
-                                   ("--assume", "collective_latency_s=1e15"),
-                                   ("--assume", "optimizer_bytes_per_param=1e15"),
-                                   ("--global-batch", str(2**40)), ("--global-batch", str(2**40 - 1))])
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        (),
+        ("--epochs", "1e6"),
+        ("--epochs", "1e-9", "--tokens", "1e18"),
+        ("--mfu", "0.001"),
+        ("--mfu", "1"),
+        ("--usd-per-gpu-hour", "0"),
+        ("--usd-per-gpu-hour", "-0"),
+        ("--usd-per-gpu-hour", "1e6"),
+        ("--tokens", "1e18"),
+        ("--assume", "collective_latency_s=1e15"),
+        ("--assume", "optimizer_bytes_per_param=1e15"),
+        ("--global-batch", str(2**40)),
+        ("--global-batch", str(2**40 - 1)),
+    ],
+)
 def test_train_good_numbers_give_finite_results(run, extra):
-    args = [a for a in TRAIN]
+    args = list(TRAIN)
     if "--tokens" in extra:
         i = args.index("--tokens")
-        del args[i:i + 2]
+        del args[i : i + 2]
     code, out, err = run(*args, *extra, "--json")
     if code == 2:  # a range refused is fine (one line), a silent nan or inf is not
         _bad_input(code, out, err)
@@ -171,10 +287,22 @@ def test_train_good_numbers_give_finite_results(run, extra):
         assert rec["cost"]["usd"] is None or rec["cost"]["usd"] >= 0
 
 
-@pytest.mark.parametrize("extra", [(), ("--qps", "1e9"), ("--qps", "1e-6"), ("--qpm", "1"), ("--usd-per-gpu-hour", "0"),
-                                   ("--usd-per-gpu-hour", "1e6", "--qps", "1e9"), ("--max-tpot", "1us"),
-                                   ("--max-ttft", "1000y"), ("--concurrency", str(2**40)), ("--batch", "1"),
-                                   ("--assume", "layer_overhead_s=1e15", "--qps", "1e9", "--usd-per-gpu-hour", "1e6")])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        (),
+        ("--qps", "1e9"),
+        ("--qps", "1e-6"),
+        ("--qpm", "1"),
+        ("--usd-per-gpu-hour", "0"),
+        ("--usd-per-gpu-hour", "1e6", "--qps", "1e9"),
+        ("--max-tpot", "1us"),
+        ("--max-ttft", "1000y"),
+        ("--concurrency", str(2**40)),
+        ("--batch", "1"),
+        ("--assume", "layer_overhead_s=1e15", "--qps", "1e9", "--usd-per-gpu-hour", "1e6"),
+    ],
+)
 def test_serve_good_numbers_give_finite_results(run, extra):
     code, out, err = run(*SERVE, *extra, "--json")
     if code == 2:
@@ -185,11 +313,24 @@ def test_serve_good_numbers_give_finite_results(run, extra):
     _finite_numbers(rec)
 
 
-@pytest.mark.parametrize("extra", [(), ("--cost-of-capital", "1e-17"), ("--cost-of-capital", "5e-324"),
-                                   ("--cost-of-capital", "0"), ("--cost-of-capital", "-0"), ("--cost-of-capital", "1"),
-                                   ("--utilization", "0.001"), ("--years", "1000"), ("--life-years", "0.01"),
-                                   ("--purchase-usd-per-gpu", "1e12"), ("--staff-usd-per-gpu-year", "1e12"),
-                                   ("--pue", "10", "--usd-per-kwh", "100"), ("--gpus", str(2**20))])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        (),
+        ("--cost-of-capital", "1e-17"),
+        ("--cost-of-capital", "5e-324"),
+        ("--cost-of-capital", "0"),
+        ("--cost-of-capital", "-0"),
+        ("--cost-of-capital", "1"),
+        ("--utilization", "0.001"),
+        ("--years", "1000"),
+        ("--life-years", "0.01"),
+        ("--purchase-usd-per-gpu", "1e12"),
+        ("--staff-usd-per-gpu-year", "1e12"),
+        ("--pue", "10", "--usd-per-kwh", "100"),
+        ("--gpus", str(2**20)),
+    ],
+)
 def test_tco_good_numbers_give_finite_results(run, extra):
     code, out, err = run(*TCO, *extra, "--json")
     assert code == 0, err
@@ -209,7 +350,7 @@ def test_table_output_checks_finiteness_too():
     """A record with a non-finite number is an error in table mode as well as under --json."""
     import click
 
-    from gpuplan.cli.main import Ctx, _emit
+    from gpuplan.cli._common import Ctx, emit as _emit
 
     ctx = click.Context(click.Command("x"), obj=Ctx((), False))
     for as_json in (False, True):
@@ -221,17 +362,21 @@ def test_table_output_checks_finiteness_too():
 
 # ------------------------------------------------------------------------------ hangs: every answer < 2 s
 
-@pytest.mark.parametrize("args", [
-    TRAIN[:-2] + ["--tokens", "1T", "--deadline", "30d", "--global-batch", str(2**40)],
-    TRAIN[:-2] + ["--tokens", "1T", "--deadline", "30d", "--global-batch", str(2**40 - 5)],
-    TRAIN[:-2] + ["--tokens", "1T", "--deadline", "30d", "--global-batch", str(10**30)],
-    TRAIN[:-2] + ["--tokens", "1T", "--deadline", "30d", "--global-batch", str(2**62)],
-    TRAIN[:-4] + ["--gpus", "8", "--global-batch", str(2**40 - 8)],
-    TRAIN[:-4] + ["--gpus", "8", "--global-batch", str(2**62)],
-    TRAIN[:-4] + ["--tokens", "1T", "--deadline", "1s"],
-    TRAIN[:-4] + ["--tokens", "1e18", "--deadline", "1000y"],
-    SERVE + ["--max-tpot", "1us", "--assume", "max_num_seqs=1000000"],
-])
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        TRAIN[:-2] + ["--tokens", "1T", "--deadline", "30d", "--global-batch", str(2**40)],
+        TRAIN[:-2] + ["--tokens", "1T", "--deadline", "30d", "--global-batch", str(2**40 - 5)],
+        TRAIN[:-2] + ["--tokens", "1T", "--deadline", "30d", "--global-batch", str(10**30)],
+        TRAIN[:-2] + ["--tokens", "1T", "--deadline", "30d", "--global-batch", str(2**62)],
+        TRAIN[:-4] + ["--gpus", "8", "--global-batch", str(2**40 - 8)],
+        TRAIN[:-4] + ["--gpus", "8", "--global-batch", str(2**62)],
+        TRAIN[:-4] + ["--tokens", "1T", "--deadline", "1s"],
+        TRAIN[:-4] + ["--tokens", "1e18", "--deadline", "1000y"],
+        SERVE + ["--max-tpot", "1us", "--assume", "max_num_seqs=1000000"],
+    ],
+)
 def test_estimates_answer_fast(run, args):
     started = time.perf_counter()
     code, out, err = run(*_drop_gpus_with_deadline(args), "--json")
@@ -245,12 +390,27 @@ def _drop_gpus_with_deadline(args):
     args = list(args)
     if "--deadline" in args and "--gpus" in args:
         i = args.index("--gpus")
-        del args[i:i + 2]
+        del args[i : i + 2]
     return args
 
 
-@pytest.mark.parametrize("n", [1, 12, 49, 2**10 * 3**5 * 7, 2**40, 2**40 - 1, 2**62, 10**30, 2**61 - 1,
-                               (2**31 - 1) * (2**61 - 1), 3**60, 600851475143])
+@pytest.mark.parametrize(
+    "n",
+    [
+        1,
+        12,
+        49,
+        2**10 * 3**5 * 7,
+        2**40,
+        2**40 - 1,
+        2**62,
+        10**30,
+        2**61 - 1,
+        (2**31 - 1) * (2**61 - 1),
+        3**60,
+        600851475143,
+    ],
+)
 def test_divisors_are_exact_and_fast(n):
     started = time.perf_counter()
     divisors = _divisors(n)
@@ -264,7 +424,8 @@ def test_divisors_are_exact_and_fast(n):
 
 # ------------------------------------------------------------------------------ MFU in (0, 1] at any context
 
-@functools.lru_cache(maxsize=None)
+
+@functools.cache
 def _catalogs():
     """The bundled catalogs, read on first use (never at import: tests/test_isolation.py)."""
     return load_models(), load_accelerators()
@@ -281,9 +442,17 @@ def test_long_context_mfu_stays_in_unit_interval(model, seq, flash, efficiency):
     if model not in {m.id for m in models}:
         pytest.skip(f"{model} not in the catalog")
     spec = models.get(model)
-    a = StepAssumptions() if efficiency == "default" else StepAssumptions(
-        matmul_efficiency=1.0, flash_attention_efficiency=1.0, hbm_efficiency=1.0, link_efficiency=1.0,
-        model_shape_factor=1.0)
+    a = (
+        StepAssumptions()
+        if efficiency == "default"
+        else StepAssumptions(
+            matmul_efficiency=1.0,
+            flash_attention_efficiency=1.0,
+            hbm_efficiency=1.0,
+            link_efficiency=1.0,
+            model_shape_factor=1.0,
+        )
+    )
     cp = 8 if flash else 1
     job = TrainingJob(seq_len=seq, flash_attention=flash, global_batch=8)
     for gpu in ("a100-sxm-80gb", "h100", "b200"):
@@ -294,8 +463,20 @@ def test_long_context_mfu_stays_in_unit_interval(model, seq, flash, efficiency):
 
 def test_long_context_reproducer_plans_and_ranks(run):
     """The campaign's reproducer: 131072 tokens on cp 8 plans (exit 0, MFU <= 1) and keeps its offers in --rank."""
-    base = ["train", "llama-3.2-1b", "--gpu", "a100-sxm-80gb", "--gpus", "64", "--cp", "8", "--seq-len", "131072",
-            "--tokens", "100B"]
+    base = [
+        "train",
+        "llama-3.2-1b",
+        "--gpu",
+        "a100-sxm-80gb",
+        "--gpus",
+        "64",
+        "--cp",
+        "8",
+        "--seq-len",
+        "131072",
+        "--tokens",
+        "100B",
+    ]
     code, out, err = run(*base, "--json")
     assert code == 0, err
     rec = json.loads(out)
@@ -328,6 +509,7 @@ def test_causal_flops_below_noncausal_and_model_show_unchanged():
 
 # ------------------------------------------------------------------------------ the annuity and the parsers
 
+
 @pytest.mark.parametrize("rate", [0.0, 5e-324, 1e-300, 1e-17, 1e-12, 1e-10, 1e-9, 1e-6, 0.08, 1.0])
 @pytest.mark.parametrize("years", [0.01, 1, 5, 100])
 def test_capital_recovery_factor_is_finite_and_continuous(rate, years):
@@ -340,8 +522,9 @@ def test_capital_recovery_factor_is_finite_and_continuous(rate, years):
 
 
 @pytest.mark.parametrize("parse", [parse_count, parse_bytes, parse_duration, parse_usd, parse_usd_per_hour])
-@pytest.mark.parametrize("value", ["nan", "inf", "Infinity", "-inf", "1e400", "9" * 500, float("nan"), float("inf"),
-                                   10**400, -1])
+@pytest.mark.parametrize(
+    "value", ["nan", "inf", "Infinity", "-inf", "1e400", "9" * 500, float("nan"), float("inf"), 10**400, -1]
+)
 def test_parsers_refuse_non_finite(parse, value):
     with pytest.raises(GpuplanError):
         parse(value)
@@ -352,8 +535,19 @@ def test_parsers_read_minus_zero_as_zero(parse):
     assert math.copysign(1.0, parse("-0")) == 1.0
 
 
-@pytest.mark.parametrize("value,ok", [(0.5, True), (1.0, True), (0.0, False), (float("nan"), False),
-                                      (float("inf"), False), (2, False), (True, False), ("1", False)])
+@pytest.mark.parametrize(
+    "value,ok",
+    [
+        (0.5, True),
+        (1.0, True),
+        (0.0, False),
+        (float("nan"), False),
+        (float("inf"), False),
+        (2, False),
+        (True, False),
+        ("1", False),
+    ],
+)
 def test_check_range(value, ok):
     if ok:
         assert check_range(value, "x", 0.0, 1.0, low_open=True) == value

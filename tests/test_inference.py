@@ -13,8 +13,7 @@ import pytest
 
 from conftest import BUNDLED_ACCELERATORS, BUNDLED_MODELS
 from gpuplan.errors import JobError
-from gpuplan.estimate.inference import (decode_mbu, kv_bytes_per_token, kv_cache_bytes, serving_plan,
-                                        weight_bytes)
+from gpuplan.estimate.inference import decode_mbu, kv_bytes_per_token, kv_cache_bytes, serving_plan, weight_bytes
 from gpuplan.spec.serving import ServingJob, ServingLayout
 from gpuplan.units import GiB
 
@@ -30,9 +29,16 @@ def val(record, metric):
     return next(v["value"] for v in record["values"] if v["metric"] == metric)
 
 
-@pytest.mark.parametrize("rid,mid", [("kv-formula-llama31-8b", "llama-3.1-8b"), ("kv-formula-llama31-70b", "llama-3.1-70b"),
-                                     ("kv-formula-llama31-405b", "llama-3.1-405b"), ("kv-formula-llama2-7b", "llama-2-7b"),
-                                     ("kv-formula-deepseek-v3-mla", "deepseek-v3")])
+@pytest.mark.parametrize(
+    "rid,mid",
+    [
+        ("kv-formula-llama31-8b", "llama-3.1-8b"),
+        ("kv-formula-llama31-70b", "llama-3.1-70b"),
+        ("kv-formula-llama31-405b", "llama-3.1-405b"),
+        ("kv-formula-llama2-7b", "llama-2-7b"),
+        ("kv-formula-deepseek-v3-mla", "deepseek-v3"),
+    ],
+)
 def test_kv_bytes_per_token_exactly(validation, rid, mid):
     r = rec(validation, rid)
     metric = "cache_bytes_per_token" if "mla" in rid else "kv_bytes_per_token"
@@ -62,44 +68,72 @@ def test_mbu_worked_example(validation):
     assert decode_mbu(14e9, 0.0, val(r, "time_per_output_token") / 1e3, 2e12) == pytest.approx(val(r, "mbu") / 100)
 
 
-GPT_FAST = [("gptfast-a100-7b-bf16", "llama-2-7b", "bf16", 1), ("gptfast-a100-7b-int8", "llama-2-7b", "int8", 1),
-            ("gptfast-a100-7b-int4", "llama-2-7b", "int4-g32", 1), ("gptfast-a100-70b-int8", "llama-2-70b", "int8", 1),
-            ("gptfast-a100-70b-int4", "llama-2-70b", "int4-g32", 1), ("gptfast-a100-7b-tp2", "llama-2-7b", "bf16", 2),
-            ("gptfast-a100-7b-tp4", "llama-2-7b", "bf16", 4), ("gptfast-a100-7b-tp8", "llama-2-7b", "bf16", 8),
-            ("gptfast-a100-70b-tp2", "llama-2-70b", "bf16", 2), ("gptfast-a100-70b-tp4", "llama-2-70b", "bf16", 4)]
+GPT_FAST = [
+    ("gptfast-a100-7b-bf16", "llama-2-7b", "bf16", 1),
+    ("gptfast-a100-7b-int8", "llama-2-7b", "int8", 1),
+    ("gptfast-a100-7b-int4", "llama-2-7b", "int4-g32", 1),
+    ("gptfast-a100-70b-int8", "llama-2-70b", "int8", 1),
+    ("gptfast-a100-70b-int4", "llama-2-70b", "int4-g32", 1),
+    ("gptfast-a100-7b-tp2", "llama-2-7b", "bf16", 2),
+    ("gptfast-a100-7b-tp4", "llama-2-7b", "bf16", 4),
+    ("gptfast-a100-7b-tp8", "llama-2-7b", "bf16", 8),
+    ("gptfast-a100-70b-tp2", "llama-2-70b", "bf16", 2),
+    ("gptfast-a100-70b-tp4", "llama-2-70b", "bf16", 4),
+]
 
 
 @pytest.mark.parametrize("rid,mid,fmt,tp", GPT_FAST, ids=[g[0] for g in GPT_FAST])
 def test_gpt_fast_decode_tokens_per_s(validation, rid, mid, fmt, tp):
     """gpt-fast: batch 1, 5-token prompt, torch.compile + CUDA graphs (--engine compiled), A100 80GB."""
-    r = serving_plan(MODELS.get(mid), ACCS.get("a100-sxm-80gb"), ServingLayout(tp=tp),
-                     ServingJob(weights=fmt, prompt_tokens=5, output_tokens=200, batch=1, engine="compiled"))
+    r = serving_plan(
+        MODELS.get(mid),
+        ACCS.get("a100-sxm-80gb"),
+        ServingLayout(tp=tp),
+        ServingJob(weights=fmt, prompt_tokens=5, output_tokens=200, batch=1, engine="compiled"),
+    )
     assert 1 / r.tpot_s == pytest.approx(val(rec(validation, rid), "decode_tokens_per_second"), rel=0.15)
 
 
 def test_gpt_fast_mean_error_below_5_percent(validation):
     errors = []
     for rid, mid, fmt, tp in GPT_FAST:
-        r = serving_plan(MODELS.get(mid), ACCS.get("a100-sxm-80gb"), ServingLayout(tp=tp),
-                         ServingJob(weights=fmt, prompt_tokens=5, output_tokens=200, batch=1, engine="compiled"))
+        r = serving_plan(
+            MODELS.get(mid),
+            ACCS.get("a100-sxm-80gb"),
+            ServingLayout(tp=tp),
+            ServingJob(weights=fmt, prompt_tokens=5, output_tokens=200, batch=1, engine="compiled"),
+        )
         errors.append(abs(1 / r.tpot_s / val(rec(validation, rid), "decode_tokens_per_second") - 1))
     assert sum(errors) / len(errors) < 0.05
 
 
-TTFT = [("databricks-ttft-mpt7b-1xa100-40gb", "mpt-7b", 1), ("databricks-ttft-mpt7b-2xa100-40gb", "mpt-7b", 2),
-        ("databricks-ttft-mpt7b-4xa100-40gb", "mpt-7b", 4), ("databricks-ttft-llama270b-4xa100-40gb", "llama-2-70b", 4),
-        ("databricks-ttft-llama270b-8xa100-40gb", "llama-2-70b", 8)]  # -23 %: the closest to the bound
+TTFT = [
+    ("databricks-ttft-mpt7b-1xa100-40gb", "mpt-7b", 1),
+    ("databricks-ttft-mpt7b-2xa100-40gb", "mpt-7b", 2),
+    ("databricks-ttft-mpt7b-4xa100-40gb", "mpt-7b", 4),
+    ("databricks-ttft-llama270b-4xa100-40gb", "llama-2-70b", 4),
+    ("databricks-ttft-llama270b-8xa100-40gb", "llama-2-70b", 8),
+]  # -23 %: the closest to the bound
 
 
 @pytest.mark.parametrize("rid,mid,tp", TTFT)
 def test_databricks_ttft(validation, rid, mid, tp):
-    r = serving_plan(MODELS.get(mid), ACCS.get("a100-sxm-40gb"), ServingLayout(tp=tp),
-                     ServingJob(prompt_tokens=512, output_tokens=64, batch=1))
+    r = serving_plan(
+        MODELS.get(mid),
+        ACCS.get("a100-sxm-40gb"),
+        ServingLayout(tp=tp),
+        ServingJob(prompt_tokens=512, output_tokens=64, batch=1),
+    )
     assert r.ttft_s * 1e3 == pytest.approx(val(rec(validation, rid), "time_to_first_token"), rel=0.25)
 
 
-@pytest.mark.parametrize("rid,gpu", [("databricks-mpt7b-static-batch-throughput-1xa10", "a10"),
-                                     ("databricks-mpt7b-static-batch-throughput-1xa100", "a100-sxm-40gb")])
+@pytest.mark.parametrize(
+    "rid,gpu",
+    [
+        ("databricks-mpt7b-static-batch-throughput-1xa10", "a10"),
+        ("databricks-mpt7b-static-batch-throughput-1xa100", "a100-sxm-40gb"),
+    ],
+)
 def test_databricks_static_batch_throughput(validation, rid, gpu):
     """MPT-7B, 512 input + 64 output tokens, static batches 1-64: requests/s within 25 %."""
     r = rec(validation, rid)
@@ -107,14 +141,19 @@ def test_databricks_static_batch_throughput(validation, rid, gpu):
     for v in r["values"]:
         if v["metric"].startswith("requests_per_second_batch_"):
             batch = int(v["metric"].rsplit("_", 1)[1])
-            plan = serving_plan(MODELS.get("mpt-7b"), ACCS.get(gpu), ServingLayout(),
-                                ServingJob(prompt_tokens=512, output_tokens=64, batch=batch))
+            plan = serving_plan(
+                MODELS.get("mpt-7b"),
+                ACCS.get(gpu),
+                ServingLayout(),
+                ServingJob(prompt_tokens=512, output_tokens=64, batch=batch),
+            )
             assert plan.requests_per_s == pytest.approx(v["value"], rel=0.25), batch
             checked += 1
     assert checked >= 4
 
 
 # ------------------------------------------------------------------------------------- properties
+
 
 @pytest.mark.parametrize("mid", ["llama-3.1-8b", "mistral-7b-v0.1", "deepseek-v3", "gemma-2-9b", "mixtral-8x7b"])
 def test_kv_linear_in_context_and_batch(mid):
@@ -124,8 +163,12 @@ def test_kv_linear_in_context_and_batch(mid):
     if not spec.sliding_window:
         assert kv_cache_bytes(spec, 2048, "bf16") == 2 * one
     assert kv_cache_bytes(spec, 1024, "fp8") == one / 2
-    r1 = serving_plan(spec, ACCS.get("h200"), ServingLayout(tp=8 if spec.moe else 1), ServingJob(batch=1, weights="fp8"))
-    r4 = serving_plan(spec, ACCS.get("h200"), ServingLayout(tp=8 if spec.moe else 1), ServingJob(batch=4, weights="fp8"))
+    r1 = serving_plan(
+        spec, ACCS.get("h200"), ServingLayout(tp=8 if spec.moe else 1), ServingJob(batch=1, weights="fp8")
+    )
+    r4 = serving_plan(
+        spec, ACCS.get("h200"), ServingLayout(tp=8 if spec.moe else 1), ServingJob(batch=4, weights="fp8")
+    )
     assert r4.parts["kv_cache"] == pytest.approx(4 * r1.parts["kv_cache"])
 
 
@@ -139,11 +182,14 @@ def test_quantized_weights_are_smaller_and_tp_never_raises_memory(mid):
     spec = MODELS.get(mid)
     # int8's per-channel scales make it a hair larger than fp8; AWQ keeps embeddings and head in fp16, so on
     # these models it is larger than GGUF Q4_K_M, which quantizes them too
-    sizes = [weight_bytes(spec, f, ServingLayout()).total for f in ("bf16", "int8", "fp8", "gguf-q6_k", "int4-awq",
-                                                                   "gguf-q4_k_m")]
+    sizes = [
+        weight_bytes(spec, f, ServingLayout()).total
+        for f in ("bf16", "int8", "fp8", "gguf-q6_k", "int4-awq", "gguf-q4_k_m")
+    ]
     assert sizes == sorted(sizes, reverse=True)
-    totals = [serving_plan(spec, ACCS.get("h100"), ServingLayout(tp=t), ServingJob(batch=8)).total_bytes
-              for t in (1, 2, 4)]
+    totals = [
+        serving_plan(spec, ACCS.get("h100"), ServingLayout(tp=t), ServingJob(batch=8)).total_bytes for t in (1, 2, 4)
+    ]
     assert totals == sorted(totals, reverse=True)
 
 
@@ -156,18 +202,25 @@ def test_max_concurrent_sequences_and_slo_batch():
     spec, gpu = MODELS.get("llama-3.1-8b"), ACCS.get("h100")
     r = serving_plan(spec, gpu, ServingLayout(), ServingJob(prompt_tokens=1000, output_tokens=1000, max_tpot_s=0.03))
     assert 1 <= r.batch <= r.max_concurrent_sequences and r.tpot_s <= 0.03
-    above = serving_plan(spec, gpu, ServingLayout(), ServingJob(prompt_tokens=1000, output_tokens=1000, batch=r.batch + 1))
+    above = serving_plan(
+        spec, gpu, ServingLayout(), ServingJob(prompt_tokens=1000, output_tokens=1000, batch=r.batch + 1)
+    )
     assert above.tpot_s > 0.03 or r.batch == r.max_concurrent_sequences
     kv_seq = kv_cache_bytes(spec, 2000, "bf16")
     free = r.planning_bytes - (r.total_bytes - r.parts["kv_cache"])
     assert r.max_concurrent_sequences == int(free // kv_seq)
 
 
-@pytest.mark.parametrize("kw,fragment", [
-    (dict(weights="int3"), "--weights must be one of"), (dict(batch=2, concurrency=4), "not both"),
-    (dict(context=100), "shorter than prompt + output"), (dict(kv_cache="fp4"), "--kv-cache"),
-    (dict(prompt_tokens=0), "--prompt-tokens"),
-])
+@pytest.mark.parametrize(
+    "kw,fragment",
+    [
+        (dict(weights="int3"), "--weights must be one of"),
+        (dict(batch=2, concurrency=4), "not both"),
+        (dict(context=100), "shorter than prompt + output"),
+        (dict(kv_cache="fp4"), "--kv-cache"),
+        (dict(prompt_tokens=0), "--prompt-tokens"),
+    ],
+)
 def test_bad_serving_jobs(kw, fragment):
     with pytest.raises(JobError, match=re.escape(fragment)):
         ServingJob(**kw)
@@ -177,7 +230,9 @@ def test_fp8_needs_hardware_and_context_fits():
     with pytest.raises(JobError, match="no fp8"):
         serving_plan(MODELS.get("llama-3.1-8b"), ACCS.get("a100-sxm-80gb"), ServingLayout(), ServingJob(weights="fp8"))
     with pytest.raises(JobError, match="context length"):
-        serving_plan(MODELS.get("gpt2"), ACCS.get("h100"), ServingLayout(), ServingJob(prompt_tokens=1000, output_tokens=100))
+        serving_plan(
+            MODELS.get("gpt2"), ACCS.get("h100"), ServingLayout(), ServingJob(prompt_tokens=1000, output_tokens=100)
+        )
 
 
 def test_gpus_without_16bit_tensor_cores_use_fp32():
@@ -195,14 +250,20 @@ def test_rank_orders_by_tokens_per_gpu_and_explains_the_rest():
     assert ("a100-sxm-80gb", "fp8", "no fp8") in skipped
     for o in options:  # the smallest tp: one step down does not fit (or does not divide the heads)
         if o.tp > 1:
-            smaller = serving_plan(MODELS.get("llama-3.1-70b"), o.gpu, ServingLayout(tp=o.tp // 2),
-                                   ServingJob(max_tpot_s=0.05, weights=o.weights))
+            smaller = serving_plan(
+                MODELS.get("llama-3.1-70b"),
+                o.gpu,
+                ServingLayout(tp=o.tp // 2),
+                ServingJob(max_tpot_s=0.05, weights=o.weights),
+            )
             assert not smaller.fits or smaller.reasons or smaller.max_concurrent_sequences < 1
 
 
 def test_pipeline_parallel_does_not_cut_latency():
     spec, gpu = MODELS.get("llama-3.1-70b"), ACCS.get("h100")
-    tpot = [serving_plan(spec, gpu, ServingLayout(pp=p), ServingJob(batch=1, engine="compiled")).tpot_s for p in (1, 2, 4)]
+    tpot = [
+        serving_plan(spec, gpu, ServingLayout(pp=p), ServingJob(batch=1, engine="compiled")).tpot_s for p in (1, 2, 4)
+    ]
     assert tpot == sorted(tpot)  # stages run in turn: pipelining buys memory, not speed
 
 

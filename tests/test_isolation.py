@@ -22,7 +22,7 @@ def test_no_test_module_loads_a_catalog_at_import():
     """Importing every test module reads no catalog file (reading happens inside tests, after isolation)."""
     probe = f"""
 import importlib, sys
-sys.path[:0] = [{str(TESTS)!r}, {str(REPO / 'src')!r}]
+sys.path[:0] = [{str(TESTS)!r}, {str(REPO / "src")!r}]
 import gpuplan.catalog.accelerators as a, gpuplan.catalog.models as m, gpuplan.catalog.offers as o
 def refuse(*args, **kw):
     raise SystemExit('a catalog was read at import time: ' + repr(args[:1]))
@@ -51,9 +51,31 @@ def test_a_user_catalog_does_not_change_test_results(tmp_path):
     (conf / "models").mkdir(parents=True)
     (conf / "accelerators.toml").write_text('schema_version = 1\n[[accelerator]]\nid = "h100-sxm-80gb"\n')
     (conf / "models" / "bad.json").write_text("{not json")
-    env = {**os.environ, "HOME": str(home), "GPUPLAN_CONFIG_DIR": str(conf), "XDG_CONFIG_HOME": str(home / ".config"),
-           "HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9", "PYTHONPATH": str(REPO / "src")}
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-                        str(TESTS / "test_accelerators.py"), str(TESTS / "test_catalog.py")],
-                       capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "GPUPLAN_CONFIG_DIR": str(conf),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "HF_HUB_OFFLINE": "0",
+        "HF_ENDPOINT": "http://127.0.0.1:9",
+        "PYTHONPATH": str(REPO / "src"),
+    }
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-x",
+            str(TESTS / "test_accelerators.py"),
+            str(TESTS / "test_catalog.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

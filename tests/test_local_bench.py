@@ -10,9 +10,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from gpuplan.errors import CatalogError  # noqa: E402
 from gpuplan.local import bench  # noqa: E402
 from gpuplan.local.calibration import make_profile, read_profile  # noqa: E402
-from gpuplan.errors import CatalogError  # noqa: E402
 from test_cli import one_line_error  # noqa: E402
 
 
@@ -38,7 +38,7 @@ def test_arithmetic_is_exact():
 def test_pcie_theoretical_rate():
     from gpuplan.spec.accelerator import pcie_bytes_per_s
 
-    assert pcie_bytes_per_s(5) == pytest.approx(63e9)   # Gen 5 x16: 32 GT/s x 16 lanes x 128/130 / 8
+    assert pcie_bytes_per_s(5) == pytest.approx(63e9)  # Gen 5 x16: 32 GT/s x 16 lanes x 128/130 / 8
     assert pcie_bytes_per_s(4, 8) == pytest.approx(15.75e9)  # a Gen 4 link trained at x8: half of x16
     assert pcie_bytes_per_s(3) == pytest.approx(15.75e9)
     with pytest.raises(ValueError):
@@ -58,8 +58,12 @@ def _sawtooth(sms, tile_m, tile_n, k_overhead, power_knee_flops, seed):
         filled = m * n / (np.ceil(tiles / sms) * sms * tile_m * tile_n)
         flops = 2 * m * n * k
         clock = 1 / (1 + 0.08 * np.maximum(0, np.log2(flops / power_knee_flops)))
-        t = np.maximum(flops / (989e12 * 0.85 * filled * k / (k + k_overhead) * clock),
-                       2 * (m * k + k * n + m * n) / 3.35e12) + 5e-6
+        t = (
+            np.maximum(
+                flops / (989e12 * 0.85 * filled * k / (k + k_overhead) * clock), 2 * (m * k + k * n + m * n) / 3.35e12
+            )
+            + 5e-6
+        )
         return flops / t
 
     def noisy(shape):
@@ -69,9 +73,19 @@ def _sawtooth(sms, tile_m, tile_n, k_overhead, power_knee_flops, seed):
     return rate, noisy
 
 
-SURFACES = [(sms, tm, tn, k0, knee) for sms, tm, tn in [(132, 128, 256), (108, 128, 128), (114, 256, 128),
-                                                       (304, 256, 256), (80, 128, 256), (132, 256, 256)]
-            for k0 in (128, 512) for knee in (2**40, 2**42, 2**46, 2**39)]
+SURFACES = [
+    (sms, tm, tn, k0, knee)
+    for sms, tm, tn in [
+        (132, 128, 256),
+        (108, 128, 128),
+        (114, 256, 128),
+        (304, 256, 256),
+        (80, 128, 256),
+        (132, 256, 256),
+    ]
+    for k0 in (128, 512)
+    for knee in (2**40, 2**42, 2**46, 2**39)
+]
 
 
 def test_guided_search_gets_within_3_percent_of_an_exhaustive_sweep():
@@ -101,8 +115,16 @@ def test_guided_search_gets_within_3_percent_of_an_exhaustive_sweep():
 
 def test_guided_search_respects_its_deadline():
     clock = iter(range(1000))
-    shape, seen = bench.guided_search(lambda s: float(sum(s)), [(256, 256, 256)], 256, 256, 10**6, 20480,
-                                      deadline_s=5, clock=lambda: float(next(clock)))
+    _shape, seen = bench.guided_search(
+        lambda s: float(sum(s)),
+        [(256, 256, 256)],
+        256,
+        256,
+        10**6,
+        20480,
+        deadline_s=5,
+        clock=lambda: float(next(clock)),
+    )
     assert len(seen) <= 6  # one clock tick per check: stopped by the 5 s deadline, not the shape budget
 
 
@@ -148,8 +170,11 @@ def test_model_shapes_are_weighted_by_count(monkeypatch):
     # shape A runs at 100 TFLOP/s, shape B at 50; B appears 3 times as often: the model's rate is the
     # FLOP-weighted harmonic mean, total work / total time
     speed = {(256, 128, 128): 100e12, (256, 512, 128): 50e12}
-    monkeypatch.setattr(bench, "matmul_times",
-                        lambda torch, dev, dt, m, n, k, iters, flush: [bench.gemm_flops(m, n, k) / speed[(m, n, k)]])
+    monkeypatch.setattr(
+        bench,
+        "matmul_times",
+        lambda torch, dev, dt, m, n, k, iters, flush: [bench.gemm_flops(m, n, k) / speed[(m, n, k)]],
+    )
     r = bench.bench_matmul("bf16", shapes=[(4096, 2048, 2048, 1), (4096, 8192, 2048, 3)], model="demo")
     wa, wb = bench.gemm_flops(256, 128, 128), 3 * bench.gemm_flops(256, 512, 128)
     assert r.value == pytest.approx((wa + wb) / (wa / 100 + wb / 50))
@@ -168,8 +193,14 @@ def test_collectives_single_process_gloo():
     with pytest.raises(bench.BenchUnavailable, match="2 or more ranks"):
         bench.bench_collectives(quick=True)
     rs = bench.bench_collectives(quick=True, sizes=[2**16, 3 * 2**20], allow_single=True)
-    assert [r.name for r in rs] == ["all_reduce 64 KiB", "all_reduce 3 MiB", "all_gather 64 KiB", "all_gather 3 MiB",
-                                    "reduce_scatter 64 KiB", "reduce_scatter 3 MiB"]
+    assert [r.name for r in rs] == [
+        "all_reduce 64 KiB",
+        "all_reduce 3 MiB",
+        "all_gather 64 KiB",
+        "all_gather 3 MiB",
+        "reduce_scatter 64 KiB",
+        "reduce_scatter 3 MiB",
+    ]
     for r in rs:
         assert r.detail["ranks"] == 1 and r.value == 0.0 and r.detail["algbw_bytes_per_s"] > 0
         assert r.datasheet is None  # one rank on a CPU: nothing to compare with
@@ -181,9 +212,30 @@ def test_collectives_across_two_ranks_with_torchrun(tmp_path):
     import subprocess
 
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "gpuplan",
-                           "local", "bench", "allreduce", "--payload", "64KiB", "--payload", "4MiB", "--json"], capture_output=True, text=True, env=env,
-                          timeout=300, cwd=tmp_path)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "gpuplan",
+            "local",
+            "bench",
+            "allreduce",
+            "--payload",
+            "64KiB",
+            "--payload",
+            "4MiB",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     rec = json.loads(proc.stdout)
     assert {r["detail"]["op"] for r in rec["results"]} == {"all_reduce", "all_gather", "reduce_scatter"}
@@ -234,10 +286,26 @@ def test_without_torch_it_says_how_to_install(monkeypatch):
 
 def _profile(tmp_path, gpu="h100-sxm-80gb"):
     # synthetic profile (a GPU run would write one with real figures): 794.5 of 989 TFLOP/s, 2.9 of 3.35 TB/s
-    results = [{"name": "matmul bf16", "value": 794.5, "unit": "TFLOP/s", "datasheet": 989.5,
-                "fraction_of_datasheet": 794.5 / 989.5, "detail": {}, "seconds": 60},
-               {"name": "memory copy", "value": 2900, "unit": "GB/s (read + write)", "datasheet": 3350,
-                "fraction_of_datasheet": 2900 / 3350, "detail": {}, "seconds": 5}]
+    results = [
+        {
+            "name": "matmul bf16",
+            "value": 794.5,
+            "unit": "TFLOP/s",
+            "datasheet": 989.5,
+            "fraction_of_datasheet": 794.5 / 989.5,
+            "detail": {},
+            "seconds": 60,
+        },
+        {
+            "name": "memory copy",
+            "value": 2900,
+            "unit": "GB/s (read + write)",
+            "datasheet": 3350,
+            "fraction_of_datasheet": 2900 / 3350,
+            "detail": {},
+            "seconds": 5,
+        },
+    ]
     f = tmp_path / "cal.json"
     f.write_text(json.dumps(make_profile(results, {"name": "NVIDIA H100 80GB HBM3", "catalog_id": gpu}, {}, {})))
     return f
@@ -262,18 +330,22 @@ def test_calibration_errors(tmp_path, run):
     other = _profile(tmp_path, gpu="a100-sxm-80gb")
     line = one_line_error(*run("train", "llama-3.1-8b", "--gpu", "h100", "--tokens", "1T", "--calibration", str(other)))
     assert "measured on a100-sxm-80gb, not h100-sxm-80gb" in line
-    assert "can't read" in one_line_error(*run("serve", "llama-3.1-8b", "--gpu", "h100", "--calibration",
-                                               str(tmp_path / "none.json")))
+    assert "can't read" in one_line_error(
+        *run("serve", "llama-3.1-8b", "--gpu", "h100", "--calibration", str(tmp_path / "none.json"))
+    )
 
 
 def test_bench_cli_on_cpu(tmp_path, run):
     out_file = tmp_path / "cal.json"
-    code, out, err = run("local", "bench", "disk", "--path", str(tmp_path), "--file-size", "8MiB", "--save",
-                         str(out_file), "--json")
+    code, out, err = run(
+        "local", "bench", "disk", "--path", str(tmp_path), "--file-size", "8MiB", "--save", str(out_file), "--json"
+    )
     assert code == 0, err
     rec = json.loads(out)
-    assert rec["kind"] == "calibration" and {r["name"] for r in rec["results"]} == {"disk write (fsync)",
-                                                                                      "disk read (uncached)"}
+    assert rec["kind"] == "calibration" and {r["name"] for r in rec["results"]} == {
+        "disk write (fsync)",
+        "disk read (uncached)",
+    }
     assert read_profile(out_file)["results"]
     assert "not a directory" in one_line_error(*run("local", "bench", "disk", "--path", str(tmp_path / "nope")))
 
@@ -288,7 +360,7 @@ def test_sampler_names_throttling_and_ignores_benign_reasons():
         try:
             return next(readings)
         except StopIteration:
-            raise RuntimeError("done")
+            raise RuntimeError("done") from None
 
     import time
 
@@ -310,7 +382,6 @@ def test_bench_uses_the_models_shapes(run):
     assert "needs an architecture" in one_line_error(*run("local", "bench", "matmul", "--model", "7B"))
 
 
-
 def test_model_shapes_are_measured_not_climbed_away_from():
     shapes = [(4096, 2048, 2048, 16), (4096, 8192, 2048, 16)]
     r = bench.bench_matmul("bf16", quick=True, shapes=shapes, model="demo")
@@ -318,9 +389,14 @@ def test_model_shapes_are_measured_not_climbed_away_from():
     assert r.detail["shapes_tried"] == 2
 
 
-@pytest.mark.parametrize("bad,fragment", [({"results": [1]}, "objects"), ({"gpu": "h100"}, "'gpu'"),
-                                          ({"results": [{"name": "matmul bf16", "fraction_of_datasheet": 2.0}]},
-                                           "fraction_of_datasheet")])
+@pytest.mark.parametrize(
+    "bad,fragment",
+    [
+        ({"results": [1]}, "objects"),
+        ({"gpu": "h100"}, "'gpu'"),
+        ({"results": [{"name": "matmul bf16", "fraction_of_datasheet": 2.0}]}, "fraction_of_datasheet"),
+    ],
+)
 def test_calibration_profile_is_checked(tmp_path, bad, fragment):
     f = tmp_path / "p.json"
     f.write_text(json.dumps({**make_profile([], None, {}, {}), **bad}))
@@ -330,15 +406,18 @@ def test_calibration_profile_is_checked(tmp_path, bad, fragment):
 
 def test_calibration_and_rank_do_not_mix(tmp_path, run):
     f = _profile(tmp_path)
-    assert "--rank compares many" in one_line_error(*run("serve", "llama-3.1-8b", "--gpu", "h100,l4", "--rank",
-                                                         "--calibration", str(f)))
-    assert "--rank compares many" in one_line_error(*run("train", "llama-3.1-8b", "--gpu", "h100", "--tokens", "1T",
-                                                         "--rank", "--calibration", str(f)))
+    assert "--rank compares many" in one_line_error(
+        *run("serve", "llama-3.1-8b", "--gpu", "h100,l4", "--rank", "--calibration", str(f))
+    )
+    assert "--rank compares many" in one_line_error(
+        *run("train", "llama-3.1-8b", "--gpu", "h100", "--tokens", "1T", "--rank", "--calibration", str(f))
+    )
 
 
 def test_save_folder_is_checked_first(tmp_path, run):
-    line = one_line_error(*run("local", "bench", "disk", "--path", str(tmp_path), "--save",
-                               str(tmp_path / "no" / "such" / "p.json")))
+    line = one_line_error(
+        *run("local", "bench", "disk", "--path", str(tmp_path), "--save", str(tmp_path / "no" / "such" / "p.json"))
+    )
     assert "no folder" in line
 
 
@@ -347,8 +426,13 @@ def test_bench_all_on_cpu_names_what_it_skipped(tmp_path, run):
     assert code == 0, err
     rec = json.loads(out)
     names = [r["name"] for r in rec["results"]]
-    assert names[:5] == ["matmul bf16 (cpu)", "matmul fp16 (cpu)", "matmul fp8 (cpu)", "matmul tf32 (cpu)",
-                         "memory copy (cpu)"]
+    assert names[:5] == [
+        "matmul bf16 (cpu)",
+        "matmul fp16 (cpu)",
+        "matmul fp8 (cpu)",
+        "matmul tf32 (cpu)",
+        "memory copy (cpu)",
+    ]
     assert rec["results"][-2]["detail"]["bytes"] == 2 * 4 * 2**20 and rec["mode"] == "quick"
     assert any(s.startswith("pcie") for s in rec["skipped"]) and any("torchrun" in s for s in rec["skipped"])
     assert rec["versions"]["gpuplan"] and rec["versions"]["torch"]

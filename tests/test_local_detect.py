@@ -17,17 +17,54 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import BUNDLED_ACCELERATORS
-from gpuplan.local.detect import (TOPOLOGY_LEVELS, Disk, GpuReading, Host, TorchBackend, detect, detection_dict,
-                                  dtype_support, gpu_notes, gpu_warnings, match_catalog, torch_fallback)
+from gpuplan.local.detect import (
+    TOPOLOGY_LEVELS,
+    Disk,
+    GpuReading,
+    Host,
+    TorchBackend,
+    detect,
+    detection_dict,
+    dtype_support,
+    gpu_notes,
+    gpu_warnings,
+    match_catalog,
+    torch_fallback,
+)
 
 ACCS = BUNDLED_ACCELERATORS
-HOST = Host("node1", "Linux 6.8", "Intel Xeon Platinum 8480+", 112, 224, 2 * 1024**4, 2,
-            (Disk("/", "ext4", 2 * 10**12, 10**12),), "3.11.7")
-H100 = GpuReading(index=0, name="NVIDIA H100 80GB HBM3", pci_device_id="0x2330", pci_bus_id="00000000:18:00.0",
-                  memory_total_bytes=81559 * 2**20, memory_free_bytes=80000 * 2**20, compute_capability=(9, 0),
-                  sm_clock_mhz=1980, sm_clock_max_mhz=1980, power_limit_w=700, pcie_gen=5, pcie_gen_max=5,
-                  pcie_width=16, pcie_width_max=16, nvlink_active_links=18, nvlink_switch=True, mig_enabled=False,
-                  ecc_uncorrected_errors=0, retired_pages=0)
+HOST = Host(
+    "node1",
+    "Linux 6.8",
+    "Intel Xeon Platinum 8480+",
+    112,
+    224,
+    2 * 1024**4,
+    2,
+    (Disk("/", "ext4", 2 * 10**12, 10**12),),
+    "3.11.7",
+)
+H100 = GpuReading(
+    index=0,
+    name="NVIDIA H100 80GB HBM3",
+    pci_device_id="0x2330",
+    pci_bus_id="00000000:18:00.0",
+    memory_total_bytes=81559 * 2**20,
+    memory_free_bytes=80000 * 2**20,
+    compute_capability=(9, 0),
+    sm_clock_mhz=1980,
+    sm_clock_max_mhz=1980,
+    power_limit_w=700,
+    pcie_gen=5,
+    pcie_gen_max=5,
+    pcie_width=16,
+    pcie_width_max=16,
+    nvlink_active_links=18,
+    nvlink_switch=True,
+    mig_enabled=False,
+    ecc_uncorrected_errors=0,
+    retired_pages=0,
+)
 
 
 class FakeBackend:
@@ -75,18 +112,39 @@ def test_a100_sizes_are_told_apart_by_memory():
 
 
 def test_warnings():
-    w = gpu_warnings(replace(H100, pcie_width=8, pcie_gen=3, utilization_gpu_percent=97, ecc_uncorrected_errors=2,
-                             retired_pages=1, mig_enabled=True))
+    w = gpu_warnings(
+        replace(
+            H100,
+            pcie_width=8,
+            pcie_gen=3,
+            utilization_gpu_percent=97,
+            ecc_uncorrected_errors=2,
+            retired_pages=1,
+            mig_enabled=True,
+        )
+    )
     text = " ".join(w)
     assert "x8 of x16" in text and "Gen 3 of Gen 5 while the GPU is busy" in text and "2 uncorrected ECC" in text
     assert "retired" in text and "MIG" in text
 
 
 def test_direct_nvlink_peers_and_pcie_topology():
-    a = replace(H100, index=0, pci_bus_id="00000000:01:00.0", nvlink_switch=False, nvlink_active_links=4,
-                nvlink_peers=("00000000:02:00.0",) * 4)
-    b = replace(H100, index=1, pci_bus_id="00000000:02:00.0", nvlink_switch=False, nvlink_active_links=4,
-                nvlink_peers=("00000000:01:00.0",) * 4)
+    a = replace(
+        H100,
+        index=0,
+        pci_bus_id="00000000:01:00.0",
+        nvlink_switch=False,
+        nvlink_active_links=4,
+        nvlink_peers=("00000000:02:00.0",) * 4,
+    )
+    b = replace(
+        H100,
+        index=1,
+        pci_bus_id="00000000:02:00.0",
+        nvlink_switch=False,
+        nvlink_active_links=4,
+        nvlink_peers=("00000000:01:00.0",) * 4,
+    )
     c = replace(H100, index=2, pci_bus_id="00000000:03:00.0", nvlink_switch=False, nvlink_active_links=0)
     d = detect(ACCS, FakeBackend([a, b, c]), HOST)
     assert d.topology[0][1] == "NV4" and d.topology[1][0] == "NV4" and d.topology[0][2] == "SYS"
@@ -137,7 +195,7 @@ def test_every_nvml_name_used_exists_in_nvidia_ml_py():
 
 def test_a_gpu_nvml_cannot_read_is_reported_not_fatal():
     class HalfBroken(FakeBackend):
-        errors = ["GPU 1: NVML could not read it (GpuIsLost)"]
+        errors = ("GPU 1: NVML could not read it (GpuIsLost)",)
 
     d = detect(ACCS, HalfBroken([H100]), HOST)
     assert len(d.gpus) == 1 and "GpuIsLost" in d.notes[0]
@@ -151,33 +209,44 @@ def test_remapped_rows_warnings():
 # ------------------------------------------------------------------ compute capability -> dtypes
 
 
-@pytest.mark.parametrize("cc, bf16, fp8", [
-    ((7, 0), False, False),   # V100: FP16 tensor cores only
-    ((7, 5), False, False),   # T4
-    ((8, 0), True, False),    # A100: BF16, no FP8
-    ((8, 6), True, False),    # A10, RTX 30xx
-    ((8, 9), True, True),     # L4, L40S, RTX 40xx (Ada): FP8
-    ((9, 0), True, True),     # H100, H200
-    ((10, 0), True, True),    # B200
-    ((12, 0), True, True),    # RTX 50xx
-])
+@pytest.mark.parametrize(
+    "cc, bf16, fp8",
+    [
+        ((7, 0), False, False),  # V100: FP16 tensor cores only
+        ((7, 5), False, False),  # T4
+        ((8, 0), True, False),  # A100: BF16, no FP8
+        ((8, 6), True, False),  # A10, RTX 30xx
+        ((8, 9), True, True),  # L4, L40S, RTX 40xx (Ada): FP8
+        ((9, 0), True, True),  # H100, H200
+        ((10, 0), True, True),  # B200
+        ((12, 0), True, True),  # RTX 50xx
+    ],
+)
 def test_bf16_and_fp8_support_follow_compute_capability(cc, bf16, fp8):
     assert dtype_support(cc) == {"bf16": bf16, "fp8": fp8}
 
 
 def test_dtype_support_is_unknown_without_a_compute_capability_or_for_rocm():
     assert dtype_support(None) == {"bf16": None, "fp8": None}
-    assert dtype_support((9, 4), vendor="amd") == {"bf16": None, "fp8": None}   # gfx942 is not sm_94
+    assert dtype_support((9, 4), vendor="amd") == {"bf16": None, "fp8": None}  # gfx942 is not sm_94
 
 
 def test_detect_reports_dtype_support_in_json_and_table():
-    v100 = replace(H100, index=1, pci_bus_id="00000000:19:00.0", name="Tesla V100-SXM2-32GB", pci_device_id="0x1db5",
-                   memory_total_bytes=32510 * 2**20, compute_capability=(7, 0), nvlink_switch=False)
+    v100 = replace(
+        H100,
+        index=1,
+        pci_bus_id="00000000:19:00.0",
+        name="Tesla V100-SXM2-32GB",
+        pci_device_id="0x1db5",
+        memory_total_bytes=32510 * 2**20,
+        compute_capability=(7, 0),
+        nvlink_switch=False,
+    )
     rec = detection_dict(detect(ACCS, FakeBackend([H100, v100]), HOST))
     assert [(g["supports_bf16"], g["supports_fp8"]) for g in rec["gpus"]] == [(True, True), (False, False)]
     header, rows = _table_rows(_render(rec), "catalog id")
     col = header.index("bf16")
-    assert rows[0][col:col + 2] == ["yes", "yes"] and rows[1][col:col + 2] == ["no", "no"]
+    assert rows[0][col : col + 2] == ["yes", "yes"] and rows[1][col : col + 2] == ["no", "no"]
 
 
 # ------------------------------------------------------------------------------------ rendering
@@ -199,7 +268,7 @@ def _table_rows(text: str, header_word: str) -> tuple[list[str], list[list[str]]
     start = next(i for i, line in enumerate(lines) if header_word in line)
     split = lambda line: [c for c in re.split(r"\s{2,}", line.strip()) if c]  # noqa: E731
     rows = []
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.strip():
             break
         rows.append(split(line))
@@ -234,9 +303,15 @@ def test_topology_uses_nvml_indices_when_a_gpu_is_missing():
     """Regression: readings for NVML indices 0, 2 and 3 only (GPU 1 unreadable). NVLink peers and the PCIe
     levels must be looked up by NVML index, not by position in the list, and the matrix must be symmetric."""
     bus = {i: f"00000000:{0x18 + i:02x}:00.0" for i in range(4)}
-    g0 = replace(H100, index=0, pci_bus_id=bus[0], nvlink_switch=False, nvlink_active_links=4, nvlink_peers=(bus[1],) * 4)
-    g2 = replace(H100, index=2, pci_bus_id=bus[2], nvlink_switch=False, nvlink_active_links=4, nvlink_peers=(bus[3],) * 4)
-    g3 = replace(H100, index=3, pci_bus_id=bus[3], nvlink_switch=False, nvlink_active_links=4, nvlink_peers=(bus[2],) * 4)
+    g0 = replace(
+        H100, index=0, pci_bus_id=bus[0], nvlink_switch=False, nvlink_active_links=4, nvlink_peers=(bus[1],) * 4
+    )
+    g2 = replace(
+        H100, index=2, pci_bus_id=bus[2], nvlink_switch=False, nvlink_active_links=4, nvlink_peers=(bus[3],) * 4
+    )
+    g3 = replace(
+        H100, index=3, pci_bus_id=bus[3], nvlink_switch=False, nvlink_active_links=4, nvlink_peers=(bus[2],) * 4
+    )
     backend = RecordingBackend([g0, g2, g3], {frozenset((0, 2)): "NODE", frozenset((0, 3)): "SYS"})
     d = detect(ACCS, backend, HOST)
     assert d.topology_gpus == (0, 2, 3)
@@ -255,11 +330,11 @@ def test_topology_uses_nvml_indices_when_a_gpu_is_missing():
 def test_low_power_cap_warns_against_the_default_limit_or_the_catalog_tdp():
     capped = replace(H100, power_limit_w=500, power_default_limit_w=700)
     assert "power capped at 500 W, 71% of its default limit (700 W)" in " ".join(gpu_warnings(capped))
-    assert not gpu_warnings(replace(H100, power_limit_w=650, power_default_limit_w=700))   # 93 %: fine
+    assert not gpu_warnings(replace(H100, power_limit_w=650, power_default_limit_w=700))  # 93 %: fine
     # no NVML default limit: the catalog TDP (h100-sxm-80gb: 700 W) is the reference
     d = detect(ACCS, FakeBackend([replace(H100, power_limit_w=400, power_default_limit_w=None)]), HOST)
     assert "57% of the catalog TDP (700 W)" in " ".join(d.gpus[0].warnings)
-    assert not gpu_warnings(replace(H100, power_limit_w=400, power_default_limit_w=None))   # nothing to compare
+    assert not gpu_warnings(replace(H100, power_limit_w=400, power_default_limit_w=None))  # nothing to compare
 
 
 def test_idle_pcie_generation_is_a_note_not_a_warning_but_width_always_warns():
@@ -276,8 +351,15 @@ def test_idle_pcie_generation_is_a_note_not_a_warning_but_width_always_warns():
 
 
 def test_table_shows_notes_and_warnings():
-    rec = detection_dict(detect(ACCS, FakeBackend([replace(H100, pcie_gen=1, utilization_gpu_percent=0,
-                                                           power_limit_w=350, power_default_limit_w=700)]), HOST))
+    rec = detection_dict(
+        detect(
+            ACCS,
+            FakeBackend(
+                [replace(H100, pcie_gen=1, utilization_gpu_percent=0, power_limit_w=350, power_default_limit_w=700)]
+            ),
+            HOST,
+        )
+    )
     assert rec["gpus"][0]["gpu_notes"] and rec["gpus"][0]["warnings"]
     text = _render(rec)
     assert "idle links downshift" in text and "power capped at 350 W" in text
@@ -329,13 +411,20 @@ class FakePynvml:
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
     NVML_VOLATILE_ECC = 0
     NVMLError = FakeNVMLError
-    HARDWARE_LINKS = 18   # NVLink links an H100 has; NVML answers InvalidArgument beyond them
+    HARDWARE_LINKS = 18  # NVLink links an H100 has; NVML answers InvalidArgument beyond them
 
-    def __init__(self, fixture: dict, *, init_error: str | None = None, lost: tuple[int, ...] = (),
-                 overrides: dict[int, dict] | None = None):
+    def __init__(
+        self,
+        fixture: dict,
+        *,
+        init_error: str | None = None,
+        lost: tuple[int, ...] = (),
+        overrides: dict[int, dict] | None = None,
+    ):
         self.fx, self.init_error, self.lost = fixture, init_error, set(lost)
-        self.devices = [{**fixture["device_defaults"], **d, **(overrides or {}).get(d["index"], {})}
-                        for d in fixture["devices"]]
+        self.devices = [
+            {**fixture["device_defaults"], **d, **(overrides or {}).get(d["index"], {})} for d in fixture["devices"]
+        ]
         self.calls: set[str] = set()
 
     def __getattribute__(self, name):
@@ -371,8 +460,13 @@ class FakePynvml:
 
     def nvmlDeviceGetPciInfo(self, h):
         bus_id = self._v(h, "bus_id")
-        return SimpleNamespace(busId=bus_id, pciDeviceId=int(self._v(h, "pci_device_id"), 16),
-                               domain=int(bus_id[:8], 16), bus=int(bus_id[9:11], 16), device=int(bus_id[12:14], 16))
+        return SimpleNamespace(
+            busId=bus_id,
+            pciDeviceId=int(self._v(h, "pci_device_id"), 16),
+            domain=int(bus_id[:8], 16),
+            bus=int(bus_id[9:11], 16),
+            device=int(bus_id[12:14], 16),
+        )
 
     def nvmlDeviceGetMemoryInfo(self, h):
         total, used = self._v(h, "memory_total_bytes"), self._v(h, "memory_used_bytes")
@@ -469,7 +563,12 @@ def test_real_backend_on_a_synthetic_hgx_h100_node(monkeypatch, nvml_fixture):
     assert [g.catalog_id for g in d.gpus] == ["h100-sxm-80gb"] * 8
     r = d.gpus[0].reading
     assert (r.pci_device_id, r.pci_bus_id, r.memory_total_bytes) == ("0x2330", "00000000:18:00.0", 85520809984)
-    assert (r.compute_capability, r.sm_clock_max_mhz, r.power_limit_w, r.power_default_limit_w) == ((9, 0), 1980, 700, 700)
+    assert (r.compute_capability, r.sm_clock_max_mhz, r.power_limit_w, r.power_default_limit_w) == (
+        (9, 0),
+        1980,
+        700,
+        700,
+    )
     assert (r.pcie_gen, r.pcie_gen_max, r.pcie_width, r.pcie_width_max) == (5, 5, 16, 16)
     assert r.nvlink_active_links == 18 and r.nvlink_switch and r.nvlink_peers == ()
     assert r.retired_pages is None and r.remapped_rows_pending is False and r.mig_enabled is False
@@ -480,8 +579,20 @@ def test_real_backend_on_a_synthetic_hgx_h100_node(monkeypatch, nvml_fixture):
     rec = json.loads(json.dumps(detection_dict(d)))
     assert rec["driver_version"] == "570.124.06" and rec["cuda_version"] == "12.8"
     text = _render(rec)
-    for fact in ("8 NVIDIA GPUs", "driver 570.124.06, CUDA 12.8", "NVIDIA H100 80GB HBM3", "h100-sxm-80gb", "79.6",
-                 "9.0", "1980/1980", "700", "Gen5/5 x16/16", "NV18", "GPU7", "PCI device id 0x2330 and 79.6 GiB"):
+    for fact in (
+        "8 NVIDIA GPUs",
+        "driver 570.124.06, CUDA 12.8",
+        "NVIDIA H100 80GB HBM3",
+        "h100-sxm-80gb",
+        "79.6",
+        "9.0",
+        "1980/1980",
+        "700",
+        "Gen5/5 x16/16",
+        "NV18",
+        "GPU7",
+        "PCI device id 0x2330 and 79.6 GiB",
+    ):
         assert fact in text, fact
     header, rows = _table_rows(text, "catalog id")
     assert len(rows) == 8 and all(row[header.index("NVLink")] == "18" for row in rows)
@@ -497,7 +608,7 @@ def test_fake_pynvml_offers_exactly_the_functions_detect_calls(monkeypatch, nvml
     fake = FakePynvml(nvml_fixture, overrides={0: {"nvlink_remote_device_type": "gpu", "nvlink_peer": 1}})
     _install(monkeypatch, fake)
     detect(ACCS, host=HOST, fallback=_no_fallback)
-    fake.nvmlDeviceGetTopologyCommonAncestor(FakeHandle(0), FakeHandle(1))   # asked only without NVLink
+    fake.nvmlDeviceGetTopologyCommonAncestor(FakeHandle(0), FakeHandle(1))  # asked only without NVLink
     assert fake.calls == offered
 
 
@@ -523,7 +634,7 @@ def test_real_backend_with_a_lost_gpu_and_direct_links(monkeypatch, nvml_fixture
             got = d.topology[pos[a]][pos[b]]
             want = "X" if a == b else "NV18" if a ^ 1 == b else TOPOLOGY_LEVELS[levels[a][b]]
             assert got == want, (a, b, got, want)
-    header, rows = _table_rows(_render(detection_dict(d)), "GPU0")
+    header, _rows = _table_rows(_render(detection_dict(d)), "GPU0")
     assert header == ["GPU0", "GPU2", "GPU3", "GPU4", "GPU5", "GPU6", "GPU7"]
 
 
@@ -538,9 +649,11 @@ def test_real_backend_unknown_pci_id_is_unknown_never_an_a100(monkeypatch, nvml_
 
 
 def test_real_backend_power_cap_and_idle_link(monkeypatch, nvml_fixture):
-    over = {0: {"enforced_power_limit_mw": 450000},
-            1: {"pcie_link_gen": 1, "utilization_gpu_percent": 0},
-            2: {"pcie_link_gen": 3, "utilization_gpu_percent": 95}}
+    over = {
+        0: {"enforced_power_limit_mw": 450000},
+        1: {"pcie_link_gen": 1, "utilization_gpu_percent": 0},
+        2: {"pcie_link_gen": 3, "utilization_gpu_percent": 95},
+    }
     _install(monkeypatch, FakePynvml(nvml_fixture, overrides=over))
     g = detect(ACCS, host=HOST, fallback=_no_fallback).gpus
     assert "power capped at 450 W, 64% of its default limit (700 W)" in g[0].warnings[0]
@@ -566,15 +679,24 @@ class FakeTorch:
     def __init__(self, props, available=True, hip=None):
         self.__version__ = "2.13.0"
         self.version = SimpleNamespace(cuda=None if hip else "12.8", hip=hip)
-        self.cuda = SimpleNamespace(is_available=lambda: available, device_count=lambda: len(props),
-                                    get_device_properties=lambda i: props[i])
+        self.cuda = SimpleNamespace(
+            is_available=lambda: available, device_count=lambda: len(props), get_device_properties=lambda i: props[i]
+        )
 
 
 def _h100_props(bus: int) -> SimpleNamespace:
     # synthetic, shaped like torch 2.x _CudaDeviceProperties on an H100 SXM (81559 MiB, 132 SMs, sm_90)
-    return SimpleNamespace(name="NVIDIA H100 80GB HBM3", total_memory=85520809984, major=9, minor=0,
-                           multi_processor_count=132, uuid=f"5a47e71c-0000-4000-8000-0000000000{bus:02x}",
-                           pci_domain_id=0, pci_bus_id=bus, pci_device_id=0)
+    return SimpleNamespace(
+        name="NVIDIA H100 80GB HBM3",
+        total_memory=85520809984,
+        major=9,
+        minor=0,
+        multi_processor_count=132,
+        uuid=f"5a47e71c-0000-4000-8000-0000000000{bus:02x}",
+        pci_domain_id=0,
+        pci_bus_id=bus,
+        pci_device_id=0,
+    )
 
 
 def _sysfs(tmp_path, buses, product="0x2330"):
@@ -592,11 +714,21 @@ def test_torch_fallback_when_nvml_init_fails(monkeypatch, nvml_fixture, tmp_path
     assert d.gpu_status == "2 NVIDIA GPUs (through torch; NVML unavailable)"
     assert [g.catalog_id for g in d.gpus] == ["h100-sxm-80gb"] * 2
     r = d.gpus[1].reading
-    assert (r.source, r.pci_device_id, r.pci_bus_id, r.multiprocessor_count) == ("torch", "0x2330", "00000000:2A:00.0", 132)
-    assert r.pcie_gen is None and r.sm_clock_mhz is None and r.nvlink_active_links is None and r.memory_free_bytes is None
+    assert (r.source, r.pci_device_id, r.pci_bus_id, r.multiprocessor_count) == (
+        "torch",
+        "0x2330",
+        "00000000:2A:00.0",
+        132,
+    )
+    assert (
+        r.pcie_gen is None and r.sm_clock_mhz is None and r.nvlink_active_links is None and r.memory_free_bytes is None
+    )
     assert d.gpus[0].supports_bf16 and d.gpus[0].supports_fp8 and d.topology == ()
     note = " ".join(d.notes)
-    assert "NVML unavailable (no NVIDIA driver found (DriverNotLoaded))" in note and "torch 2.13.0 built for CUDA 12.8" in note
+    assert (
+        "NVML unavailable (no NVIDIA driver found (DriverNotLoaded))" in note
+        and "torch 2.13.0 built for CUDA 12.8" in note
+    )
     assert "clocks, power, PCIe, NVLink, ECC and topology are unknown" in note
     text = _render(detection_dict(d))
     assert "h100-sxm-80gb" in text and "None" not in text
@@ -605,7 +737,7 @@ def test_torch_fallback_when_nvml_init_fails(monkeypatch, nvml_fixture, tmp_path
 
 
 def test_torch_fallback_without_nvidia_ml_py_and_without_sysfs(monkeypatch, tmp_path):
-    monkeypatch.setitem(sys.modules, "pynvml", None)   # import pynvml -> ImportError
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
     torch = FakeTorch([_h100_props(0x18)])
     d = detect(ACCS, host=HOST, fallback=lambda: TorchBackend(torch, sysfs=tmp_path / "absent"))
     g = d.gpus[0]
@@ -615,19 +747,29 @@ def test_torch_fallback_without_nvidia_ml_py_and_without_sysfs(monkeypatch, tmp_
 
 def test_torch_fallback_with_old_properties_lacking_pci_fields(monkeypatch, nvml_fixture, tmp_path):
     _install(monkeypatch, FakePynvml(nvml_fixture, init_error="LibraryNotFound"))
-    props = SimpleNamespace(name="NVIDIA A100-SXM4-80GB", total_memory=81920 * 2**20, major=8, minor=0,
-                            multi_processor_count=108)
+    props = SimpleNamespace(
+        name="NVIDIA A100-SXM4-80GB", total_memory=81920 * 2**20, major=8, minor=0, multi_processor_count=108
+    )
     d = detect(ACCS, host=HOST, fallback=lambda: TorchBackend(FakeTorch([props]), sysfs=tmp_path))
     r = d.gpus[0].reading
     assert r.pci_device_id is None and r.pci_bus_id is None and r.uuid is None
-    assert d.gpus[0].catalog_id is None     # never matched by name
+    assert d.gpus[0].catalog_id is None  # never matched by name
     assert d.gpus[0].supports_bf16 is True and d.gpus[0].supports_fp8 is False
 
 
 def test_torch_fallback_on_rocm(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    props = SimpleNamespace(name="AMD Instinct MI300X", total_memory=192 * 2**30, major=9, minor=4,
-                            multi_processor_count=304, uuid="", pci_domain_id=0, pci_bus_id=0x11, pci_device_id=0)
+    props = SimpleNamespace(
+        name="AMD Instinct MI300X",
+        total_memory=192 * 2**30,
+        major=9,
+        minor=4,
+        multi_processor_count=304,
+        uuid="",
+        pci_domain_id=0,
+        pci_bus_id=0x11,
+        pci_device_id=0,
+    )
     torch = FakeTorch([props], hip="6.2.41133")
     d = detect(ACCS, host=HOST, fallback=lambda: TorchBackend(torch, sysfs=_sysfs(tmp_path, (0x11,), "0x74a1")))
     assert d.gpu_status.startswith("1 AMD GPU") and d.gpus[0].reading.vendor == "amd"
@@ -640,7 +782,7 @@ def test_torch_without_a_usable_gpu_is_no_fallback(monkeypatch, nvml_fixture):
     backend = TorchBackend(FakeTorch([_h100_props(0x18)], available=False))
     assert not backend.available()[0]
     d = detect(ACCS, host=HOST, fallback=lambda: None)
-    assert d.gpus == () and "no NVIDIA driver found (LibraryNotFound)" == d.gpu_status
+    assert d.gpus == () and d.gpu_status == "no NVIDIA driver found (LibraryNotFound)"
 
 
 def test_default_torch_fallback_needs_a_gpu():

@@ -35,7 +35,7 @@ def test_llama3_interruptions_reproduced_from_the_per_gpu_rate():
     """419 unexpected interruptions in 54 days on 16,384 H100 (Llama 3 paper): the exact rate gives 419 back,
     and the rounded 2e-5 per GPU-hour gives 425, within 2 %."""
     hours = 54 * 24
-    assert mx.LLAMA3_FAILURES_PER_GPU_HOUR == pytest.approx(1.97e-5, rel=2e-3)
+    assert pytest.approx(1.97e-5, rel=2e-3) == mx.LLAMA3_FAILURES_PER_GPU_HOUR
     assert mx.expected_failures(mx.LLAMA3_FAILURES_PER_GPU_HOUR, 16_384, hours) == pytest.approx(419, rel=1e-9)
     assert mx.expected_failures(2e-5, 16_384, hours) == pytest.approx(419, rel=0.02)
     # one failure every ~3 hours, as Meta reported
@@ -44,7 +44,7 @@ def test_llama3_interruptions_reproduced_from_the_per_gpu_rate():
 
 def test_rsc_rate_from_the_1024_gpu_mttf():
     """Kokolis et al.: MTTF 7.9 h for 1,024-GPU jobs -> 1.24e-4 per GPU-hour, ~6x Llama 3's rate."""
-    assert mx.RSC_FAILURES_PER_GPU_HOUR == pytest.approx(1.236e-4, rel=1e-3)
+    assert pytest.approx(1.236e-4, rel=1e-3) == mx.RSC_FAILURES_PER_GPU_HOUR
     assert mx.cluster_mtbf_s(mx.RSC_FAILURES_PER_GPU_HOUR, 1024) == pytest.approx(7.9 * 3600)
     assert 5 < mx.RSC_FAILURES_PER_GPU_HOUR / mx.LLAMA3_FAILURES_PER_GPU_HOUR < 7
 
@@ -140,9 +140,11 @@ def test_cpu_and_host_ram_rules():
 
 
 def test_storage_classes_are_sourced_and_the_cli_lists_them():
-    from gpuplan.cli.main import _STORAGE_CHOICES
+    from gpuplan.cli.main import cli
 
-    assert set(STORAGE_CHOICES) == set(_STORAGE_CHOICES) == {"local-nvme", "nfs", "lustre", "object"}
+    flags = {p.name: p for p in cli.commands["train"].params} | {}
+    cli_choices = set(flags["storage"].type.choices)
+    assert set(STORAGE_CHOICES) == cli_choices == {"local-nvme", "nfs", "lustre", "object"}
     for sc in mx.STORAGE_CLASSES.values():
         assert sc.source and sc.read_bytes_per_s_per_node > 0 and sc.write_bytes_per_s_per_node > 0
     lustre = mx.STORAGE_CLASSES["lustre"]
@@ -169,9 +171,18 @@ def test_parse_bytes_per_s(text, value):
     assert parse_bytes_per_s(text) == value
 
 
-@pytest.mark.parametrize("kwargs", [{"storage_write": "0GB/s"}, {"storage_write": "fast"}, {"bytes_per_token": "nan"},
-                                    {"bytes_per_token": "-2"}, {"mtbf_per_gpu_hours": "0"},
-                                    {"grid_gco2_per_kwh": "1e6"}, {"storage": "tape"}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"storage_write": "0GB/s"},
+        {"storage_write": "fast"},
+        {"bytes_per_token": "nan"},
+        {"bytes_per_token": "-2"},
+        {"mtbf_per_gpu_hours": "0"},
+        {"grid_gco2_per_kwh": "1e6"},
+        {"storage": "tape"},
+    ],
+)
 def test_bad_options_raise_quantity_error(kwargs):
     with pytest.raises(QuantityError):
         MachineOptions.from_flags(**kwargs)
@@ -198,3 +209,16 @@ def test_train_machine_without_a_plan_has_no_time_figures():
     for key in ("dataset_bytes", "goodput", "wall_time_with_failures_s", "energy_kwh", "network_bytes_per_s_per_gpu"):
         assert key not in d
     assert d["cluster_mtbf_s"] > d["checkpoint_interval_s"] > 0
+
+
+def test_storage_choice_is_the_estimate_table():
+    from gpuplan.spec.choices import Storage, values
+
+    assert tuple(mx.STORAGE_CLASSES) == values(Storage)
+
+
+def test_serving_node_default_is_the_step_time_default():
+    from gpuplan.estimate.steptime import StepAssumptions
+    from gpuplan.plan.machine import DEFAULT_GPUS_PER_NODE
+
+    assert StepAssumptions().gpus_per_node == DEFAULT_GPUS_PER_NODE

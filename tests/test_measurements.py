@@ -33,7 +33,9 @@ def _rows():
 ROWS = list(_rows())
 
 
-@pytest.mark.skipif(not ROWS, reason="no GPU recordings in docs/measurements yet (run scripts/measure_training_memory.py on a GPU)")
+@pytest.mark.skipif(
+    not ROWS, reason="no GPU recordings in docs/measurements yet (run scripts/measure_training_memory.py on a GPU)"
+)
 @pytest.mark.parametrize("rec,row", ROWS or [pytest.param(None, None, id="none")])
 def test_training_memory_within_10_percent_of_measured(rec, row):
     job = dict(row["job"])
@@ -58,17 +60,27 @@ def _inference_rows():
 INFERENCE_ROWS = list(_inference_rows())
 
 
-@pytest.mark.skipif(not INFERENCE_ROWS, reason="no GPU inference recordings in docs/measurements yet "
-                                               "(run scripts/measure_inference.py on a GPU)")
+@pytest.mark.skipif(
+    not INFERENCE_ROWS,
+    reason="no GPU inference recordings in docs/measurements yet (run scripts/measure_inference.py on a GPU)",
+)
 @pytest.mark.parametrize("rec,row", INFERENCE_ROWS or [pytest.param(None, None, id="none")])
 def test_inference_within_tolerance_of_measured(rec, row):
     """Issue #5: TPOT within 20 %, memory within 10 % (allocator view: weights + KV + workspace)."""
     from gpuplan.estimate.inference import serving_plan
     from gpuplan.spec.serving import ServingJob, ServingLayout
 
-    r = serving_plan(load_models().get(row["model"]), load_accelerators().get(rec["gpu_id"]), ServingLayout(),
-                     ServingJob(prompt_tokens=row["prompt_tokens"], output_tokens=row["output_tokens"],
-                                batch=row["batch"], engine="compiled"))
+    r = serving_plan(
+        load_models().get(row["model"]),
+        load_accelerators().get(rec["gpu_id"]),
+        ServingLayout(),
+        ServingJob(
+            prompt_tokens=row["prompt_tokens"],
+            output_tokens=row["output_tokens"],
+            batch=row["batch"],
+            engine="compiled",
+        ),
+    )
     assert r.tpot_s == pytest.approx(row["measured"]["tpot_s"], rel=0.20)
     allocator = r.parts["weights"] + r.parts["kv_cache"] + r.parts["activations_workspace"]
     assert allocator == pytest.approx(row["measured"]["max_memory_allocated_bytes"], rel=0.10)
@@ -81,8 +93,11 @@ PROFILES = sorted(MEASUREMENTS.glob("local_bench_*.json"))
 SEARCHES = sorted(MEASUREMENTS.glob("matmul_search_*.json"))
 
 
-@pytest.mark.skipif(not PROFILES, reason="no GPU benchmark recordings yet (gpuplan local bench all --save "
-                                         "docs/measurements/local_bench_<gpu>.json on a GPU)")
+@pytest.mark.skipif(
+    not PROFILES,
+    reason="no GPU benchmark recordings yet (gpuplan local bench all --save "
+    "docs/measurements/local_bench_<gpu>.json on a GPU)",
+)
 @pytest.mark.parametrize("path", PROFILES or [None], ids=lambda p: p.stem if p else "none")
 def test_bench_recording_matches_published_figures(path):
     """Issue #6: bf16 matmul within 5 % below Bekman's MAMF figure; device copy within 10 % of 4.3 TB/s on an

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import BUNDLED_MODELS
-from gpuplan.catalog.models import bundled_configs
 from gpuplan.catalog.hf_config import spec_from_hf_config
+from gpuplan.catalog.models import bundled_configs
 from gpuplan.estimate.params import count_params
 
 torch = pytest.importorskip("torch")
@@ -72,6 +72,21 @@ def test_catalog_is_broad():
     """The issue asks for >= 30 architectures across these families."""
     assert len(MODELS) >= 30
     types = {m.model_type for m in MODELS}
-    for needed in ("gpt2", "gpt_neox", "opt", "bloom", "falcon", "llama", "mistral", "mixtral", "qwen2", "qwen3",
-                   "qwen3_moe", "gemma2", "phi3", "deepseek_v3", "olmo"):
+    for needed in (
+        "gpt2",
+        "gpt_neox",
+        "opt",
+        "bloom",
+        "falcon",
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen3",
+        "qwen3_moe",
+        "gemma2",
+        "phi3",
+        "deepseek_v3",
+        "olmo",
+    ):
         assert needed in types, needed

@@ -20,9 +20,27 @@ transformers.logging.set_verbosity_error()
 
 @st.composite
 def llama_family_configs(draw):
-    model_type = draw(st.sampled_from(["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3",
-                                       "olmo", "olmo2", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2",
-                                       "deepseek_v3"]))
+    model_type = draw(
+        st.sampled_from(
+            [
+                "llama",
+                "mistral",
+                "qwen2",
+                "qwen3",
+                "gemma",
+                "gemma2",
+                "gemma3_text",
+                "phi3",
+                "olmo",
+                "olmo2",
+                "mixtral",
+                "qwen2_moe",
+                "qwen3_moe",
+                "deepseek_v2",
+                "deepseek_v3",
+            ]
+        )
+    )
     kv = draw(st.sampled_from([1, 2, 4]))
     heads = kv * draw(st.integers(1, 3))
     head_dim = draw(st.sampled_from([4, 8, 16]))
@@ -54,12 +72,20 @@ def llama_family_configs(draw):
             cfg["shared_expert_intermediate_size"] = draw(st.integers(4, 32))
     if model_type.startswith("deepseek"):
         cfg["num_key_value_heads"] = heads
-        cfg.update(kv_lora_rank=draw(st.integers(2, 16)), qk_nope_head_dim=draw(st.sampled_from([4, 8])),
-                   qk_rope_head_dim=draw(st.sampled_from([2, 4])), v_head_dim=draw(st.sampled_from([4, 8])),
-                   q_lora_rank=draw(st.one_of(st.none(), st.integers(2, 16))),
-                   n_routed_experts=draw(st.integers(2, 6)), n_shared_experts=draw(st.integers(0, 2)),
-                   moe_intermediate_size=draw(st.integers(4, 16)), num_experts_per_tok=1,
-                   first_k_dense_replace=draw(st.integers(0, 2)), n_group=1, topk_group=1)
+        cfg.update(
+            kv_lora_rank=draw(st.integers(2, 16)),
+            qk_nope_head_dim=draw(st.sampled_from([4, 8])),
+            qk_rope_head_dim=draw(st.sampled_from([2, 4])),
+            v_head_dim=draw(st.sampled_from([4, 8])),
+            q_lora_rank=draw(st.one_of(st.none(), st.integers(2, 16))),
+            n_routed_experts=draw(st.integers(2, 6)),
+            n_shared_experts=draw(st.integers(0, 2)),
+            moe_intermediate_size=draw(st.integers(4, 16)),
+            num_experts_per_tok=1,
+            first_k_dense_replace=draw(st.integers(0, 2)),
+            n_group=1,
+            topk_group=1,
+        )
         cfg.pop("head_dim")
     return cfg
 
@@ -87,8 +113,9 @@ def test_flops_grow_with_sequence_and_training_is_three_forwards(cfg, t1, t2):
     assert a.training_flops == pytest.approx(3 * a.inference_flops)
     parts = count_params(spec)
     assert 0 < parts.active <= parts.total
-    assert (parts.active == parts.total) == (spec.moe is None or spec.moe.experts == spec.moe.experts_per_token
-                                             or spec.moe.layers == 0)
+    assert (parts.active == parts.total) == (
+        spec.moe is None or spec.moe.experts == spec.moe.experts_per_token or spec.moe.layers == 0
+    )
 
 
 @settings(max_examples=100, deadline=None)

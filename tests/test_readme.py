@@ -19,3 +19,17 @@ def test_readme_examples_are_current():
     new, n = mod.refresh(text)
     assert n >= 8
     assert new == text, "README examples are stale: run python scripts/refresh_readme.py and review the diff"
+
+
+def test_readme_python_examples_run():
+    """Every ``>>>`` example in the README runs and prints what the README shows (doctest)."""
+    import doctest
+
+    text = (SCRIPT.parent.parent / "README.md").read_text(encoding="utf-8")
+    blocks = [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
+    examples = "\n".join(b for b in blocks if ">>>" in b)
+    assert examples.count(">>>") >= 6
+    test = doctest.DocTestParser().get_doctest(examples, {}, "README.md", "README.md", 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    runner.run(test)
+    assert runner.failures == 0, f"{runner.failures} README example(s) failed (see the output above)"

@@ -7,17 +7,28 @@ import json
 import pytest
 from hypothesis import given, strategies as st
 
-from gpuplan.estimate.tco import HOURS_PER_YEAR, Ownership, capital_recovery_factor, ownership_cost
 from gpuplan.errors import JobError
+from gpuplan.estimate.tco import HOURS_PER_YEAR, Ownership, capital_recovery_factor, ownership_cost
 from test_cli import one_line_error
 
-CASE = dict(purchase_usd=27_500, server_usd=13_717, tdp_w=700, host_power_factor=1.82, pue=1.58, usd_per_kwh=0.13,
-            hosting_usd_per_kw_month=184.06, staff_usd_per_year=0, years=5, cost_of_capital=0.061, utilization=0.7)
+CASE = dict(
+    purchase_usd=27_500,
+    server_usd=13_717,
+    tdp_w=700,
+    host_power_factor=1.82,
+    pue=1.58,
+    usd_per_kwh=0.13,
+    hosting_usd_per_kw_month=184.06,
+    staff_usd_per_year=0,
+    years=5,
+    cost_of_capital=0.061,
+    utilization=0.7,
+)
 
 
 def test_capital_recovery_factor():
     assert capital_recovery_factor(0.0, 5) == pytest.approx(0.2)
-    assert capital_recovery_factor(0.061, 5) == pytest.approx(0.061 / (1 - 1.061 ** -5))
+    assert capital_recovery_factor(0.061, 5) == pytest.approx(0.061 / (1 - 1.061**-5))
     assert capital_recovery_factor(0.10, 10) == pytest.approx(0.16275, abs=1e-5)  # textbook annuity table value
 
 
@@ -27,8 +38,9 @@ def test_owned_cost_by_hand():
     assert c.capital_per_year == pytest.approx(41_217 * capital_recovery_factor(0.061, 5))
     assert c.hosting_per_year == pytest.approx(kw * 184.06 * 12)
     assert c.energy_per_used_hour == pytest.approx(kw * 1.58 * 0.13)
-    assert c.per_used_hour == pytest.approx((c.fixed_per_year + c.energy_per_used_hour * HOURS_PER_YEAR * 0.7)
-                                            / (HOURS_PER_YEAR * 0.7))
+    assert c.per_used_hour == pytest.approx(
+        (c.fixed_per_year + c.energy_per_used_hour * HOURS_PER_YEAR * 0.7) / (HOURS_PER_YEAR * 0.7)
+    )
 
 
 @given(st.floats(0.5, 50), st.floats(0.05, 1.0))
@@ -42,9 +54,16 @@ def test_break_even_is_where_owning_equals_renting(price, utilization):
         assert at.per_used_hour == pytest.approx(price, rel=1e-9)
 
 
-@pytest.mark.parametrize("bad,fragment", [(dict(utilization=0), "--utilization"), (dict(utilization=1.5), "--utilization"),
-                                          (dict(pue=0.9), "--pue"), (dict(years=0), "--years"),
-                                          (dict(usd_per_kwh=-1), "usd-per-kwh")])
+@pytest.mark.parametrize(
+    "bad,fragment",
+    [
+        (dict(utilization=0), "--utilization"),
+        (dict(utilization=1.5), "--utilization"),
+        (dict(pue=0.9), "--pue"),
+        (dict(years=0), "--years"),
+        (dict(usd_per_kwh=-1), "usd-per-kwh"),
+    ],
+)
 def test_bad_ownership_inputs(bad, fragment):
     with pytest.raises(JobError, match=fragment):
         Ownership(**{**CASE, **bad})
@@ -59,7 +78,8 @@ def test_tco_cli(run):
     own = rec["owned"]
     fixed = own["capital_usd_per_gpu_year"] + own["hosting_usd_per_gpu_year"] + own["staff_usd_per_gpu_year"]
     assert aws["break_even_utilization"] == pytest.approx(
-        fixed / (HOURS_PER_YEAR * (aws["usd_per_gpu_hour"] - own["energy_usd_per_used_gpu_hour"])))
+        fixed / (HOURS_PER_YEAR * (aws["usd_per_gpu_hour"] - own["energy_usd_per_used_gpu_hour"]))
+    )
     assert {"pue", "usd_per_kwh", "cost_of_capital"} <= set(rec["sources"])
     cheap = json.loads(run("tco", "--gpu", "h100", "--purchase-usd-per-gpu", "20000", "--json")[1])
     assert cheap["owned"]["usd_per_used_gpu_hour"] < own["usd_per_used_gpu_hour"]
@@ -67,14 +87,17 @@ def test_tco_cli(run):
     assert code == 0 and "break-even" in out
 
 
-@pytest.mark.parametrize("args,fragment", [
-    (("--gpu", "a10"), "no purchase price on file for a10"),
-    (("--gpu", "tpu-v5p", "--purchase-usd-per-gpu", "10000"), "no published TDP"),
-    (("--gpu", "h100", "--utilization", "2"), "--utilization"),
-    (("--gpu", "h100", "--gpus", "0"), "--gpus"),
-    (("--gpu", "h100", "--purchase-usd-per-gpu", "cheap"), "--purchase-usd-per-gpu"),
-    (("--gpu", "nope"), "unknown accelerator"),
-])
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (("--gpu", "a10"), "no purchase price on file for a10"),
+        (("--gpu", "tpu-v5p", "--purchase-usd-per-gpu", "10000"), "no published TDP"),
+        (("--gpu", "h100", "--utilization", "2"), "--utilization"),
+        (("--gpu", "h100", "--gpus", "0"), "--gpus"),
+        (("--gpu", "h100", "--purchase-usd-per-gpu", "cheap"), "--purchase-usd-per-gpu"),
+        (("--gpu", "nope"), "unknown accelerator"),
+    ],
+)
 def test_tco_bad_input(run, args, fragment):
     assert fragment in one_line_error(*run("tco", *args))
 

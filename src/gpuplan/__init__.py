@@ -7,7 +7,24 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+_API = (
+    "train",
+    "serve",
+    "tco",
+    "gpus",
+    "gpu",
+    "compare_gpus",
+    "offers",
+    "models",
+    "model",
+    "local_detect",
+    "local_bench",
+    "validate",
+)
+
 _EXPORTS = {
+    **dict.fromkeys(_API, "gpuplan.api"),
+    "Catalogs": "gpuplan.catalog.session",
     "GpuplanError": "gpuplan.errors",
     "Accelerator": "gpuplan.spec",
     "ModelSpec": "gpuplan.spec",

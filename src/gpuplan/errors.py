@@ -14,7 +14,8 @@ estimates return it as a result with reasons.
      ├── HubError             the Hugging Face Hub could not be reached or refused the request
      ├── NeedsArchitectureError  an estimate needs layers/hidden size but only a parameter count was given
      ├── LayoutError          an impossible parallel layout (the message shows every factor)
-     └── JobError             an impossible job recipe (batch, precision, method...)
+     ├── JobError             an impossible job recipe (batch, precision, method...)
+     └── InputError           options that cannot go together, or a value a flag refuses (names the flag)
 """
 
 from __future__ import annotations
@@ -52,9 +53,7 @@ class AmbiguousIdError(GpuplanError, LookupError):
         self.kind = kind
         self.name = name
         self.choices = tuple(choices)
-        super().__init__(
-            f"'{name}' could be any of these {kind}s: {', '.join(self.choices)}; use the full id"
-        )
+        super().__init__(f"'{name}' could be any of these {kind}s: {', '.join(self.choices)}; use the full id")
 
 
 class CatalogError(GpuplanError):
@@ -79,3 +78,14 @@ class LayoutError(GpuplanError):
 
 class JobError(GpuplanError):
     """A training or serving recipe that cannot be run as given."""
+
+
+class InputError(GpuplanError):
+    """A value one option refuses, or options that cannot go together (``--offer`` with
+    ``--usd-per-gpu-hour``). ``flag`` is the option as the CLI spells it; the Python API's keyword is the
+    same name with underscores. The CLI prints it as click prints a bad parameter."""
+
+    def __init__(self, flag: str, message: str):
+        self.flag = flag
+        self.message = message
+        super().__init__(f"invalid value for {flag}: {message}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from .errors import QuantityError
 
@@ -61,8 +62,7 @@ MAX_USD = 1e12
 MAX_USD_PER_HOUR = 1e6
 
 
-def check_range(value: float, what: str, low: float, high: float, *, low_open: bool = False,
-                why: str = "") -> float:
+def check_range(value: float, what: str, low: float, high: float, *, low_open: bool = False, why: str = "") -> float:
     """``value`` if it is finite and within [low, high] ((low, high] with ``low_open``), else a
     :class:`~gpuplan.errors.QuantityError` that names the range (and ``why``, when given). -0 becomes 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -70,39 +70,89 @@ def check_range(value: float, what: str, low: float, high: float, *, low_open: b
     if isinstance(value, float) and not math.isfinite(value):
         raise QuantityError(f"{what} must be a finite number, got {value!r}")
     if value > high or value < low or (low_open and value == low):
+
         def show(x: float) -> str:
             return f"{x:,}" if isinstance(x, int) else f"{x:g}"
 
         lower = f"more than {show(low)}" if low_open else f"at least {show(low)}"
-        raise QuantityError(f"{what} must be {lower} and at most {show(high)}, got {show(value)}"
-                            + (f" ({why})" if why else ""))
+        raise QuantityError(
+            f"{what} must be {lower} and at most {show(high)}, got {show(value)}" + (f" ({why})" if why else "")
+        )
     return value + 0 if isinstance(value, int) else value + 0.0
+
+
+class LazyPattern:
+    """A regular expression compiled on first use, with the ``re.Pattern`` methods (``match``, ``finditer``...).
+
+    Compiling the parsers' patterns at import took a few milliseconds of every command's start-up (issue
+    #12), while most commands parse one quantity or none."""
+
+    __slots__ = ("_args", "_compiled")
+
+    def __init__(self, pattern: str, flags: int = 0):
+        self._args = (pattern, flags)
+        self._compiled: re.Pattern[str] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._compiled is None:
+            self._compiled = re.compile(*self._args)
+        return getattr(self._compiled, name)
 
 
 _NUMBER = r"[+-]?(?:\d+(?:_\d+)*(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 
 _COUNT_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15}
-_COUNT_RE = re.compile(rf"^\s*({_NUMBER})\s*([kmbgtp]?)\s*$", re.IGNORECASE)
+_COUNT_RE = LazyPattern(rf"^\s*({_NUMBER})\s*([kmbgtp]?)\s*$", re.IGNORECASE)
 
 _BYTE_UNITS = {
-    "": 1, "b": 1,
-    "kb": KB, "mb": MB, "gb": GB, "tb": TB, "pb": PB,
-    "kib": KiB, "mib": MiB, "gib": GiB, "tib": TiB,
+    "": 1,
+    "b": 1,
+    "kb": KB,
+    "mb": MB,
+    "gb": GB,
+    "tb": TB,
+    "pb": PB,
+    "kib": KiB,
+    "mib": MiB,
+    "gib": GiB,
+    "tib": TiB,
 }
-_BYTES_RE = re.compile(rf"^\s*({_NUMBER})\s*([a-z]*)\s*$", re.IGNORECASE)
+_BYTES_RE = LazyPattern(rf"^\s*({_NUMBER})\s*([a-z]*)\s*$", re.IGNORECASE)
 
 _DURATION_UNITS = {
-    "ms": 1e-3, "msec": 1e-3, "us": 1e-6,
-    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
-    "m": MINUTE_S, "min": MINUTE_S, "mins": MINUTE_S, "minute": MINUTE_S, "minutes": MINUTE_S,
-    "h": HOUR_S, "hr": HOUR_S, "hrs": HOUR_S, "hour": HOUR_S, "hours": HOUR_S,
-    "d": DAY_S, "day": DAY_S, "days": DAY_S,
-    "w": WEEK_S, "wk": WEEK_S, "week": WEEK_S, "weeks": WEEK_S,
-    "y": YEAR_S, "yr": YEAR_S, "year": YEAR_S, "years": YEAR_S,
+    "ms": 1e-3,
+    "msec": 1e-3,
+    "us": 1e-6,
+    "s": 1.0,
+    "sec": 1.0,
+    "secs": 1.0,
+    "second": 1.0,
+    "seconds": 1.0,
+    "m": MINUTE_S,
+    "min": MINUTE_S,
+    "mins": MINUTE_S,
+    "minute": MINUTE_S,
+    "minutes": MINUTE_S,
+    "h": HOUR_S,
+    "hr": HOUR_S,
+    "hrs": HOUR_S,
+    "hour": HOUR_S,
+    "hours": HOUR_S,
+    "d": DAY_S,
+    "day": DAY_S,
+    "days": DAY_S,
+    "w": WEEK_S,
+    "wk": WEEK_S,
+    "week": WEEK_S,
+    "weeks": WEEK_S,
+    "y": YEAR_S,
+    "yr": YEAR_S,
+    "year": YEAR_S,
+    "years": YEAR_S,
 }
-_DURATION_PART_RE = re.compile(rf"({_NUMBER})\s*([a-z]*)", re.IGNORECASE)
+_DURATION_PART_RE = LazyPattern(rf"({_NUMBER})\s*([a-z]*)", re.IGNORECASE)
 
-_PRICE_RE = re.compile(
+_PRICE_RE = LazyPattern(
     rf"^\s*\$?\s*({_NUMBER})\s*(?:(?:usd)?\s*/\s*(h|hr|hour|gpu-?h|gpu-?hr|gpu-?hour))?\s*$",
     re.IGNORECASE,
 )
@@ -171,7 +221,7 @@ def parse_bytes(text: str | int | float, what: str = "size") -> int:
             f"can't read {what} '{text}': use a number with a unit like 80GB (1e9 bytes) or 80GiB (2**30 bytes)"
         )
     value = _number(m.group(1)) * _BYTE_UNITS[unit]
-    return int(round(_check(value, what, str(text), "80GB or 80GiB", True)))
+    return round(_check(value, what, str(text), "80GB or 80GiB", True))
 
 
 def parse_duration(text: str | int | float, what: str = "duration") -> float:
@@ -181,7 +231,7 @@ def parse_duration(text: str | int | float, what: str = "duration") -> float:
     raw = str(text).strip()
     pos, total, parts = 0, 0.0, 0
     for m in _DURATION_PART_RE.finditer(raw):
-        if raw[pos:m.start()].strip():
+        if raw[pos : m.start()].strip():
             break
         unit = m.group(2).lower()
         if unit not in _DURATION_UNITS and not (unit == "" and parts == 0 and m.end() == len(raw)):
@@ -205,7 +255,7 @@ def parse_usd_per_hour(text: str | int | float, what: str = "price") -> float:
     return _check(_number(m.group(1)), what, str(text), "$2.5/h", True)
 
 
-_USD_RE = re.compile(rf"^\s*\$?\s*({_NUMBER})\s*([kmb]?)\s*$", re.IGNORECASE)
+_USD_RE = LazyPattern(rf"^\s*\$?\s*({_NUMBER})\s*([kmb]?)\s*$", re.IGNORECASE)
 
 
 def parse_usd(text: str | int | float, what: str = "amount") -> float:
@@ -221,6 +271,7 @@ def parse_usd(text: str | int | float, what: str = "amount") -> float:
 
 # ---------------------------------------------------------------------------------------------
 # Display helpers (pure: they return strings; printing happens in the CLI).
+
 
 def format_count(value: float, digits: int = 3) -> str:
     """``8030261248`` -> ``8.03B``; keeps ``digits`` significant figures."""
@@ -249,3 +300,95 @@ def format_flops(value: float, digits: int = 4) -> str:
         if abs(value) >= factor:
             return f"{value / factor:.{digits}g} {suffix}"
     return f"{value:.{digits}g} "
+
+
+class Bound:
+    """The accepted range of one numeric option: a whole number (``integer``) or a finite float within
+    [low, high] ((low, high] with ``low_open``); ``why`` explains the range in the error line. The CLI's
+    numeric flags and the Python API's keywords read their values through the same bound."""
+
+    __slots__ = ("low", "high", "integer", "low_open", "why")
+
+    def __init__(self, low: float, high: float, *, integer: bool = False, low_open: bool = False, why: str = ""):
+        self.low, self.high, self.integer, self.low_open, self.why = low, high, integer, low_open, why
+
+    def read(self, value: object, flag: str) -> float:
+        """``value`` (a number or its text) as a number in range, else one QuantityError line naming ``flag``
+        and the range. nan, inf, overflow and huge integers are refused before any arithmetic; -0 is 0."""
+        kind = "a whole number" if self.integer else "a finite number"
+        low, high = (f"{self.low:,}", f"{self.high:,}") if self.integer else (f"{self.low:g}", f"{self.high:g}")
+        lower = f"> {low}" if self.low_open else f">= {low}"
+        expected = f"{flag} must be {kind} {lower} and <= {high}" + (f" ({self.why})" if self.why else "")
+        if isinstance(value, bool):
+            raise QuantityError(f"{expected}, got {value!r}")
+        number: float | int
+        if isinstance(value, (int, float)):
+            number = value
+        else:
+            text = str(value).strip().replace("_", "")
+            if self.integer:
+                if len(text) > 30 or not re.fullmatch(r"[+-]?[0-9]+", text):
+                    raise QuantityError(f"{expected}, got {value!r}")
+                number = int(text)
+            else:
+                try:
+                    number = float(text) if len(text) <= 400 else math.inf
+                except ValueError:
+                    raise QuantityError(f"{expected}, got {value!r}") from None
+        if isinstance(number, float) and not math.isfinite(number):
+            raise QuantityError(f"{expected}, got {value!r} (not a finite number)")
+        if self.integer and isinstance(number, float):
+            if not number.is_integer():
+                raise QuantityError(f"{expected}, got {value!r}")
+            number = int(number)
+        if number > self.high or number < self.low or (self.low_open and number == self.low):
+            raise QuantityError(f"{expected}, got {value}")
+        return number + 0 if isinstance(number, int) else number + 0.0
+
+
+def whole(low: int, high: int, why: str = "") -> Bound:
+    return Bound(low, high, integer=True, why=why)
+
+
+def real(low: float, high: float, *, low_open: bool = False, why: str = "") -> Bound:
+    return Bound(low, high, low_open=low_open, why=why)
+
+
+#: The range of every numeric option, by its keyword name (``--micro-batch`` is ``micro_batch``). The
+#: limits are the MAX_* constants above; ``why`` says what the range means.
+BOUNDS: dict[str, Bound] = {
+    "gpus": whole(1, MAX_GPUS),
+    "tp": whole(1, MAX_GPUS),
+    "pp": whole(1, MAX_GPUS),
+    "cp": whole(1, MAX_GPUS),
+    "ep": whole(1, MAX_GPUS),
+    "replicas": whole(1, MAX_GPUS),
+    "zero": whole(0, 3),
+    "micro_batch": whole(1, MAX_BATCH),
+    "global_batch": whole(1, MAX_BATCH),
+    "batch": whole(1, MAX_BATCH),
+    "concurrency": whole(1, MAX_BATCH),
+    "seq_len": whole(1, MAX_SEQ_TOKENS),
+    "prompt_tokens": whole(1, MAX_SEQ_TOKENS),
+    "output_tokens": whole(1, MAX_SEQ_TOKENS),
+    "context": whole(1, MAX_SEQ_TOKENS),
+    "lora_rank": whole(1, MAX_LORA_RANK),
+    "virtual_stages": whole(1, 1024),
+    "epochs": real(0, MAX_EPOCHS, low_open=True),
+    "mfu": real(
+        MIN_MFU,
+        1,
+        why="a fraction of the dense peak; below 0.001 (0.1 %) the GPUs would idle, measured MFUs are 0.2-0.6",
+    ),
+    "years": real(0, 1000, low_open=True),
+    "life_years": real(0.01, 100),
+    "utilization": real(
+        0.001, 1, why="a fraction of the hours; below 0.001 (9 hours a year) the cost per used hour is meaningless"
+    ),
+    "pue": real(1, 10, why="facility power over IT power; 1.1-1.6 in practice"),
+    "usd_per_kwh": real(0, 100),
+    "hosting_usd_per_kw_month": real(0, 1e6),
+    "staff_usd_per_gpu_year": real(0, 1e12),
+    "cost_of_capital": real(0, 1, why="an annual rate: 0.08 is 8 %"),
+    "writers": whole(1, 256),
+}

@@ -8,9 +8,13 @@ rejects values that make no sense (one line, exit 2).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import Field, dataclass, fields
 from types import MappingProxyType
-from typing import ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 from ..errors import JobError
 
@@ -22,12 +26,14 @@ MIN_FRACTION = 1e-3
 
 @dataclass(frozen=True)
 class Assumption:
+    """One named default a formula cannot know: its value, unit and source, as every record lists it."""
+
     name: str
-    value: float
+    value: float | None  # None: derived per call (the record shows the value used where it is known)
     unit: str
     source: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "value": self.value, "unit": self.unit, "source": self.source}
 
 
@@ -35,21 +41,34 @@ class AssumptionSet:
     """Mixin for the frozen dataclasses of assumptions."""
 
     SOURCES: ClassVar[Mapping[str, tuple[str, str]]] = MappingProxyType({})
+    if TYPE_CHECKING:  # every subclass is a dataclass
+        __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
 
     def items(self) -> list[Assumption]:
         return [Assumption(f.name, getattr(self, f.name), *self.SOURCES[f.name]) for f in fields(self)]
 
 
-def check_assumptions(obj, fractions: tuple[str, ...] = (), ranges: Mapping[str, tuple[float, float]] = MappingProxyType({}),
-                      positive: tuple[str, ...] = (), efficiencies: tuple[str, ...] = ()) -> None:
+def check_assumptions(
+    obj: DataclassInstance,
+    fractions: tuple[str, ...] = (),
+    ranges: Mapping[str, tuple[float, float]] = MappingProxyType({}),
+    positive: tuple[str, ...] = (),
+    efficiencies: tuple[str, ...] = (),
+) -> None:
     """Every assumption finite, >= 0 and at most MAX_ASSUMPTION; fractions in [0, 1]; ``positive`` ones > 0;
-    efficiencies (the ``positive`` fractions, and those named in ``efficiencies``, where 0 may mean "the
-    default") at least MIN_FRACTION unless 0; named ones in range. Huge values, and the subnormal
-    efficiencies that divide a time into inf, are refused here."""
+    efficiencies (the ``positive`` fractions, and those named in ``efficiencies``) at least MIN_FRACTION
+    unless 0; named ones in range. None means "derive it" and is not checked. Huge values, and the
+    subnormal efficiencies that divide a time into inf, are refused here."""
     for f in fields(obj):
         value = getattr(obj, f.name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                (isinstance(value, float) and not math.isfinite(value)) or value < 0:
+        if value is None:
+            continue
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or (isinstance(value, float) and not math.isfinite(value))
+            or value < 0
+        ):
             raise JobError(f"assumption {f.name} must be a finite number >= 0, got {value!r}")
         if value > MAX_ASSUMPTION:
             raise JobError(f"assumption {f.name} must be at most {MAX_ASSUMPTION:g}, got {value:g}")
@@ -58,8 +77,10 @@ def check_assumptions(obj, fractions: tuple[str, ...] = (), ranges: Mapping[str,
         if f.name in positive and value == 0:
             raise JobError(f"assumption {f.name} must be more than 0")
         if f.name in fractions and (f.name in positive or f.name in efficiencies) and 0 < value < MIN_FRACTION:
-            raise JobError(f"assumption {f.name} must be at least {MIN_FRACTION:g} (0.1 %): a smaller efficiency or "
-                           f"share is not a usable one, got {value:g}")
+            raise JobError(
+                f"assumption {f.name} must be at least {MIN_FRACTION:g} (0.1 %): a smaller efficiency or "
+                f"share is not a usable one, got {value:g}"
+            )
         if f.name in ranges:
             lo, hi = ranges[f.name]
             if not lo <= value <= hi:

@@ -32,6 +32,7 @@ Causal attention, two conventions (``causal`` argument):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import NeedsArchitectureError
 from ..spec.model import ModelSpec, ParamsOnlyModel
@@ -62,7 +63,7 @@ class FlopsPerToken:
         """One forward pass for a token that attends to ``seq_len`` tokens."""
         return self.forward_flops
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "seq_len": self.seq_len,
             "matmul_params": self.matmul_params,
@@ -74,11 +75,15 @@ class FlopsPerToken:
         }
 
 
-NONCAUSAL_CONVENTION = ("PaLM appendix B: 6N + 12*L*H*Q*T per training token; model FLOPs (no causal halving, "
-                        "no recompute); N excludes embedding lookups, includes the LM head")
-CAUSAL_CONVENTION = ("model FLOPs with causal attention: 6N + 6*L*H*Q*T per training token (PaLM appendix B's "
-                     "attention term halved for the causal mask, as FlashAttention counts it), no recompute; "
-                     "N excludes embedding lookups, includes the LM head")
+NONCAUSAL_CONVENTION = (
+    "PaLM appendix B: 6N + 12*L*H*Q*T per training token; model FLOPs (no causal halving, "
+    "no recompute); N excludes embedding lookups, includes the LM head"
+)
+CAUSAL_CONVENTION = (
+    "model FLOPs with causal attention: 6N + 6*L*H*Q*T per training token (PaLM appendix B's "
+    "attention term halved for the causal mask, as FlashAttention counts it), no recompute; "
+    "N excludes embedding lookups, includes the LM head"
+)
 
 
 def matmul_params(spec: ModelSpec) -> int:
@@ -123,11 +128,21 @@ def flops_per_token(model: ModelSpec | ParamsOnlyModel, seq_len: int, causal: bo
     if seq_len <= 0:
         raise ValueError("seq_len must be positive")
     if isinstance(model, ParamsOnlyModel):
-        return FlopsPerToken(seq_len=seq_len, matmul_params=model.params,
-                             forward_matmul_flops=2.0 * model.params, forward_attention_flops=0.0, causal=causal)
+        return FlopsPerToken(
+            seq_len=seq_len,
+            matmul_params=model.params,
+            forward_matmul_flops=2.0 * model.params,
+            forward_attention_flops=0.0,
+            causal=causal,
+        )
     n = matmul_params(model)
-    return FlopsPerToken(seq_len=seq_len, matmul_params=n, forward_matmul_flops=2.0 * n,
-                         forward_attention_flops=attention_flops_forward(model, seq_len, causal), causal=causal)
+    return FlopsPerToken(
+        seq_len=seq_len,
+        matmul_params=n,
+        forward_matmul_flops=2.0 * n,
+        forward_attention_flops=attention_flops_forward(model, seq_len, causal),
+        causal=causal,
+    )
 
 
 def require_architecture(model: ModelSpec | ParamsOnlyModel, what: str) -> ModelSpec:

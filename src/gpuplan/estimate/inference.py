@@ -14,20 +14,33 @@ Quantized weights are read through dequantizing kernels that reach a lower effec
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import ClassVar, Mapping
+from typing import Any, ClassVar
 
 from ..errors import JobError
 from ..spec.accelerator import Accelerator
 from ..spec.model import ModelSpec, ParamsOnlyModel
 from ..spec.serving import KV_DTYPES, ServingJob, ServingLayout
-from ..units import (MAX_BATCH, MAX_DURATION_S, MAX_GPUS, MAX_QPS, MAX_SEQ_TOKENS, MAX_USD_PER_HOUR, MIN_DURATION_S,
-                     MIN_QPS, GiB, MiB, check_range)
-from .flops import attention_flops_forward, matmul_params
+from ..units import (
+    MAX_BATCH,
+    MAX_DURATION_S,
+    MAX_GPUS,
+    MAX_QPS,
+    MAX_SEQ_TOKENS,
+    MAX_USD_PER_HOUR,
+    MIN_DURATION_S,
+    MIN_QPS,
+    GiB,
+    MiB,
+    check_range,
+)
 from .assumptions import Assumption, AssumptionSet, check_assumptions
-from .memory import Itemized
+from .flops import attention_flops_forward, matmul_params
+from .itemized import Itemized
 from .params import count_params, linear_shapes
 from .quant import WEIGHT_FORMATS, bytes_per_param
 
@@ -51,58 +64,109 @@ class InferenceAssumptions(AssumptionSet):
     prefill_chunk_tokens: int = 8192
     max_num_seqs: int = 256
 
-    SOURCES = MappingProxyType({
-        "memory_bandwidth_efficiency": ("fraction of datasheet bandwidth", "gpt-fast README: ~1700 GB/s empirical "
-                                        "peak on A100 80GB (2039 GB/s datasheet) = 0.83"),
-        "compute_efficiency": ("fraction of dense peak", "prefill as served: chosen so Databricks' MPT-7B and "
-                               "Llama-2-70B time-to-first-token and static-batch throughput on A100 (2023) fall "
-                               "within 25 % together (those rows calibrate it; gpt-fast decode does not depend on "
-                               "it). Pope et al. 2022 reach 76 % for large-batch prefill on TPU v4: a well-tuned "
-                               "stack can beat this default"),
-        "int8_kernel_bandwidth_factor": ("x weight bytes", "weight-only int8 GEMV reads at 1/1.2 of the 16-bit "
-                                         "kernel's bandwidth: gpt-fast Llama-2-7B int8 vs bf16 on A100 (calibration "
-                                         "row; the 70B rows are predictions)"),
-        "int4_kernel_bandwidth_factor": ("x weight bytes", "int4 GEMV with dequantization: 1/1.4 of the 16-bit "
-                                         "kernel's bandwidth, gpt-fast Llama-2-7B int4 vs bf16 on A100 (calibration "
-                                         "row; the 70B rows are predictions)"),
-        "layer_overhead_s": ("seconds per decoder layer per step", "kernel launch and small-kernel tail per layer: "
-                             "gpt-fast Llama-2-7B bf16 batch 1 on A100 is 1.6 ms slower than its bytes at "
-                             "1700 GB/s over 32 layers (calibration row)"),
-        "allreduce_latency_s": ("seconds per all-reduce", "small-message all-reduce on NVLink: ~6 us on H100 "
-                                "(NVIDIA/nccl issue #1259, NVLS, 128 B-64 KB), 10 us on A100 (issue #583); custom "
-                                "one-shot all-reduces reach 4-10 us (sgl-project/sglang PR #2904)"),
-        "allreduce_latency_large_s": ("seconds per all-reduce on 8 GPUs", "messages above 64 KiB leave NCCL's "
-                                      "low-latency protocol: 1 MiB takes ~46 us on 8 H200s (40 GB/s bus bandwidth "
-                                      "against 480 peak; ml-engineering network/benchmarks all-reduce-8xH200), "
-                                      "so ~40 us of fixed cost, scaled by (n-1)/7 for n GPUs"),
-        "link_efficiency": ("fraction of link bandwidth", "NCCL ring bus bandwidth reaches ~75 % of NVLink peak "
-                            "at large messages (nccl-tests on DGX A100/H100)"),
-        "engine_step_overhead_s": ("seconds per step", "CPU work per engine step (scheduling, input preparation, "
-                                   "sampling, detokenization): --engine server takes 4 ms, between vLLM before v0.6 "
-                                   "(GPU busy 38 % of a 13 ms step on Llama-3-8B/H100, vLLM blog 2024-09-05) and "
-                                   "overlap schedulers that hide it (SGLang v0.4, TensorRT-LLM); 0 for --engine "
-                                   "compiled (gpt-fast: CUDA graphs, no scheduler)"),
-        "gpu_memory_utilization": ("fraction of GPU memory", "vLLM's gpu_memory_utilization: 0.90 (0.92 in newer "
-                                   "releases, vllm/config/cache.py): the engine plans within that share of memory"),
-        "cuda_context_bytes": ("bytes", "CUDA context with lazy loading: 0.47 GB on A100 + CUDA 12.1 "
-                               "(stas00/ml-engineering)"),
-        "cuda_graph_bytes": ("bytes", "captured CUDA graphs as vLLM logs them ('Graph capturing finished ... took X "
-                             "GiB'): 0.13-0.21 GiB for 1B-8B models, 1.4 GiB for Llama-4-Maverick (vLLM PR #11349, "
-                             "sglang issue #8538)"),
-        "prefill_chunk_tokens": ("tokens", "tokens a server prefills per step: vLLM's max_num_batched_tokens, 8192 "
-                                 "for its server on large GPUs (vllm/engine/arg_utils.py get_batch_defaults); sizes "
-                                 "the activation workspace"),
-        "max_num_seqs": ("sequences", "most sequences a server batches at once: vLLM's max_num_seqs, 256 "
-                         "(vllm/engine/arg_utils.py; 1024 on large GPUs in newer releases)"),
-    })
+    SOURCES = MappingProxyType(
+        {
+            "memory_bandwidth_efficiency": (
+                "fraction of datasheet bandwidth",
+                "gpt-fast README: ~1700 GB/s empirical peak on A100 80GB (2039 GB/s datasheet) = 0.83",
+            ),
+            "compute_efficiency": (
+                "fraction of dense peak",
+                "prefill as served: chosen so Databricks' MPT-7B and "
+                "Llama-2-70B time-to-first-token and static-batch throughput on A100 (2023) fall "
+                "within 25 % together (those rows calibrate it; gpt-fast decode does not depend on "
+                "it). Pope et al. 2022 reach 76 % for large-batch prefill on TPU v4: a well-tuned "
+                "stack can beat this default",
+            ),
+            "int8_kernel_bandwidth_factor": (
+                "x weight bytes",
+                "weight-only int8 GEMV reads at 1/1.2 of the 16-bit "
+                "kernel's bandwidth: gpt-fast Llama-2-7B int8 vs bf16 on A100 (calibration "
+                "row; the 70B rows are predictions)",
+            ),
+            "int4_kernel_bandwidth_factor": (
+                "x weight bytes",
+                "int4 GEMV with dequantization: 1/1.4 of the 16-bit "
+                "kernel's bandwidth, gpt-fast Llama-2-7B int4 vs bf16 on A100 (calibration "
+                "row; the 70B rows are predictions)",
+            ),
+            "layer_overhead_s": (
+                "seconds per decoder layer per step",
+                "kernel launch and small-kernel tail per layer: "
+                "gpt-fast Llama-2-7B bf16 batch 1 on A100 is 1.6 ms slower than its bytes at "
+                "1700 GB/s over 32 layers (calibration row)",
+            ),
+            "allreduce_latency_s": (
+                "seconds per all-reduce",
+                "small-message all-reduce on NVLink: ~6 us on H100 "
+                "(NVIDIA/nccl issue #1259, NVLS, 128 B-64 KB), 10 us on A100 (issue #583); custom "
+                "one-shot all-reduces reach 4-10 us (sgl-project/sglang PR #2904)",
+            ),
+            "allreduce_latency_large_s": (
+                "seconds per all-reduce on 8 GPUs",
+                "messages above 64 KiB leave NCCL's "
+                "low-latency protocol: 1 MiB takes ~46 us on 8 H200s (40 GB/s bus bandwidth "
+                "against 480 peak; ml-engineering network/benchmarks all-reduce-8xH200), "
+                "so ~40 us of fixed cost, scaled by (n-1)/7 for n GPUs",
+            ),
+            "link_efficiency": (
+                "fraction of link bandwidth",
+                "NCCL ring bus bandwidth reaches ~75 % of NVLink peak at large messages (nccl-tests on DGX A100/H100)",
+            ),
+            "engine_step_overhead_s": (
+                "seconds per step",
+                "CPU work per engine step (scheduling, input preparation, "
+                "sampling, detokenization): --engine server takes 4 ms, between vLLM before v0.6 "
+                "(GPU busy 38 % of a 13 ms step on Llama-3-8B/H100, vLLM blog 2024-09-05) and "
+                "overlap schedulers that hide it (SGLang v0.4, TensorRT-LLM); 0 for --engine "
+                "compiled (gpt-fast: CUDA graphs, no scheduler)",
+            ),
+            "gpu_memory_utilization": (
+                "fraction of GPU memory",
+                "vLLM's gpu_memory_utilization: 0.90 (0.92 in newer "
+                "releases, vllm/config/cache.py): the engine plans within that share of memory",
+            ),
+            "cuda_context_bytes": (
+                "bytes",
+                "CUDA context with lazy loading: 0.47 GB on A100 + CUDA 12.1 (stas00/ml-engineering)",
+            ),
+            "cuda_graph_bytes": (
+                "bytes",
+                "captured CUDA graphs as vLLM logs them ('Graph capturing finished ... took X "
+                "GiB'): 0.13-0.21 GiB for 1B-8B models, 1.4 GiB for Llama-4-Maverick (vLLM PR #11349, "
+                "sglang issue #8538)",
+            ),
+            "prefill_chunk_tokens": (
+                "tokens",
+                "tokens a server prefills per step: vLLM's max_num_batched_tokens, 8192 "
+                "for its server on large GPUs (vllm/engine/arg_utils.py get_batch_defaults); sizes "
+                "the activation workspace",
+            ),
+            "max_num_seqs": (
+                "sequences",
+                "most sequences a server batches at once: vLLM's max_num_seqs, 256 "
+                "(vllm/engine/arg_utils.py; 1024 on large GPUs in newer releases)",
+            ),
+        }
+    )
 
     def __post_init__(self) -> None:
-        check_assumptions(self, fractions=("memory_bandwidth_efficiency", "compute_efficiency", "link_efficiency",
-                                           "gpu_memory_utilization"),
-                          ranges={"int8_kernel_bandwidth_factor": (1, 10), "int4_kernel_bandwidth_factor": (1, 10),
-                                  "prefill_chunk_tokens": (1, 10**7), "max_num_seqs": (1, 10**6)},
-                          positive=("memory_bandwidth_efficiency", "compute_efficiency", "link_efficiency",
-                                    "gpu_memory_utilization"))
+        check_assumptions(
+            self,
+            fractions=(
+                "memory_bandwidth_efficiency",
+                "compute_efficiency",
+                "link_efficiency",
+                "gpu_memory_utilization",
+            ),
+            ranges={
+                "int8_kernel_bandwidth_factor": (1, 10),
+                "int4_kernel_bandwidth_factor": (1, 10),
+                "prefill_chunk_tokens": (1, 10**7),
+                "max_num_seqs": (1, 10**6),
+            },
+            positive=("memory_bandwidth_efficiency", "compute_efficiency", "link_efficiency", "gpu_memory_utilization"),
+        )
 
 
 #: Per-step overhead of a continuous-batching server (see engine_step_overhead_s's source).
@@ -117,10 +181,16 @@ def decode_mbu(weight_bytes: float, kv_bytes: float, tpot_s: float, peak_bandwid
 
 def assumptions_for(job: ServingJob, base: InferenceAssumptions | None = None) -> InferenceAssumptions:
     """Engine-dependent defaults: a server pays a per-step overhead; a compiled single stream does not."""
-    a = base or InferenceAssumptions()
-    if base is None and job.engine == "server":
-        a = replace(a, engine_step_overhead_s=SERVER_STEP_OVERHEAD_S)
-    return a
+    if base is not None:
+        return base
+    return _engine_defaults(job.engine)
+
+
+@functools.cache
+def _engine_defaults(engine: str) -> InferenceAssumptions:
+    # made once per engine: a ranking plans hundreds of replicas, and each new set re-checks every value
+    a = InferenceAssumptions()
+    return replace(a, engine_step_overhead_s=SERVER_STEP_OVERHEAD_S) if engine == "server" else a
 
 
 # -------------------------------------------------------------------------------------------- memory
@@ -177,14 +247,22 @@ def weight_bytes(model: ModelSpec | ParamsOnlyModel, fmt: str, layout: ServingLa
     b = count_params(spec)
     shapes = linear_shapes(spec)
     rest_bytes = 2.0 if f.head_16bit else q
-    per_layer_linear = sum(din * dout * n for k, (din, dout, n) in shapes.items()
-                           if k not in ("lm_head", "router") and not k.startswith("expert_")) / spec.layers
+    per_layer_linear = (
+        sum(
+            din * dout * n
+            for k, (din, dout, n) in shapes.items()
+            if k not in ("lm_head", "router") and not k.startswith("expert_")
+        )
+        / spec.layers
+    )
     expert_params = sum(din * dout * n for k, (din, dout, n) in shapes.items() if k.startswith("expert_"))
     per_layer_other = (b.parts["norms"] + b.parts.get("router", 0)) / spec.layers
     layers_here = math.ceil(spec.layers / layout.pp)
     body = layers_here * (per_layer_linear * q + per_layer_other * 2.0)
     experts = expert_params * layers_here / spec.layers * q
-    first = body + experts + b.parts["embeddings"] * rest_bytes + (b.parts["lm_head"] * rest_bytes if layout.pp == 1 else 0)
+    first = (
+        body + experts + b.parts["embeddings"] * rest_bytes + (b.parts["lm_head"] * rest_bytes if layout.pp == 1 else 0)
+    )
     last = body + experts + (b.parts["lm_head"] or b.parts["embeddings"]) * rest_bytes if layout.pp > 1 else first
     moe_here = round(spec.moe.layers * layers_here / spec.layers) if spec.moe else 0
     per_expert = (experts / (moe_here * spec.moe.experts)) if spec.moe and moe_here else 0.0
@@ -227,14 +305,17 @@ SERVING_GROUPS = ServingReport.group_order
 def compute_dtype(fmt: str, gpu: Accelerator) -> str:
     """The dtype the matmuls run in: fp8 for fp8 weights where supported, else bf16, fp16, then fp32
     (pre-Volta parts such as the K80 have no fast 16-bit path)."""
-    preferred = ("fp8",) if fmt == "fp8" else ()
+    preferred: tuple[str, ...] = ("fp8",) if fmt == "fp8" else ()
     return next(d for d in (*preferred, "bf16", "fp16", "fp32") if gpu.supports(d))
 
 
 def _kernel_factor(fmt: str, a: InferenceAssumptions) -> float:
     kernel = WEIGHT_FORMATS[fmt].kernel
-    return {"int8": a.int8_kernel_bandwidth_factor, "int4": a.int4_kernel_bandwidth_factor,
-            "gguf": a.int4_kernel_bandwidth_factor}.get(kernel, 1.0)
+    return {
+        "int8": a.int8_kernel_bandwidth_factor,
+        "int4": a.int4_kernel_bandwidth_factor,
+        "gguf": a.int4_kernel_bandwidth_factor,
+    }.get(kernel, 1.0)
 
 
 #: NCCL switches from its low-latency protocol to the bandwidth protocols around here.
@@ -249,16 +330,17 @@ def _allreduce_s(message_bytes: float, n: int, gpu: Accelerator, a: InferenceAss
     """
     if n <= 1:
         return 0.0
-    latency = a.allreduce_latency_s if message_bytes <= SMALL_MESSAGE_BYTES else \
-        a.allreduce_latency_large_s * (n - 1) / 7
+    latency = (
+        a.allreduce_latency_s if message_bytes <= SMALL_MESSAGE_BYTES else a.allreduce_latency_large_s * (n - 1) / 7
+    )
     return latency + 2 * (n - 1) / n * message_bytes / (gpu.scale_up_bytes_per_s * a.link_efficiency)
 
 
-def _active_matmul_params(model) -> float:
+def _active_matmul_params(model: ModelSpec | ParamsOnlyModel) -> float:
     return model.params if isinstance(model, ParamsOnlyModel) else matmul_params(model)
 
 
-def _stage_share(model, layout: ServingLayout) -> tuple[int, float]:
+def _stage_share(model: ModelSpec | ParamsOnlyModel, layout: ServingLayout) -> tuple[int, float]:
     """(decoder layers on the busiest pipeline stage, that stage's share of the model's layers)."""
     if not isinstance(model, ModelSpec):
         return 0, 1 / layout.pp
@@ -270,8 +352,15 @@ def _p2p_s(message: float, gpu: Accelerator, a: InferenceAssumptions) -> float:
     return a.allreduce_latency_s + message / (gpu.scale_up_bytes_per_s * a.link_efficiency)
 
 
-def decode_step_s(model, gpu: Accelerator, layout: ServingLayout, job: ServingJob, a: InferenceAssumptions,
-                  batch: int, context: int) -> tuple[float, str]:
+def decode_step_s(
+    model: ModelSpec | ParamsOnlyModel,
+    gpu: Accelerator,
+    layout: ServingLayout,
+    job: ServingJob,
+    a: InferenceAssumptions,
+    batch: int,
+    context: int,
+) -> tuple[float, str]:
     """One decode step for ``batch`` sequences at ``context`` tokens each: (seconds, 'memory' or 'compute').
 
     A token passes through the pipeline stages in turn: the step takes pp x the busiest stage's time plus
@@ -280,7 +369,7 @@ def decode_step_s(model, gpu: Accelerator, layout: ServingLayout, job: ServingJo
     w = weight_bytes(model, job.weights, layout)
     stage_layers, share = _stage_share(model, layout)
     read = w.total
-    if w.moe_layers_here and isinstance(model, ModelSpec):
+    if w.moe_layers_here and isinstance(model, ModelSpec) and model.moe is not None:
         moe = model.moe
         touched = moe.experts * (1 - (1 - moe.experts_per_token / moe.experts) ** batch)  # uniform routing
         read = w.total - w.experts + w.per_expert * touched * w.moe_layers_here
@@ -290,7 +379,7 @@ def decode_step_s(model, gpu: Accelerator, layout: ServingLayout, job: ServingJo
     t_mem = read / (a.memory_bandwidth_efficiency * gpu.memory_bandwidth_bytes_per_s)
     attn = attention_flops_forward(model, context) if isinstance(model, ModelSpec) else 0.0
     flops = batch * (2 * _active_matmul_params(model) + attn) * share / layout.tp
-    t_comp = flops / (a.compute_efficiency * gpu.peak(compute_dtype(job.weights, gpu)))
+    t_comp = flops / (a.compute_efficiency * gpu.peak_flops_per_s[compute_dtype(job.weights, gpu)])
     hidden = model.hidden_size if isinstance(model, ModelSpec) else 0
     comm = 2 * stage_layers * _allreduce_s(batch * hidden * 2, layout.tp, gpu, a)
     t_stage = max(t_mem, t_comp) + stage_layers * a.layer_overhead_s + comm
@@ -298,8 +387,15 @@ def decode_step_s(model, gpu: Accelerator, layout: ServingLayout, job: ServingJo
     return t, "memory" if t_mem >= t_comp else "compute"
 
 
-def prefill_s(model, gpu: Accelerator, layout: ServingLayout, job: ServingJob, a: InferenceAssumptions,
-              batch: int, prompt: int) -> float:
+def prefill_s(
+    model: ModelSpec | ParamsOnlyModel,
+    gpu: Accelerator,
+    layout: ServingLayout,
+    job: ServingJob,
+    a: InferenceAssumptions,
+    batch: int,
+    prompt: int,
+) -> float:
     """Prefill of ``batch`` prompts of ``prompt`` tokens: compute-bound at useful sizes.
 
     FLOPs = tokens x 2N + causal attention (each token attends to the ones before it: on average half
@@ -310,13 +406,14 @@ def prefill_s(model, gpu: Accelerator, layout: ServingLayout, job: ServingJob, a
     stage_layers, share = _stage_share(model, layout)
     attn = attention_flops_forward(model, prompt, causal=True) if isinstance(model, ModelSpec) else 0.0
     flops = batch * prompt * (2 * _active_matmul_params(model) + attn) * share / layout.tp
-    t_comp = flops / (a.compute_efficiency * gpu.peak(compute_dtype(job.weights, gpu)))
+    t_comp = flops / (a.compute_efficiency * gpu.peak_flops_per_s[compute_dtype(job.weights, gpu)])
     t_mem = w / (a.memory_bandwidth_efficiency * gpu.memory_bandwidth_bytes_per_s)
     hidden = model.hidden_size if isinstance(model, ModelSpec) else 0
     comm = 2 * stage_layers * _allreduce_s(batch * prompt * hidden * 2, layout.tp, gpu, a)
     t_stage = max(t_comp, t_mem) + stage_layers * a.layer_overhead_s + comm
-    return (layout.pp * t_stage + (layout.pp - 1) * _p2p_s(batch * prompt * hidden * 2, gpu, a)
-            + a.engine_step_overhead_s)
+    return (
+        layout.pp * t_stage + (layout.pp - 1) * _p2p_s(batch * prompt * hidden * 2, gpu, a) + a.engine_step_overhead_s
+    )
 
 
 # ----------------------------------------------------------------------------------------- the plan
@@ -325,23 +422,31 @@ def prefill_s(model, gpu: Accelerator, layout: ServingLayout, job: ServingJob, a
 def _check_serving_ranges(layout: ServingLayout, job: ServingJob) -> None:
     """Counts, token lengths and latency targets within the ranges of ``units.py`` (beyond them the
     estimates overflow or mean nothing): a QuantityError naming the flag."""
-    for flag, value in (("--tp", layout.tp), ("--pp", layout.pp), ("--replicas", layout.replicas)):
-        check_range(value, flag, 1, MAX_GPUS)
+    for flag, gpus in (("--tp", layout.tp), ("--pp", layout.pp), ("--replicas", layout.replicas)):
+        check_range(gpus, flag, 1, MAX_GPUS)
     check_range(layout.gpus_per_replica * layout.replicas, "GPUs (tp x pp x replicas)", 1, MAX_GPUS)
-    for flag, value in (("--prompt-tokens", job.prompt_tokens), ("--output-tokens", job.output_tokens),
-                        ("--context", job.context)):
-        if value is not None:
-            check_range(value, flag, 1, MAX_SEQ_TOKENS)
-    for flag, value in (("--batch", job.batch), ("--concurrency", job.concurrency)):
-        if value is not None:
-            check_range(value, flag, 1, MAX_BATCH)
-    for flag, value in (("--max-tpot", job.max_tpot_s), ("--max-ttft", job.max_ttft_s)):
-        if value is not None:
-            check_range(value, flag, MIN_DURATION_S, MAX_DURATION_S, why="seconds, from 1 us to 1000 years")
+    for flag, tokens in (
+        ("--prompt-tokens", job.prompt_tokens),
+        ("--output-tokens", job.output_tokens),
+        ("--context", job.context),
+    ):
+        if tokens is not None:
+            check_range(tokens, flag, 1, MAX_SEQ_TOKENS)
+    for flag, batch in (("--batch", job.batch), ("--concurrency", job.concurrency)):
+        if batch is not None:
+            check_range(batch, flag, 1, MAX_BATCH)
+    for flag, seconds in (("--max-tpot", job.max_tpot_s), ("--max-ttft", job.max_ttft_s)):
+        if seconds is not None:
+            check_range(seconds, flag, MIN_DURATION_S, MAX_DURATION_S, why="seconds, from 1 us to 1000 years")
 
 
-def serving_plan(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: ServingLayout, job: ServingJob,
-                 assumptions: InferenceAssumptions | None = None) -> ServingReport:
+def serving_plan(
+    model: ModelSpec | ParamsOnlyModel,
+    gpu: Accelerator,
+    layout: ServingLayout,
+    job: ServingJob,
+    assumptions: InferenceAssumptions | None = None,
+) -> ServingReport:
     """Memory, latency and throughput of one replica; the batch is --batch/--concurrency, else the largest
     that fits memory and meets --max-tpot / --max-ttft (1 when none is given and nothing else limits)."""
     if not isinstance(model, ModelSpec):
@@ -407,9 +512,11 @@ def serving_plan(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: S
             notes.append("no batch meets the latency targets; showing batch 1")
     elif job.engine == "server":
         batch = cap
-        notes.append(f"no --batch/--concurrency/--max-tpot: the server runs as many sequences as fit, up to "
-                     f"max_num_seqs={a.max_num_seqs}: {max_seqs if max_seqs < 1 else batch}"
-                     + (" (none fit; shown for 1)" if max_seqs < 1 else ""))
+        notes.append(
+            f"no --batch/--concurrency/--max-tpot: the server runs as many sequences as fit, up to "
+            f"max_num_seqs={a.max_num_seqs}: {max_seqs if max_seqs < 1 else batch}"
+            + (" (none fit; shown for 1)" if max_seqs < 1 else "")
+        )
     else:
         batch = 1
     parts["kv_cache"] = per_seq_kv * batch
@@ -424,16 +531,30 @@ def serving_plan(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: S
         decode_time = (job.output_tokens - 1) * tpot / batch
     requests_per_s = 1 / (prefill_time + decode_time)
     report = ServingReport(
-        parts=MappingProxyType(parts), groups=MappingProxyType(groups), capacity_bytes=capacity,
-        planning_bytes=planning, max_concurrent_sequences=max_seqs, batch=batch, ttft_s=ttft, tpot_s=tpot,
-        request_latency_s=total, tokens_per_s=requests_per_s * job.output_tokens, requests_per_s=requests_per_s,
-        decode_bound=bound, prefill_share=prefill_time / (prefill_time + decode_time), reasons=(),
-        assumptions=tuple(a.items()), notes=tuple(notes))
+        parts=MappingProxyType(parts),
+        groups=MappingProxyType(groups),
+        capacity_bytes=capacity,
+        planning_bytes=planning,
+        max_concurrent_sequences=max_seqs,
+        batch=batch,
+        ttft_s=ttft,
+        tpot_s=tpot,
+        request_latency_s=total,
+        tokens_per_s=requests_per_s * job.output_tokens,
+        requests_per_s=requests_per_s,
+        decode_bound=bound,
+        prefill_share=prefill_time / (prefill_time + decode_time),
+        reasons=(),
+        assumptions=tuple(a.items()),
+        notes=tuple(notes),
+    )
     reasons = []
     if not report.fits:
         what = "the weights alone" if w.total > planning else f"a batch of {batch} at {seq:,} tokens"
-        reasons.append(f"need {report.total_bytes / GiB:.1f} GiB > {planning / GiB:.1f} GiB planned on {gpu.id} "
-                       f"({what}); add tensor parallelism (--tp) or quantize (--weights, --kv-cache)")
+        reasons.append(
+            f"need {report.total_bytes / GiB:.1f} GiB > {planning / GiB:.1f} GiB planned on {gpu.id} "
+            f"({what}); add tensor parallelism (--tp) or quantize (--weights, --kv-cache)"
+        )
     if job.max_tpot_s is not None and tpot > job.max_tpot_s:
         reasons.append(f"time per output token {tpot * 1e3:.1f} ms > --max-tpot {job.max_tpot_s * 1e3:.1f} ms")
     if job.max_ttft_s is not None and ttft > job.max_ttft_s:
@@ -443,24 +564,28 @@ def serving_plan(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: S
 
 @dataclass(frozen=True)
 class Fleet:
+    """The replicas (and GPUs) that serve a request rate, with the seed rule of thumb beside them."""
+
     replicas: int
     gpus: int
-    rule_of_thumb_gpus: float
+    rule_of_thumb_gpus: float | None  # None without a request rate (or without throughput): not computable
 
 
 def fleet_for(report: ServingReport, layout: ServingLayout, job: ServingJob, qps: float | None) -> Fleet:
     """Replicas for a request rate (ceil(qps / requests per second per replica)); the seed rule beside it:
     GPUs = output_tokens / throughput per GPU x queries per minute / 60."""
     if qps is None:
-        return Fleet(layout.replicas, layout.replicas * layout.gpus_per_replica, float("nan"))
+        return Fleet(layout.replicas, layout.replicas * layout.gpus_per_replica, None)
     check_range(qps, "--qps", MIN_QPS, MAX_QPS, why="requests per second")
     replicas = max(1, math.ceil(qps / report.requests_per_s)) if report.requests_per_s > 0 else 0
     per_gpu = report.tokens_per_s / layout.gpus_per_replica
-    rule = job.output_tokens / per_gpu * (qps * 60) / 60 if per_gpu else float("inf")
+    rule = job.output_tokens / per_gpu * (qps * 60) / 60 if per_gpu else None
     return Fleet(replicas, replicas * layout.gpus_per_replica, rule)
 
 
-def cost_per_million(report: ServingReport, layout: ServingLayout, job: ServingJob, usd_per_gpu_hour: float) -> dict:
+def cost_per_million(
+    report: ServingReport, layout: ServingLayout, job: ServingJob, usd_per_gpu_hour: float
+) -> dict[str, Any]:
     """$ per hour per replica, and $ per million output and input tokens, splitting the replica time each
     request costs between its prefill (input) and its share of the decode steps (output)."""
     check_range(usd_per_gpu_hour, "--usd-per-gpu-hour", 0.0, MAX_USD_PER_HOUR)

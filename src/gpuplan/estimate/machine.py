@@ -27,9 +27,9 @@ Sources, by part:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
 
 from ..errors import JobError
 from ..units import GiB, MiB
@@ -44,17 +44,25 @@ LLAMA3_FAILURES_PER_GPU_HOUR = 419 / (16_384 * 54 * 24)
 #: Meta's RSC-1/RSC-2 A100 research clusters: MTTF 7.9 h for 1,024-GPU jobs.
 RSC_FAILURES_PER_GPU_HOUR = 1 / (7.9 * 1_024)
 
-FAILURE_SOURCES: Mapping[str, tuple[float, str]] = MappingProxyType({
-    "llama3": (LLAMA3_FAILURES_PER_GPU_HOUR,
-               "Dubey et al. 2024, The Llama 3 Herd of Models (arXiv:2407.21783), section 3.3.4: 419 unexpected "
-               "interruptions in a 54-day snapshot on 16,384 H100 = 1.97e-5 per GPU-hour"),
-    "rsc": (RSC_FAILURES_PER_GPU_HOUR,
+FAILURE_SOURCES: Mapping[str, tuple[float, str]] = MappingProxyType(
+    {
+        "llama3": (
+            LLAMA3_FAILURES_PER_GPU_HOUR,
+            "Dubey et al. 2024, The Llama 3 Herd of Models (arXiv:2407.21783), section 3.3.4: 419 unexpected "
+            "interruptions in a 54-day snapshot on 16,384 H100 = 1.97e-5 per GPU-hour",
+        ),
+        "rsc": (
+            RSC_FAILURES_PER_GPU_HOUR,
             "Kokolis et al., Revisiting Reliability in Large-Scale Machine Learning Research Clusters "
             "(arXiv:2410.21680, HPCA 2025): MTTF 7.9 h for 1,024-GPU jobs on Meta's A100 clusters = 1.24e-4 per "
-            "GPU-hour"),
-})
-FAILURE_RANGE_NOTE = ("published rates span 1.97e-5 (Llama 3, 16K H100) to 1.24e-4 (Meta RSC A100 clusters) "
-                      "failures per GPU-hour, a 6x spread")
+            "GPU-hour",
+        ),
+    }
+)
+FAILURE_RANGE_NOTE = (
+    "published rates span 1.97e-5 (Llama 3, 16K H100) to 1.24e-4 (Meta RSC A100 clusters) "
+    "failures per GPU-hour, a 6x spread"
+)
 
 
 def default_failure_source(architecture: str) -> str:
@@ -117,8 +125,9 @@ class FailureCost:
         return self.solve_s / self.wall_s
 
 
-def run_with_failures(solve_s: float, interval_s: float, delta_s: float, restart_s: float, mtbf_s: float,
-                      lost_per_failure_s: float = 0.0) -> FailureCost:
+def run_with_failures(
+    solve_s: float, interval_s: float, delta_s: float, restart_s: float, mtbf_s: float, lost_per_failure_s: float = 0.0
+) -> FailureCost:
     """Daly's wall time, itemized: checkpoint writes (T_s / tau x delta), expected interruptions (wall / M),
     restarts (interruptions x R, plus ``lost_per_failure_s``: an asynchronous checkpoint still being written
     when a failure strikes is lost, which costs its write time on average), and the rest, rework."""
@@ -131,6 +140,7 @@ def run_with_failures(solve_s: float, interval_s: float, delta_s: float, restart
 
 
 # -------------------------------------------------------------------------------------- storage, data
+
 
 def token_dtype_bytes(vocab_size: int | None) -> int:
     """Bytes per stored token: uint16 below 65,500 vocabulary entries, else int32 (Megatron-LM
@@ -150,6 +160,8 @@ def read_bytes_per_s(tokens_per_s: float, bytes_per_token: float) -> float:
 
 @dataclass(frozen=True)
 class StorageClass:
+    """A storage class's sourced bandwidths per node (bytes/s), and whether what it holds survives a node."""
+
     read_bytes_per_s_per_node: float
     write_bytes_per_s_per_node: float
     aggregate_write_bytes_per_s: float  # 0: no cap beyond the nodes' own
@@ -157,28 +169,47 @@ class StorageClass:
     source: str
 
 
-STORAGE_CLASSES: Mapping[str, StorageClass] = MappingProxyType({
-    "local-nvme": StorageClass(
-        50e9, 25e9, 0.0, False,
-        "DGX H100 internal storage: 8 x 3.84 TB NVMe U.2 in RAID 0 (NVIDIA DGX H100 user guide); a Gen4 x4 U.2 "
-        "drive's link carries 7.9 GB/s (PCI-SIG) and such drives are rated ~7 GB/s sequential read and ~3-4 GB/s "
-        "write: ~50 GB/s read, ~25 GB/s write per node (approximate; measure with fio or gdsio). Not durable: a "
-        "node loss loses its checkpoint unless it is copied out"),
-    "nfs": StorageClass(
-        1500 * MiB, 1500 * MiB, 1 * GiB, True,
-        "Amazon EFS performance specifications (Elastic throughput, a managed NFS): 1,500 MiB/s per client; 20-60 "
-        "GiB/s read and 1-5 GiB/s write per file system (the low end, 1 GiB/s, caps checkpoint writes)"),
-    "lustre": StorageClass(
-        40e9, 20e9, 2e12, True,
-        "NVIDIA DGX SuperPOD (H100) reference architecture: 'a GDS-enabled application should be able to read data "
-        "at over 40 GBps' per node from the storage fabric; writes taken at half that; aggregate capped at 2 TB/s, "
-        "the sustained throughput of the file system behind Llama 3's 16K-GPU run (Dubey et al. 2024, section "
-        "3.3.1: Tectonic, 2 TB/s sustained, 7 TB/s peak)"),
-    "object": StorageClass(
-        12.5e9, 12.5e9, 0.0, True,
-        "Amazon S3 performance guidelines: up to 100 Gb/s (12.5 GB/s) between one EC2 instance and S3 with parallel "
-        "requests (the CRT client); a bucket scales by prefix (3,500 PUT, 5,500 GET per second per prefix)"),
-})
+STORAGE_CLASSES: Mapping[str, StorageClass] = MappingProxyType(
+    {
+        "local-nvme": StorageClass(
+            50e9,
+            25e9,
+            0.0,
+            False,
+            "DGX H100 internal storage: 8 x 3.84 TB NVMe U.2 in RAID 0 (NVIDIA DGX H100 user guide); a Gen4 x4 U.2 "
+            "drive's link carries 7.9 GB/s (PCI-SIG) and such drives are rated ~7 GB/s sequential read and ~3-4 GB/s "
+            "write: ~50 GB/s read, ~25 GB/s write per node (approximate; measure with fio or gdsio). Not durable: a "
+            "node loss loses its checkpoint unless it is copied out",
+        ),
+        "nfs": StorageClass(
+            1500 * MiB,
+            1500 * MiB,
+            1 * GiB,
+            True,
+            "Amazon EFS performance specifications (Elastic throughput, a managed NFS): 1,500 MiB/s per client; 20-60 "
+            "GiB/s read and 1-5 GiB/s write per file system (the low end, 1 GiB/s, caps checkpoint writes)",
+        ),
+        "lustre": StorageClass(
+            40e9,
+            20e9,
+            2e12,
+            True,
+            "NVIDIA DGX SuperPOD (H100) reference architecture: 'a GDS-enabled application should be able to read data "
+            "at over 40 GBps' per node from the storage fabric; writes taken at half that; aggregate capped at 2 TB/s, "
+            "the sustained throughput of the file system behind Llama 3's 16K-GPU run (Dubey et al. 2024, section "
+            "3.3.1: Tectonic, 2 TB/s sustained, 7 TB/s peak)",
+        ),
+        "object": StorageClass(
+            12.5e9,
+            12.5e9,
+            0.0,
+            True,
+            "Amazon S3 performance guidelines: up to 100 Gb/s (12.5 GB/s) between one EC2 instance and S3 with "
+            "parallel requests (the CRT client); a bucket scales by prefix (3,500 PUT, 5,500 GET per second per "
+            "prefix)",
+        ),
+    }
+)
 
 
 def storage_write_bytes_per_s(storage: StorageClass, writer_nodes: int) -> float:
@@ -188,6 +219,7 @@ def storage_write_bytes_per_s(storage: StorageClass, writer_nodes: int) -> float
 
 
 # ------------------------------------------------------------------------------------------ checkpoints
+
 
 @dataclass(frozen=True)
 class CheckpointSize:
@@ -204,8 +236,14 @@ class CheckpointSize:
         return self.weights_bytes + self.master_weights_bytes + self.optimizer_bytes
 
 
-def checkpoint_size(params: float, weight_bytes_per_param: float, master_bytes_per_param: float,
-                    optimizer_bytes_per_param: float, model_shards: int = 1, optimizer_shards: int = 1) -> CheckpointSize:
+def checkpoint_size(
+    params: float,
+    weight_bytes_per_param: float,
+    master_bytes_per_param: float,
+    optimizer_bytes_per_param: float,
+    model_shards: int = 1,
+    optimizer_shards: int = 1,
+) -> CheckpointSize:
     """params x (weights + master + optimizer bytes). Weights are split over ``model_shards`` ranks (tensor x
     pipeline, x data with ZeRO-3), master weights and optimizer states over ``optimizer_shards`` (x data
     parallel with ZeRO >= 1 or Megatron's distributed optimizer); each distinct shard is written once."""
@@ -230,6 +268,7 @@ def checkpoint_blocking_s(write_s: float, device_to_host_s: float, asynchronous:
 
 # ------------------------------------------------------------------------------------- CPU and host RAM
 
+
 def cpu_cores_per_gpu(loader_workers_per_gpu: float, cores_per_process: float = 1.0) -> float:
     """Bekman (ml-engineering, compute/cpu): 1 core for the process tied to the GPU + 1 per DataLoader
     worker (2-4 workers; 2 is usually plenty for language models)."""
@@ -242,6 +281,7 @@ def host_ram_floor_bytes(gpu_memory_bytes: float, gpus_per_node: int, ratio: flo
 
 
 # ---------------------------------------------------------------------------------------------- network
+
 
 def allreduce_bytes_per_rank(message_bytes: float, ranks: int) -> float:
     """Bytes each rank sends in a ring all-reduce of ``message_bytes``: 2(n-1)/n x S (nccl-tests
@@ -256,6 +296,7 @@ def exposed_s(traffic_bytes: float, bytes_per_s: float, window_s: float) -> floa
 
 # ------------------------------------------------------------------------------------ energy, emissions
 
+
 def energy_kwh(gpu_hours: float, tdp_w: float, host_power_factor: float = 1.0, pue: float = 1.0) -> float:
     """GPU-hours x TDP x host-power factor (CPUs, NICs, fans) x PUE, in kWh (the TCO module's energy rule)."""
     return gpu_hours * tdp_w / 1000 * host_power_factor * pue
@@ -269,11 +310,12 @@ def co2eq_kg(energy: float, grid_gco2_per_kwh: float) -> float:
 
 # ------------------------------------------------------------------------------------------ assumptions
 
+
 @dataclass(frozen=True)
 class MachineAssumptions(AssumptionSet):
     """Defaults of the machine formulas; each overridable with --assume NAME=VALUE, each with its source."""
 
-    failures_per_gpu_hour: float = 0.0  # 0: by GPU generation (Llama 3 for Hopper and later, RSC for Ampere)
+    failures_per_gpu_hour: float | None = None  # None: by GPU generation (Llama 3 for Hopper and later, RSC for Ampere)
     restart_s: float = 600.0
     pcie_efficiency: float = 0.8
     loader_workers_per_gpu: float = 2.0
@@ -283,31 +325,72 @@ class MachineAssumptions(AssumptionSet):
     pue: float = 1.58
     grid_gco2_per_kwh: float = 480.0
 
-    SOURCES = MappingProxyType({
-        "failures_per_gpu_hour": ("failures per GPU-hour", FAILURE_SOURCES["llama3"][1] + "; " +
-                                  FAILURE_SOURCES["rsc"][1] + "; 0 picks by GPU generation"),
-        "restart_s": ("seconds", "lost per interruption to rescheduling, NCCL start-up and loading the checkpoint; "
-                      "Daly 2006 uses R = 10 min in his worked cases; a judgment, measure your own restarts"),
-        "pcie_efficiency": ("fraction of PCIe bandwidth", "real transfers reach ~80-90 % of the PCI-SIG rate (TLP "
-                            "headers, flow control); device-to-host checkpoint copies and weight loads at 80 %"),
-        "loader_workers_per_gpu": ("workers", "Bekman, ml-engineering compute/cpu: 2-4 DataLoader workers per "
-                                   "accelerator, '2 workers is usually plenty for LMs'"),
-        "loader_worker_bytes": ("bytes", "host memory per DataLoader worker process (a Python interpreter with torch, "
-                                "a memory-mapped shard, prefetch_factor=2 batches): a judgment, measure its RSS"),
-        "host_ram_per_gpu_memory": ("x GPU memory per node", "Bekman, ml-engineering compute/cpu-memory: 'at least as "
-                                    "much CPU memory on each node as there is on the GPUs'"),
-        "host_power_factor": ("x GPU TDP", "the TCO default (data/ownership.toml): NVIDIA DGX H100 10.2 kW max "
-                              "input / (8 x 700 W) = 1.82"),
-        "pue": ("facility / IT power", "the TCO default (data/ownership.toml): Uptime Institute 2023 industry "
-                "average PUE 1.58"),
-        "grid_gco2_per_kwh": ("g CO2eq per kWh", "Ember, Global Electricity Review 2024: world power-sector "
-                              "emissions intensity 480 gCO2/kWh in 2023 (the Llama 3.1 model card's 405B figures "
-                              "imply 413.6 g/kWh over TDP energy)"),
-    })
+    SOURCES = MappingProxyType(
+        {
+            "failures_per_gpu_hour": (
+                "failures per GPU-hour",
+                FAILURE_SOURCES["llama3"][1] + "; " + FAILURE_SOURCES["rsc"][1] + "; unset: picked by GPU generation",
+            ),
+            "restart_s": (
+                "seconds",
+                "lost per interruption to rescheduling, NCCL start-up and loading the checkpoint; "
+                "Daly 2006 uses R = 10 min in his worked cases; a judgment, measure your own restarts",
+            ),
+            "pcie_efficiency": (
+                "fraction of PCIe bandwidth",
+                "real transfers reach ~80-90 % of the PCI-SIG rate (TLP "
+                "headers, flow control); device-to-host checkpoint copies and weight loads at 80 %",
+            ),
+            "loader_workers_per_gpu": (
+                "workers",
+                "Bekman, ml-engineering compute/cpu: 2-4 DataLoader workers per "
+                "accelerator, '2 workers is usually plenty for LMs'",
+            ),
+            "loader_worker_bytes": (
+                "bytes",
+                "host memory per DataLoader worker process (a Python interpreter with torch, "
+                "a memory-mapped shard, prefetch_factor=2 batches): a judgment, measure its RSS",
+            ),
+            "host_ram_per_gpu_memory": (
+                "x GPU memory per node",
+                "Bekman, ml-engineering compute/cpu-memory: 'at least as "
+                "much CPU memory on each node as there is on the GPUs'",
+            ),
+            "host_power_factor": (
+                "x GPU TDP",
+                "the TCO default (data/ownership.toml): NVIDIA DGX H100 10.2 kW max input / (8 x 700 W) = 1.82",
+            ),
+            "pue": (
+                "facility / IT power",
+                "the TCO default (data/ownership.toml): Uptime Institute 2023 industry average PUE 1.58",
+            ),
+            "grid_gco2_per_kwh": (
+                "g CO2eq per kWh",
+                "Ember, Global Electricity Review 2024: world power-sector "
+                "emissions intensity 480 gCO2/kWh in 2023 (the Llama 3.1 model card's 405B figures "
+                "imply 413.6 g/kWh over TDP energy)",
+            ),
+        }
+    )
 
     def __post_init__(self) -> None:
-        check_assumptions(self, fractions=("pcie_efficiency", "failures_per_gpu_hour"),
-                          positive=("pcie_efficiency", "host_power_factor", "pue", "host_ram_per_gpu_memory"),
-                          ranges={"pue": (1, 10), "host_power_factor": (1, 10), "grid_gco2_per_kwh": (0, 2000),
-                                  "loader_workers_per_gpu": (0, 256), "host_ram_per_gpu_memory": (0, 64),
-                                  "restart_s": (0, 30 * 86400), "loader_worker_bytes": (0, 1024 * GiB)})
+        check_assumptions(
+            self,
+            fractions=("pcie_efficiency", "failures_per_gpu_hour"),
+            positive=(
+                "pcie_efficiency",
+                "host_power_factor",
+                "pue",
+                "host_ram_per_gpu_memory",
+                "failures_per_gpu_hour",
+            ),
+            ranges={
+                "pue": (1, 10),
+                "host_power_factor": (1, 10),
+                "grid_gco2_per_kwh": (0, 2000),
+                "loader_workers_per_gpu": (0, 256),
+                "host_ram_per_gpu_memory": (0, 64),
+                "restart_s": (0, 30 * 86400),
+                "loader_worker_bytes": (0, 1024 * GiB),
+            },
+        )

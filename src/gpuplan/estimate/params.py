@@ -14,9 +14,9 @@ Conventions:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
 
 from ..spec.model import ModelSpec
 

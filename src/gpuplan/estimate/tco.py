@@ -51,8 +51,10 @@ class Ownership:
         for name, (low, high, why) in OWNERSHIP_RANGES.items():
             value = getattr(self, name)
             if not low <= value <= high:
-                raise JobError(f"{_FLAGS.get(name, name.replace('_', '-'))} must be between {low:g} and {high:g} "
-                               f"({why}), got {value:g}")
+                raise JobError(
+                    f"{_FLAGS.get(name, name.replace('_', '-'))} must be between {low:g} and {high:g} "
+                    f"({why}), got {value:g}"
+                )
 
 
 #: The ranges an ownership case is planned within: (low, high, why). Utilization below 0.1 % (9 hours a
@@ -70,10 +72,17 @@ OWNERSHIP_RANGES = {
     "cost_of_capital": (0.0, 1.0, "an annual rate: 0.08 is 8 %"),
     "utilization": (0.001, 1.0, "a fraction of the hours; below 0.1 % the cost per used hour is meaningless"),
 }
-_FLAGS = {"purchase_usd": "--purchase-usd-per-gpu", "server_usd": "--server-usd-per-gpu",
-          "staff_usd_per_year": "--staff-usd-per-gpu-year", "years": "--life-years", "utilization": "--utilization",
-          "cost_of_capital": "--cost-of-capital", "pue": "--pue", "usd_per_kwh": "--usd-per-kwh",
-          "hosting_usd_per_kw_month": "--hosting-usd-per-kw-month"}
+_FLAGS = {
+    "purchase_usd": "--purchase-usd-per-gpu",
+    "server_usd": "--server-usd-per-gpu",
+    "staff_usd_per_year": "--staff-usd-per-gpu-year",
+    "years": "--life-years",
+    "utilization": "--utilization",
+    "cost_of_capital": "--cost-of-capital",
+    "pue": "--pue",
+    "usd_per_kwh": "--usd-per-kwh",
+    "hosting_usd_per_kw_month": "--hosting-usd-per-kw-month",
+}
 
 
 def capital_recovery_factor(rate: float, years: float) -> float:
@@ -91,6 +100,8 @@ def capital_recovery_factor(rate: float, years: float) -> float:
 
 @dataclass(frozen=True)
 class OwnershipCost:
+    """The cost of owning one GPU in US dollars: the fixed parts per year, energy per used hour, utilization."""
+
     capital_per_year: float
     hosting_per_year: float
     staff_per_year: float

@@ -50,8 +50,9 @@ class TrainingCompute:
         return self.flops_per_token * self.tokens * self.epochs
 
 
-def training_compute(model: ModelSpec | ParamsOnlyModel, seq_len: int, tokens: float, epochs: float = 1.0
-                     ) -> TrainingCompute:
+def training_compute(
+    model: ModelSpec | ParamsOnlyModel, seq_len: int, tokens: float, epochs: float = 1.0
+) -> TrainingCompute:
     """6N + causal attention FLOPs per token (PaLM appendix B, attention halved for the causal mask as
     FlashAttention counts it; ``flops.py``) over tokens x epochs: at least one token, at most MAX_TOKENS."""
     check_range(tokens, "--tokens", 1, MAX_TOKENS, why="training tokens")
@@ -64,6 +65,8 @@ def training_compute(model: ModelSpec | ParamsOnlyModel, seq_len: int, tokens: f
 
 @dataclass(frozen=True)
 class TrainingTime:
+    """Wall time of a training run on ``gpus`` GPUs at ``mfu`` of the dense peak."""
+
     seconds: float
     gpus: int
     mfu: float
@@ -79,8 +82,9 @@ def time_to_train(total_flops: float, gpus: int, peak: float, mfu: float) -> Tra
     if not (math.isfinite(mfu) and 0 < mfu <= 1):
         raise JobError(f"MFU must be in (0, 1], got {mfu}")
     if not (math.isfinite(total_flops) and total_flops > 0) or gpus < 1 or not (math.isfinite(peak) and peak > 0):
-        raise JobError(f"training time needs positive, finite FLOPs ({total_flops:g}), GPUs ({gpus}) and peak "
-                       f"({peak:g})")
+        raise JobError(
+            f"training time needs positive, finite FLOPs ({total_flops:g}), GPUs ({gpus}) and peak ({peak:g})"
+        )
     seconds = total_flops / (gpus * peak * mfu)
     if not math.isfinite(seconds):
         raise JobError("the training time overflows: fewer --tokens or --epochs, or a larger --mfu")
@@ -93,8 +97,10 @@ def gpus_for_deadline(total_flops: float, deadline_s: float, peak: float, mfu: f
         raise JobError("--deadline must be a finite time more than zero")
     need = total_flops / (deadline_s * peak * mfu)
     if not math.isfinite(need) or need > MAX_GPUS:
-        raise JobError(f"the deadline needs about {need:.3g} GPUs, more than the {MAX_GPUS:,} gpuplan plans with; "
-                       "give more time or train on fewer tokens")
+        raise JobError(
+            f"the deadline needs about {need:.3g} GPUs, more than the {MAX_GPUS:,} gpuplan plans with; "
+            "give more time or train on fewer tokens"
+        )
     return max(granularity, math.ceil(need / granularity - 1e-9) * granularity)
 
 

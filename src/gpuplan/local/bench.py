@@ -20,9 +20,10 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TypedDict
 
 from ..errors import GpuplanError
 from ..units import format_bytes
@@ -56,6 +57,7 @@ class BenchResult:
 
 
 # ------------------------------------------------------------------------------------------ arithmetic
+
 
 def gemm_flops(m: int, n: int, k: int) -> int:
     """FLOPs of one (m x k) @ (k x n) GEMM: 2mnk, a multiply and an add per term (the count mamf-finder
@@ -93,10 +95,17 @@ def bus_bandwidth(op: str, payload_bytes: int, seconds: float, ranks: int) -> tu
     return algbw, algbw * BUS_FACTORS[op](ranks)
 
 
-def guided_search(rate: Callable[[tuple[int, int, int]], float], grid: Sequence[tuple[int, int, int]],
-                  step: int, min_step: int, max_evals: int, max_dim: int, deadline_s: float | None = None,
-                  clock: Callable[[], float] = time.monotonic, seeds: int = 3
-                  ) -> tuple[tuple[int, int, int], dict[tuple[int, int, int], float]]:
+def guided_search(
+    rate: Callable[[tuple[int, int, int]], float],
+    grid: Sequence[tuple[int, int, int]],
+    step: int,
+    min_step: int,
+    max_evals: int,
+    max_dim: int,
+    deadline_s: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    seeds: int = 3,
+) -> tuple[tuple[int, int, int], dict[tuple[int, int, int], float]]:
     """The (m, n, k) with the highest ``rate`` found within ``max_evals`` shapes (or ``deadline_s`` seconds),
     every dimension a multiple of ``min_step`` in [min_step, max_dim]. Returns the best shape and every
     shape tried with its rate.
@@ -149,25 +158,35 @@ def guided_search(rate: Callable[[tuple[int, int, int]], float], grid: Sequence[
         climb(start, step)
     jumps = random.Random(0)
     stale = 0
+
+    def jump(x: int) -> int:
+        return (
+            min(max_dim, max(min_step, x + jumps.choice((-1, 1)) * jumps.randint(1, 4) * min_step * 2))
+            // min_step
+            * min_step
+        )
+
     while not spent() and stale < 20:
         best = max(seen, key=seen.__getitem__)
-        start = tuple(min(max_dim, max(min_step, x + jumps.choice((-1, 1)) * jumps.randint(1, 4) * min_step * 2))
-                      // min_step * min_step for x in best)
+        start = (jump(best[0]), jump(best[1]), jump(best[2]))  # in this order: the jumps are seeded
         if start in seen:
             stale += 1
             continue
-        measure(start)  # type: ignore[arg-type]
-        climb(start, 2 * min_step)  # type: ignore[arg-type]
+        measure(start)
+        climb(start, 2 * min_step)
     return max(seen, key=seen.__getitem__), seen
 
 
 # ------------------------------------------------------------------------------------------ harness
 
+
 def _torch():
     try:
         import torch
     except ImportError:
-        raise BenchUnavailable('benchmarks need torch: pip install "gpuplan[bench]" (or a CUDA build of torch)') from None
+        raise BenchUnavailable(
+            'benchmarks need torch: pip install "gpuplan[bench]" (or a CUDA build of torch)'
+        ) from None
     return torch
 
 
@@ -175,8 +194,9 @@ def device_for(torch) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def time_fn(fn: Callable[[], object], device: str, warmup: int = 3, iters: int = 10,
-            flush: Callable[[], object] | None = None) -> list[float]:
+def time_fn(
+    fn: Callable[[], object], device: str, warmup: int = 3, iters: int = 10, flush: Callable[[], object] | None = None
+) -> list[float]:
     """Seconds per call of ``fn``, one per timed call: CUDA events on a GPU (after a synchronize, so
     only ``fn``'s kernels are timed), perf_counter on the CPU; ``flush`` runs untimed before each call."""
     torch = _torch()
@@ -221,16 +241,24 @@ def matmul_support(torch, device: str) -> dict[str, str | None]:
     On the CPU every dtype runs, to test the harness (TF32 does not exist there: it runs as fp32).
     """
     if device != "cuda":
-        return {d: None for d in MATMUL_DTYPES}
+        return dict.fromkeys(MATMUL_DTYPES)
     cc = torch.cuda.get_device_capability()
     fp8 = hasattr(torch, "float8_e4m3fn") and hasattr(torch, "_scaled_mm")
     rocm = bool(getattr(torch.version, "hip", None))
-    return {"bf16": None if rocm or cc >= (8, 0) else f"bf16 needs sm 8.0+, this GPU is sm {cc[0]}.{cc[1]}",
-            "fp16": None if rocm or cc >= (7, 0) else f"fp16 tensor cores need sm 7.0+ (sm {cc[0]}.{cc[1]})",
-            "fp8": ("fp8 on ROCm is not measured" if rocm else
-                    None if cc >= (8, 9) and fp8 else
-                    f"fp8 needs sm 8.9+ (sm {cc[0]}.{cc[1]})" if cc < (8, 9) else "fp8 needs torch >= 2.1"),
-            "tf32": None if rocm or cc >= (8, 0) else f"TF32 needs sm 8.0+ (sm {cc[0]}.{cc[1]})"}
+    return {
+        "bf16": None if rocm or cc >= (8, 0) else f"bf16 needs sm 8.0+, this GPU is sm {cc[0]}.{cc[1]}",
+        "fp16": None if rocm or cc >= (7, 0) else f"fp16 tensor cores need sm 7.0+ (sm {cc[0]}.{cc[1]})",
+        "fp8": (
+            "fp8 on ROCm is not measured"
+            if rocm
+            else None
+            if cc >= (8, 9) and fp8
+            else f"fp8 needs sm 8.9+ (sm {cc[0]}.{cc[1]})"
+            if cc < (8, 9)
+            else "fp8 needs torch >= 2.1"
+        ),
+        "tf32": None if rocm or cc >= (8, 0) else f"TF32 needs sm 8.0+ (sm {cc[0]}.{cc[1]})",
+    }
 
 
 def _gemm(torch, device: str, dtype: str, m: int, n: int, k: int) -> Callable[[], object]:
@@ -265,21 +293,69 @@ def matmul_times(torch, device: str, dtype: str, m: int, n: int, k: int, iters: 
 #: (seconds per dtype). The grid and budget were chosen on the saw-tooth surfaces of the tests (48 coarse
 #: points, 120 shapes: >= 97 % of the exhaustive best on realistic ones); the GPU quick budget keeps one dtype
 #: under two minutes on an H100 (a 20480^3 bf16 GEMM is ~22 ms; 120 shapes x 7 calls, plus set-up).
-SEARCH = {
-    ("cuda", True): {"sizes": (1024, 4096, 10240, 18432), "k": (2048, 8192, 18432), "step": 1024, "min_step": 256,
-                     "max_dim": 20480, "evals": 120, "deadline_s": 100.0, "iters": 5},
-    ("cuda", False): {"sizes": (1024, 4096, 10240, 18432), "k": (2048, 8192, 18432), "step": 1024, "min_step": 128,
-                      "max_dim": 32768, "evals": 400, "deadline_s": 900.0, "iters": 20},
-    ("cpu", True): {"sizes": (128, 256), "k": (128, 256), "step": 64, "min_step": 32, "max_dim": 512, "evals": 10,
-                    "deadline_s": 10.0, "iters": 3},
-    ("cpu", False): {"sizes": (128, 256, 512), "k": (128, 256, 512), "step": 128, "min_step": 32, "max_dim": 1024,
-                     "evals": 40, "deadline_s": 60.0, "iters": 5},
+class SearchSettings(TypedDict):
+    sizes: tuple[int, ...]
+    k: tuple[int, ...]
+    step: int
+    min_step: int
+    max_dim: int
+    evals: int
+    deadline_s: float
+    iters: int
+
+
+SEARCH: dict[tuple[str, bool], SearchSettings] = {
+    ("cuda", True): {
+        "sizes": (1024, 4096, 10240, 18432),
+        "k": (2048, 8192, 18432),
+        "step": 1024,
+        "min_step": 256,
+        "max_dim": 20480,
+        "evals": 120,
+        "deadline_s": 100.0,
+        "iters": 5,
+    },
+    ("cuda", False): {
+        "sizes": (1024, 4096, 10240, 18432),
+        "k": (2048, 8192, 18432),
+        "step": 1024,
+        "min_step": 128,
+        "max_dim": 32768,
+        "evals": 400,
+        "deadline_s": 900.0,
+        "iters": 20,
+    },
+    ("cpu", True): {
+        "sizes": (128, 256),
+        "k": (128, 256),
+        "step": 64,
+        "min_step": 32,
+        "max_dim": 512,
+        "evals": 10,
+        "deadline_s": 10.0,
+        "iters": 3,
+    },
+    ("cpu", False): {
+        "sizes": (128, 256, 512),
+        "k": (128, 256, 512),
+        "step": 128,
+        "min_step": 32,
+        "max_dim": 1024,
+        "evals": 40,
+        "deadline_s": 60.0,
+        "iters": 5,
+    },
 }
 
 
-def bench_matmul(dtype: str = "bf16", quick: bool = True, datasheet_flops: float | None = None,
-                 shapes: list[tuple[int, int, int, int]] | None = None, model: str | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> BenchResult:
+def bench_matmul(
+    dtype: str = "bf16",
+    quick: bool = True,
+    datasheet_flops: float | None = None,
+    shapes: list[tuple[int, int, int, int]] | None = None,
+    model: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> BenchResult:
     """Achievable matmul TFLOP/s in ``dtype``: the best shape a guided search finds (``guided_search``), or,
     with ``shapes`` (m, n, k, count) from a model, the FLOP-weighted rate over that model's own GEMMs
     (each shape's time weighted by how many such GEMMs the model has). ``progress(done, total)`` is called
@@ -296,7 +372,9 @@ def bench_matmul(dtype: str = "bf16", quick: bool = True, datasheet_flops: float
         try:  # a 16 x 16 probe: a build without fp8 kernels for this GPU (old CUDA, sm 8.9) says so here
             _gemm(torch, device, "fp8", 16, 16, 16)()
         except RuntimeError as e:
-            raise BenchUnavailable(f"fp8 GEMMs do not run here: {str(e).strip().splitlines()[0] if str(e).strip() else e}") from None
+            raise BenchUnavailable(
+                f"fp8 GEMMs do not run here: {str(e).strip().splitlines()[0] if str(e).strip() else e}"
+            ) from None
     cfg = SEARCH[(device, quick)]
     t0 = time.perf_counter()
     flush = _l2_flusher(torch, device)
@@ -318,27 +396,55 @@ def bench_matmul(dtype: str = "bf16", quick: bool = True, datasheet_flops: float
 
     label = f"matmul {dtype}" + (" (cpu)" if device == "cpu" else "")
     ds = datasheet_flops / 1e12 if datasheet_flops and device == "cuda" else None
-    base = {"device": device, "dtype": dtype, "dtype_run": run_as, **({"fp8_fast_accum": True} if dtype == "fp8" else {})}
+    base = {
+        "device": device,
+        "dtype": dtype,
+        "dtype_run": run_as,
+        **({"fp8_fast_accum": True} if dtype == "fp8" else {}),
+    }
     if shapes:
         run = [(fit(m), fit(n), fit(k), c) for m, n, k, c in shapes]
         total = len(run)
         work = [gemm_flops(m, n, k) * c for m, n, k, c in run]
         best = [tflops((m, n, k)) for m, n, k, _ in run]
         med = [median_of[(m, n, k)] for m, n, k, _ in run]
-        weighted = [sum(work) / sum(w / r for w, r in zip(work, rs)) for rs in (best, med)]
-        return BenchResult(label, weighted[0], "TFLOP/s", ds,
-                           {**base, "model": model, "model_shapes": [list(s) for s in run],
-                            "shapes_tried": len(run), "median_tflops": weighted[1]},
-                           time.perf_counter() - t0, weighted[1])
+        weighted = [sum(work) / sum(w / r for w, r in zip(work, rs, strict=True)) for rs in (best, med)]
+        return BenchResult(
+            label,
+            weighted[0],
+            "TFLOP/s",
+            ds,
+            {
+                **base,
+                "model": model,
+                "model_shapes": [list(s) for s in run],
+                "shapes_tried": len(run),
+                "median_tflops": weighted[1],
+            },
+            time.perf_counter() - t0,
+            weighted[1],
+        )
     div = 4 if device == "cpu" and dtype == "fp8" else 1  # CPU fp8: 32-64 instead of 128-256
     grid = [(m // div, n // div, k // div) for m in cfg["sizes"] for n in cfg["sizes"] for k in cfg["k"]]
     total = cfg["evals"]
-    best_shape, seen = guided_search(tflops, grid, max(16, cfg["step"] // div), max(16, cfg["min_step"] // div),
-                                     cfg["evals"], cfg["max_dim"] // div, cfg["deadline_s"])
-    return BenchResult(label, seen[best_shape], "TFLOP/s", ds,
-                       {**base, "best_shape_mnk": list(best_shape), "shapes_tried": len(seen),
-                        "median_tflops": median_of[best_shape]},
-                       time.perf_counter() - t0, median_of[best_shape])
+    best_shape, seen = guided_search(
+        tflops,
+        grid,
+        max(16, cfg["step"] // div),
+        max(16, cfg["min_step"] // div),
+        cfg["evals"],
+        cfg["max_dim"] // div,
+        cfg["deadline_s"],
+    )
+    return BenchResult(
+        label,
+        seen[best_shape],
+        "TFLOP/s",
+        ds,
+        {**base, "best_shape_mnk": list(best_shape), "shapes_tried": len(seen), "median_tflops": median_of[best_shape]},
+        time.perf_counter() - t0,
+        median_of[best_shape],
+    )
 
 
 def bench_memory(quick: bool = True, datasheet_bytes_per_s: float | None = None) -> BenchResult:
@@ -356,15 +462,21 @@ def bench_memory(quick: bool = True, datasheet_bytes_per_s: float | None = None)
     src = torch.empty(size, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
     best, med = rates(copy_bytes(size), time_fn(lambda: dst.copy_(src), device, warmup=2, iters=5 if quick else 20))
-    return BenchResult("memory copy" + (" (cpu)" if device == "cpu" else ""), best / 1e9, "GB/s (read + write)",
-                       datasheet_bytes_per_s / 1e9 if datasheet_bytes_per_s and device == "cuda" else None,
-                       {"device": device, "bytes": size, "median_gbps": med / 1e9}, time.perf_counter() - t0, med / 1e9)
+    return BenchResult(
+        "memory copy" + (" (cpu)" if device == "cpu" else ""),
+        best / 1e9,
+        "GB/s (read + write)",
+        datasheet_bytes_per_s / 1e9 if datasheet_bytes_per_s and device == "cuda" else None,
+        {"device": device, "bytes": size, "median_gbps": med / 1e9},
+        time.perf_counter() - t0,
+        med / 1e9,
+    )
 
 
 def bench_pcie(quick: bool = True, link_bytes_per_s: dict[str, float] | None = None) -> list[BenchResult]:
     """Host-to-device and device-to-host bandwidth, pinned and pageable host memory, on every GPU torch
-    sees. ``link_bytes_per_s`` maps a GPU's UUID (``detect.uuid_key``) to its link's theoretical one-direction rate (from detect:
-    ``pcie_bytes_per_s`` of its generation and width) for the datasheet column."""
+    sees. ``link_bytes_per_s`` maps a GPU's UUID (``detect.uuid_key``) to its link's theoretical one-direction
+    rate (from detect: ``pcie_bytes_per_s`` of its generation and width) for the datasheet column."""
     torch = _torch()
     if not torch.cuda.is_available():
         raise BenchUnavailable("the PCIe benchmark needs a GPU")
@@ -378,22 +490,41 @@ def bench_pcie(quick: bool = True, link_bytes_per_s: dict[str, float] | None = N
             for pinned in (True, False):
                 host = torch.empty(size, dtype=torch.uint8, pin_memory=pinned)
                 host.fill_(1)  # touch every page: untouched pageable memory reads from the shared zero page
-                for direction, fn in (("host-to-device", lambda: dev.copy_(host, non_blocking=pinned)),
-                                      ("device-to-host", lambda: host.copy_(dev, non_blocking=pinned))):
+                # the closures run at once, inside this iteration; closing over the variables (not binding
+                # them as defaults) lets the `del`s below free the buffers
+                for direction, fn in (
+                    ("host-to-device", lambda: dev.copy_(host, non_blocking=pinned)),  # noqa: B023, F821
+                    ("device-to-host", lambda: host.copy_(dev, non_blocking=pinned)),  # noqa: B023, F821
+                ):
                     t0 = time.perf_counter()
                     best, med = rates(size, time_fn(fn, "cuda", warmup=1, iters=3 if quick else 10))
-                    name = f"pcie {direction} {'pinned' if pinned else 'pageable'}" + (f" gpu{index}" if count > 1 else "")
-                    out.append(BenchResult(name, best / 1e9, "GB/s", link / 1e9 if link else None,
-                                           {"gpu": index, "bytes": size, "pinned": pinned}, time.perf_counter() - t0,
-                                           med / 1e9))
+                    name = f"pcie {direction} {'pinned' if pinned else 'pageable'}" + (
+                        f" gpu{index}" if count > 1 else ""
+                    )
+                    out.append(
+                        BenchResult(
+                            name,
+                            best / 1e9,
+                            "GB/s",
+                            link / 1e9 if link else None,
+                            {"gpu": index, "bytes": size, "pinned": pinned},
+                            time.perf_counter() - t0,
+                            med / 1e9,
+                        )
+                    )
                 del host
             del dev
     return out
 
 
-def bench_collectives(quick: bool = True, sizes: list[int] | None = None, ops: Sequence[str] = tuple(BUS_FACTORS),
-                      link_bytes_per_s: float | None = None, allow_single: bool = False,
-                      progress: Callable[[int, int], None] | None = None) -> list[BenchResult]:
+def bench_collectives(
+    quick: bool = True,
+    sizes: Sequence[int] | None = None,
+    ops: Sequence[str] = tuple(BUS_FACTORS),
+    link_bytes_per_s: float | None = None,
+    allow_single: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[BenchResult]:
     """Bus bandwidth of all-reduce, all-gather and reduce-scatter vs payload (``bus_bandwidth``), over every
     rank of a torchrun launch (NCCL on GPUs, gloo on CPUs):
 
@@ -412,8 +543,9 @@ def bench_collectives(quick: bool = True, sizes: list[int] | None = None, ops: S
 
     world = int(os.environ.get("WORLD_SIZE", 1))
     if world < 2 and not allow_single:
-        raise BenchUnavailable("collectives need 2 or more ranks: torchrun --nproc-per-node 8 -m gpuplan local bench "
-                               "allreduce")
+        raise BenchUnavailable(
+            "collectives need 2 or more ranks: torchrun --nproc-per-node 8 -m gpuplan local bench allreduce"
+        )
     own_group = not dist.is_initialized()
     if own_group:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -421,8 +553,12 @@ def bench_collectives(quick: bool = True, sizes: list[int] | None = None, ops: S
             if world > 1:  # under torchrun: its MASTER_ADDR/PORT rendezvous
                 if "MASTER_ADDR" not in os.environ:
                     raise GpuplanError("WORLD_SIZE is set but MASTER_ADDR is not: launch with torchrun (it sets both)")
-                dist.init_process_group(backend, rank=int(os.environ.get("RANK", 0)), world_size=world,
-                                        timeout=datetime.timedelta(seconds=120))
+                dist.init_process_group(
+                    backend,
+                    rank=int(os.environ.get("RANK", 0)),
+                    world_size=world,
+                    timeout=datetime.timedelta(seconds=120),
+                )
             else:  # one process (the CPU-tested path): an in-memory store, no port to collide on
                 dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
         except (ValueError, RuntimeError) as e:
@@ -450,22 +586,51 @@ def bench_collectives(quick: bool = True, sizes: list[int] | None = None, ops: S
                 payload = elems * 4
                 full = torch.ones(elems, dtype=torch.float32, device=device)
                 part = torch.empty(elems // n, dtype=torch.float32, device=device)
-                one = {"all_reduce": lambda: dist.all_reduce(full),
-                       "all_gather": lambda: gather(full, part),
-                       "reduce_scatter": lambda: scatter(part, full)}[op]
+                # the closures (here and in time_fn below) run at once, inside this iteration
+                one = {
+                    "all_reduce": lambda: dist.all_reduce(full),  # noqa: B023
+                    "all_gather": lambda: gather(full, part),  # noqa: B023
+                    "reduce_scatter": lambda: scatter(part, full),  # noqa: B023
+                }[op]
                 # as nccl-tests does: line the ranks up before each timed batch (a rank that starts late would
                 # be timed as the collective's cost), and time several calls back to back so launch skew
                 # and event overhead vanish at small payloads
                 reps = max(1, min(20, 2**26 // payload))
                 t0 = time.perf_counter()
-                times = [t / reps for t in time_fn(lambda: [one() for _ in range(reps)], device, warmup=1,
-                                                   iters=5 if quick else 20, flush=barrier)]
-                (algbw, busbw), (_, med_busbw) = (bus_bandwidth(op, payload, min(times), n),
-                                                  bus_bandwidth(op, payload, statistics.median(times), n))
-                out.append(BenchResult(f"{op} {format_bytes(payload, binary=True)}", busbw / 1e9, "GB/s bus bandwidth", datasheet,
-                                       {"op": op, "ranks": n, "nodes": nodes, "bytes": payload, "device": device,
-                                        "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": busbw, "calls_per_timing": reps},
-                                       time.perf_counter() - t0, med_busbw / 1e9))
+                times = [
+                    t / reps
+                    for t in time_fn(
+                        lambda: [one() for _ in range(reps)],  # noqa: B023
+                        device,
+                        warmup=1,
+                        iters=5 if quick else 20,
+                        flush=barrier,
+                    )
+                ]
+                (algbw, busbw), (_, med_busbw) = (
+                    bus_bandwidth(op, payload, min(times), n),
+                    bus_bandwidth(op, payload, statistics.median(times), n),
+                )
+                out.append(
+                    BenchResult(
+                        f"{op} {format_bytes(payload, binary=True)}",
+                        busbw / 1e9,
+                        "GB/s bus bandwidth",
+                        datasheet,
+                        {
+                            "op": op,
+                            "ranks": n,
+                            "nodes": nodes,
+                            "bytes": payload,
+                            "device": device,
+                            "algbw_bytes_per_s": algbw,
+                            "busbw_bytes_per_s": busbw,
+                            "calls_per_timing": reps,
+                        },
+                        time.perf_counter() - t0,
+                        med_busbw / 1e9,
+                    )
+                )
                 if progress:
                     progress(len(out), len(ops) * len(sizes))
         return out
@@ -528,7 +693,7 @@ class _StopOnSignals:
     def _handler(self, signum, frame) -> None:
         self.stop.set(signum)
 
-    def __enter__(self) -> "_StopOnSignals":
+    def __enter__(self) -> _StopOnSignals:
         import signal
         import threading
 
@@ -580,11 +745,14 @@ def _disk_error(path: Path, e: OSError, doing: str) -> DiskBenchError:
         return DiskBenchError(f"{path}: permission denied, can't {doing}; give --path a folder you can write to")
     if code in (errno.ENOSPC, errno.EDQUOT):
         what = "the filesystem is full" if code == errno.ENOSPC else "the disk quota is used up"
-        return DiskBenchError(f"{path}: {what} (while the disk test was trying to {doing}); "
-                              "lower --file-size or --writers, or free some space")
+        return DiskBenchError(
+            f"{path}: {what} (while the disk test was trying to {doing}); "
+            "lower --file-size or --writers, or free some space"
+        )
     if code == errno.EIO:
-        return DiskBenchError(f"{path}: I/O error while the disk test was trying to {doing}; check the disk "
-                              "(dmesg) before trusting it")
+        return DiskBenchError(
+            f"{path}: I/O error while the disk test was trying to {doing}; check the disk (dmesg) before trusting it"
+        )
     name = errno.errorcode.get(code, "") if code else ""
     return DiskBenchError(f"{path}: disk test failed to {doing}: {e.strerror or e}" + (f" ({name})" if name else ""))
 
@@ -602,15 +770,25 @@ def check_disk(path: Path, writers: int = 4, file_bytes: int | None = None, quic
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise GpuplanError(f"--path {path}: not a directory (nothing is there); give a folder on the disk to "
-                           "test") from None
+        raise GpuplanError(
+            f"--path {path}: not a directory (nothing is there); give a folder on the disk to test"
+        ) from None
     except OSError as e:
-        raise GpuplanError(f"--path {path}: not a directory I can use ({e.strerror or e}); give a folder on the "
-                           "disk to test") from None
+        raise GpuplanError(
+            f"--path {path}: not a directory I can use ({e.strerror or e}); give a folder on the disk to test"
+        ) from None
     if not stat.S_ISDIR(st.st_mode):
-        kind = ("a file" if stat.S_ISREG(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else
-                "a socket" if stat.S_ISSOCK(st.st_mode) else "a device" if stat.S_ISBLK(st.st_mode) or
-                stat.S_ISCHR(st.st_mode) else "not a folder")
+        kind = (
+            "a file"
+            if stat.S_ISREG(st.st_mode)
+            else "a FIFO"
+            if stat.S_ISFIFO(st.st_mode)
+            else "a socket"
+            if stat.S_ISSOCK(st.st_mode)
+            else "a device"
+            if stat.S_ISBLK(st.st_mode) or stat.S_ISCHR(st.st_mode)
+            else "not a folder"
+        )
         raise GpuplanError(f"--path {path}: not a directory ({kind}); give a folder on the disk to test")
     if writers < 1:
         raise GpuplanError(f"--writers must be at least 1, got {writers}")
@@ -628,12 +806,16 @@ def check_disk(path: Path, writers: int = 4, file_bytes: int | None = None, quic
         fmt = lambda b: format_bytes(b, binary=True)  # noqa: E731
         fits = max(0, int(free - DISK_MIN_FREE * size)) // writers  # the largest file that would still fit
         fits_str = f"{fits // 2**30}GiB" if fits >= 2**30 else f"{fits // 2**20}MiB"  # rounded down, as typed
-        hint = (f"lower --file-size (to {fits_str} or less with {writers} writer{'s' if writers > 1 else ''}) "
-                "or --writers" if fits >= 2**20 else
-                "lower --file-size or --writers, free some space, or test another folder")
-        raise GpuplanError(f"--path {path}: the disk test needs {fmt(needed)} ({writers} x {fmt(per_file)}) but the "
-                           f"filesystem has {fmt(free)} free of {fmt(size)}; that would leave less than "
-                           f"{DISK_MIN_FREE:.0%} free: {hint}")
+        hint = (
+            f"lower --file-size (to {fits_str} or less with {writers} writer{'s' if writers > 1 else ''}) or --writers"
+            if fits >= 2**20
+            else "lower --file-size or --writers, free some space, or test another folder"
+        )
+        raise GpuplanError(
+            f"--path {path}: the disk test needs {fmt(needed)} ({writers} x {fmt(per_file)}) but the "
+            f"filesystem has {fmt(free)} free of {fmt(size)}; that would leave less than "
+            f"{DISK_MIN_FREE:.0%} free: {hint}"
+        )
     return per_file
 
 
@@ -651,7 +833,7 @@ class _PrivateDir:
         self.fd = self.parent_fd = -1
         self.path: Path | None = None
 
-    def __enter__(self) -> "_PrivateDir":
+    def __enter__(self) -> _PrivateDir:
         import tempfile
 
         try:
@@ -666,19 +848,21 @@ class _PrivateDir:
             # the folder mkdtemp made, looked up once through the parent's descriptor; from here on every file
             # operation goes through this descriptor, so a rename or a symlink put in place of the folder
             # cannot redirect them
-            self.fd = os.open(self.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | self._CLOEXEC,
-                              dir_fd=self.parent_fd)
+            self.fd = os.open(
+                self.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | self._CLOEXEC, dir_fd=self.parent_fd
+            )
             st = os.fstat(self.fd)
             self.ident = (st.st_dev, st.st_ino)
         except OSError as e:
             self._close()
-            raise DiskBenchError(f"{made}: the folder just made could not be opened ({e.strerror or e}); "
-                                 "is something else changing " + str(self.parent) + "?") from None
+            raise DiskBenchError(
+                f"{made}: the folder just made could not be opened ({e.strerror or e}); "
+                "is something else changing " + str(self.parent) + "?"
+            ) from None
         return self
 
     def create(self, name: str) -> int:
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | self._CLOEXEC, 0o600,
-                     dir_fd=self.fd)
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | self._CLOEXEC, 0o600, dir_fd=self.fd)
         self.created.append(name)
         return fd
 
@@ -715,8 +899,9 @@ class _PrivateDir:
         finally:
             self._close()
         if left and exc_type is None:
-            raise DiskBenchError(f"{self.path}: the disk test could not remove its files ({'; '.join(left)}); "
-                                 "remove the folder by hand")
+            raise DiskBenchError(
+                f"{self.path}: the disk test could not remove its files ({'; '.join(left)}); remove the folder by hand"
+            )
 
 
 def _read_direct(box: _PrivateDir, name: str, chunk: int, stop: _StopFlag) -> str:
@@ -784,12 +969,17 @@ def _run_all(pool, fn: Callable[[int], object], count: int, stop: _StopFlag) -> 
     seconds = time.perf_counter() - t0
     for f in futures:
         if f.exception() is not None:
-            raise f.exception()  # type: ignore[misc]
+            raise f.exception()
     return seconds
 
 
-def bench_disk(path: Path, writers: int = 4, file_bytes: int | None = None, quick: bool = True,
-               progress: Callable[[int, int], None] | None = None) -> list[BenchResult]:
+def bench_disk(
+    path: Path,
+    writers: int = 4,
+    file_bytes: int | None = None,
+    quick: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[BenchResult]:
     """Checkpoint-shaped writes (``writers`` files written at once in 8 MiB blocks, each fsync'ed) and
     data-loader-shaped reads of them that bypass the page cache (``_read_direct``), on ``path``. Bandwidth is
     total bytes / wall time of the whole phase (GB/s, 1e9 bytes). File size: ``file_bytes`` per writer, else
@@ -832,9 +1022,10 @@ def bench_disk(path: Path, writers: int = 4, file_bytes: int | None = None, quic
                     if stop.is_set():
                         return
                     r = (i * blocks + b) % _O_DIRECT_ALIGN
-                    n = os.write(fd, data[r:r + min(chunk, per_file - written)])
+                    n = os.write(fd, data[r : r + min(chunk, per_file - written)])
                     if n <= 0:  # a regular file never takes nothing without an error; don't spin on it
                         import errno
+
                         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
                     written += n
                     b += 1
@@ -857,8 +1048,9 @@ def bench_disk(path: Path, writers: int = 4, file_bytes: int | None = None, quic
         tick()
 
     def interrupted() -> BenchInterrupted:
-        return BenchInterrupted(f"disk benchmark stopped by {_signal_name(stop.signum or 0)}; its files under "
-                                f"{path} were removed")
+        return BenchInterrupted(
+            f"disk benchmark stopped by {_signal_name(stop.signum or 0)}; its files under {path} were removed"
+        )
 
     with _StopOnSignals(stop):
         doing = "create its folder"
@@ -886,9 +1078,17 @@ def bench_disk(path: Path, writers: int = 4, file_bytes: int | None = None, quic
     # memory-backed filesystems are RAM whatever the flags; ZFS keeps its own cache (ARC) that fadvise misses
     cached = mode == "cached" or fstype in ("tmpfs", "ramfs") or (mode == "fadvise-dontneed" and fstype == "zfs")
     where = {"path": str(path), "fstype": fstype, "bytes": total}
-    return [BenchResult("disk write (fsync)", total / t_write / 1e9, "GB/s", None, {**where, "writers": writers}, t_write),
-            BenchResult("disk read (cached: this filesystem keeps files in memory)" if cached else "disk read (uncached)",
-                        total / t_read / 1e9, "GB/s", None, {**where, "readers": writers, "read_mode": mode}, t_read)]
+    return [
+        BenchResult("disk write (fsync)", total / t_write / 1e9, "GB/s", None, {**where, "writers": writers}, t_write),
+        BenchResult(
+            "disk read (cached: this filesystem keeps files in memory)" if cached else "disk read (uncached)",
+            total / t_read / 1e9,
+            "GB/s",
+            None,
+            {**where, "readers": writers, "read_mode": mode},
+            t_read,
+        ),
+    ]
 
 
 def _fstype(path: Path) -> str | None:

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from types import MappingProxyType
+from typing import TypeGuard
 
 from ..errors import CatalogError
 
@@ -39,15 +40,22 @@ COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter")
 
 
 def make_profile(results: list[dict], gpu: dict | None, host: dict, versions: dict) -> dict:
-    return {"schema_version": SCHEMA_VERSION, "kind": "calibration",
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": host, "gpu": gpu, "versions": versions,
-            "python": platform.python_version(), "results": results}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "calibration",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "host": host,
+        "gpu": gpu,
+        "versions": versions,
+        "python": platform.python_version(),
+        "results": results,
+    }
 
 
 # ------------------------------------------------------------------------------------------ reading
 
 
-def _number(x) -> bool:
+def _number(x: object) -> TypeGuard[float]:
     return not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x)
 
 
@@ -125,10 +133,16 @@ class Calibration:
     nothing_applicable: str | None = None
 
     def to_dict(self) -> dict:
-        return {"file": self.file, "measured_on": self.measured_on, "created": self.created,
-                "replaced": list(self.replaced), "overridden": list(self.overridden),
-                "not_applied": [{"result": n, "why": w} for n, w in self.not_applied], "notes": list(self.notes),
-                "nothing_applicable": self.nothing_applicable}
+        return {
+            "file": self.file,
+            "measured_on": self.measured_on,
+            "created": self.created,
+            "replaced": list(self.replaced),
+            "overridden": list(self.overridden),
+            "not_applied": [{"result": n, "why": w} for n, w in self.not_applied],
+            "notes": list(self.notes),
+            "nothing_applicable": self.nothing_applicable,
+        }
 
 
 def cite(a, sources: dict[str, str]):
@@ -141,8 +155,11 @@ def cite(a, sources: dict[str, str]):
         return a
     base = type(a)
     merged = MappingProxyType({k: (unit, sources.get(k, src)) for k, (unit, src) in base.SOURCES.items()})
-    cls = type(base.__name__, (base,), {"SOURCES": merged, "__module__": base.__module__,
-                                         "__qualname__": base.__qualname__, "__doc__": base.__doc__})
+    cls = type(
+        base.__name__,
+        (base,),
+        {"SOURCES": merged, "__module__": base.__module__, "__qualname__": base.__qualname__, "__doc__": base.__doc__},
+    )
     return cls(**{f.name: getattr(a, f.name) for f in fields(a)})
 
 
@@ -157,6 +174,13 @@ def _on_cpu(r: dict) -> bool:
 def _fraction(r: dict) -> float | None:
     f = r.get("fraction_of_datasheet")
     return float(f) if _number(f) else None
+
+
+def _known_fraction(r: dict) -> float:
+    """``_fraction`` of a result already checked to have one."""
+    f = _fraction(r)
+    assert f is not None
+    return f
 
 
 def _matmul_dtype(r: dict) -> str | None:
@@ -200,8 +224,10 @@ class _Applier:
 
     def measured(self, r: dict) -> str:
         value = f"{r['value']:,.4g} {r.get('unit') or ''}".rstrip() if _number(r.get("value")) else r["name"]
-        return (f"calibration {self.file}: measured {value} = {_fraction(r):.1%} of datasheet on {self.gpu_name} "
-                f"({self.created})")
+        return (
+            f"calibration {self.file}: measured {value} = {_fraction(r):.1%} of datasheet on {self.gpu_name} "
+            f"({self.created})"
+        )
 
     def set(self, name: str, value: float, i: int, how: str) -> None:
         """Replace assumption ``name`` with ``value`` from result ``i`` (unless --assume set it)."""
@@ -211,36 +237,54 @@ class _Applier:
         value = min(1.0, value)
         if name in self.explicit:
             mine = getattr(self.a, name)
-            self.overridden.append(f"--assume overrides the calibration for {name}: {mine:g} kept, "
-                                   f"{r['name']} measured {value:.3g}")
-            self.sources[name] = (f"--assume {name}={mine:g} (overrides calibration {self.file}, which measured "
-                                  f"{value:.3g} from {r['name']})")
+            self.overridden.append(
+                f"--assume overrides the calibration for {name}: {mine:g} kept, {r['name']} measured {value:.3g}"
+            )
+            self.sources[name] = (
+                f"--assume {name}={mine:g} (overrides calibration {self.file}, which measured "
+                f"{value:.3g} from {r['name']})"
+            )
             return
         self.changes[name] = value
         how = f"{r['name']} {how}" + ("; capped at 1" if capped else "")
         self.sources[name] = f"{self.measured(r)}; {how}"
         self.replaced.append(f"{name} = {value:.3g}: {how}")
 
-    def matmul(self, name: str, dtype: str, model_id: str | None, factor: float, factor_why: str,
-               default_why: str) -> None:
+    def matmul(
+        self, name: str, dtype: str, model_id: str | None, factor: float, factor_why: str, default_why: str
+    ) -> None:
         """``name`` from the matmul result in ``dtype``: on the model's own shapes as is, else x ``factor``."""
-        found = [(i, r) for i, r in enumerate(self.results)
-                 if _matmul_dtype(r) == dtype and _fraction(r) is not None and not _on_cpu(r)]
+        found = [
+            (i, r)
+            for i, r in enumerate(self.results)
+            if _matmul_dtype(r) == dtype and _fraction(r) is not None and not _on_cpu(r)
+        ]
         # preference: the planned model's own shapes, then the best shape, then another model's shapes
-        own = [(i, r) for i, r in found if _detail(r).get("model_shapes") and model_id is not None
-               and _detail(r).get("model") == model_id]
+        own = [
+            (i, r)
+            for i, r in found
+            if _detail(r).get("model_shapes") and model_id is not None and _detail(r).get("model") == model_id
+        ]
         best = [(i, r) for i, r in found if not _detail(r).get("model_shapes")]
         taken = {i for i, _ in own + best}
         other = [(i, r) for i, r in found if i not in taken]
         if own:
             i, r = own[0]
-            self.set(name, _fraction(r), i, f"on {model_id}'s own GEMM shapes, used as is (no model_shape_factor); "
-                     f"{default_why}")
+            self.set(
+                name,
+                _known_fraction(r),
+                i,
+                f"on {model_id}'s own GEMM shapes, used as is (no model_shape_factor); {default_why}",
+            )
         elif best or other:
             i, r = (best or other)[0]
             where = _shapes(r) + (f", not {model_id}'s" if _detail(r).get("model") else "")
-            self.set(name, _fraction(r) * factor, i, f"{where}, x model_shape_factor {factor:g} ({factor_why}); "
-                     f"{default_why}")
+            self.set(
+                name,
+                _known_fraction(r) * factor,
+                i,
+                f"{where}, x model_shape_factor {factor:g} ({factor_why}); {default_why}",
+            )
         elif name not in self.explicit and not all(_on_cpu(r) for r in self.results):
             self.notes.append(f"calibration has no {dtype} matmul measurement: {name} keeps its default")
         chosen = next((_shapes(r) for i, r in found if i in self.used), None)
@@ -252,7 +296,7 @@ class _Applier:
     def memory(self, name: str, how: str) -> None:
         for i, r in enumerate(self.results):
             if r["name"] == "memory copy" and _fraction(r) is not None and not _on_cpu(r):
-                self.set(name, _fraction(r), i, how)
+                self.set(name, _known_fraction(r), i, how)
                 return
 
     def link(self, default_why: str) -> None:
@@ -274,9 +318,13 @@ class _Applier:
             return
         _, i = max(ok)
         d = _detail(self.results[i])
-        self.set("link_efficiency", _fraction(self.results[i]), i,
-                 f"(bus bandwidth at the largest payload measured, {_mib(d['bytes'])} on {d['ranks']} ranks of one "
-                 f"node, over the catalog's per-direction scale-up bandwidth); {default_why}")
+        self.set(
+            "link_efficiency",
+            _known_fraction(self.results[i]),
+            i,
+            f"(bus bandwidth at the largest payload measured, {_mib(d['bytes'])} on {d['ranks']} ranks of one "
+            f"node, over the catalog's per-direction scale-up bandwidth); {default_why}",
+        )
         for _, j in ok:
             if j != i:
                 self.why[j] = f"a smaller payload than {self.results[i]['name']}, which is used"
@@ -303,11 +351,23 @@ class _Applier:
         nothing = None
         if not self.replaced and not self.overridden:
             on_cpu = self.results and all(_on_cpu(r) for r in self.results)
-            nothing = "measured on a CPU" if on_cpu else ("the profile has no results" if not self.results else
-                                                          "no result measures what the plan assumes")
+            nothing = (
+                "measured on a CPU"
+                if on_cpu
+                else ("the profile has no results" if not self.results else "no result measures what the plan assumes")
+            )
         a = cite(replace(self.a, **self.changes), self.sources)
-        return Calibration(self.file, self.gpu_name, self.created, a, tuple(self.replaced), tuple(self.overridden),
-                           tuple(not_applied), tuple(self.notes), nothing)
+        return Calibration(
+            self.file,
+            self.gpu_name,
+            self.created,
+            a,
+            tuple(self.replaced),
+            tuple(self.overridden),
+            tuple(not_applied),
+            tuple(self.notes),
+            nothing,
+        )
 
 
 def _matmul_dtype_for_training(precision: str, gpu) -> str:
@@ -317,22 +377,33 @@ def _matmul_dtype_for_training(precision: str, gpu) -> str:
     return "fp32" if dtype == "tf32" and not gpu.supports("tf32") else dtype  # peak_for's fallback
 
 
-def apply_to_step(profile: dict, a, gpu, *, file: str, precision: str = "bf16-mixed", model_id: str | None = None,
-                  explicit=()) -> Calibration:
+def apply_to_step(
+    profile: dict, a, gpu, *, file: str, precision: str = "bf16-mixed", model_id: str | None = None, explicit=()
+) -> Calibration:
     """StepAssumptions with the measured figures of ``profile`` (see the module docstring); ``explicit``
     names the assumptions the user set with --assume, which the profile does not replace."""
     _check_gpu(profile, gpu.id)
     c = _Applier(profile, a, file, explicit, "training step-time")
-    c.matmul("matmul_efficiency", _matmul_dtype_for_training(precision, gpu), model_id, a.model_shape_factor,
-             "a model's GEMMs run below the best shape", "replaces the MAMF table's fraction x model_shape_factor")
-    c.memory("hbm_efficiency", "(memory bandwidth, read + write, over the datasheet HBM bandwidth); replaces the "
-             "device-copy literature figure for element-wise kernels")
+    c.matmul(
+        "matmul_efficiency",
+        _matmul_dtype_for_training(precision, gpu),
+        model_id,
+        a.model_shape_factor,
+        "a model's GEMMs run below the best shape",
+        "replaces the MAMF table's fraction x model_shape_factor",
+    )
+    c.memory(
+        "hbm_efficiency",
+        "(memory bandwidth, read + write, over the datasheet HBM bandwidth); replaces the "
+        "device-copy literature figure for element-wise kernels",
+    )
     c.link("replaces the nccl-tests figure for DGX A100/H100")
     return c.done()
 
 
-def apply_to_inference(profile: dict, a, gpu, *, file: str, weights: str = "bf16", model_id: str | None = None,
-                       explicit=()) -> Calibration:
+def apply_to_inference(
+    profile: dict, a, gpu, *, file: str, weights: str = "bf16", model_id: str | None = None, explicit=()
+) -> Calibration:
     """InferenceAssumptions with the measured figures of ``profile`` (see the module docstring)."""
     from ..estimate.inference import compute_dtype
     from ..estimate.steptime import StepAssumptions
@@ -340,11 +411,19 @@ def apply_to_inference(profile: dict, a, gpu, *, file: str, weights: str = "bf16
     _check_gpu(profile, gpu.id)
     c = _Applier(profile, a, file, explicit, "inference")
     factor = StepAssumptions().model_shape_factor
-    c.matmul("compute_efficiency", compute_dtype(weights, gpu), model_id, factor,
-             "the step-time model's factor for a model's GEMMs against the best shape",
-             "replaces the default 0.45, a fraction of dense peak fitted to served prefill (Databricks, A100)")
-    c.memory("memory_bandwidth_efficiency", "(memory bandwidth, read + write, over the datasheet HBM bandwidth); "
-             "replaces gpt-fast's empirical 0.83 for weight and KV streaming")
+    c.matmul(
+        "compute_efficiency",
+        compute_dtype(weights, gpu),
+        model_id,
+        factor,
+        "the step-time model's factor for a model's GEMMs against the best shape",
+        "replaces the default 0.45, a fraction of dense peak fitted to served prefill (Databricks, A100)",
+    )
+    c.memory(
+        "memory_bandwidth_efficiency",
+        "(memory bandwidth, read + write, over the datasheet HBM bandwidth); "
+        "replaces gpt-fast's empirical 0.83 for weight and KV streaming",
+    )
     c.link("replaces the nccl-tests ring figure for DGX A100/H100")
     return c.done()
 
@@ -352,5 +431,6 @@ def apply_to_inference(profile: dict, a, gpu, *, file: str, weights: str = "bf16
 def _check_gpu(profile: dict, gpu_id: str) -> None:
     measured = (profile.get("gpu") or {}).get("catalog_id")
     if measured and measured != gpu_id:
-        raise CatalogError(f"the calibration profile was measured on {measured}, not {gpu_id}; plan for {measured} "
-                           "or measure this GPU")
+        raise CatalogError(
+            f"the calibration profile was measured on {measured}, not {gpu_id}; plan for {measured} or measure this GPU"
+        )

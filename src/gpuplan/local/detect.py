@@ -21,7 +21,7 @@ import platform
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, overload
 
 #: NVML topology levels (nvmlGpuTopologyLevel_t) in nvidia-smi topo -m's words.
 TOPOLOGY_LEVELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
@@ -45,34 +45,34 @@ SYSFS_PCI_DEVICES = Path("/sys/bus/pci/devices")
 
 @dataclass(frozen=True)
 class GpuReading:
-    index: int                  # NVML index (PCI order); CUDA ordinal when read through torch
+    index: int  # NVML index (PCI order); CUDA ordinal when read through torch
     name: str
-    pci_device_id: str | None   # "0x2330"; None when it could not be read
-    pci_bus_id: str | None      # "00000000:18:00.0"
+    pci_device_id: str | None  # "0x2330"; None when it could not be read
+    pci_bus_id: str | None  # "00000000:18:00.0"
     memory_total_bytes: int
     memory_free_bytes: int | None
     compute_capability: tuple[int, int] | None = None
     sm_clock_mhz: int | None = None
     sm_clock_max_mhz: int | None = None
-    power_limit_w: float | None = None           # enforced limit
-    power_default_limit_w: float | None = None   # the board's default limit
+    power_limit_w: float | None = None  # enforced limit
+    power_default_limit_w: float | None = None  # the board's default limit
     utilization_gpu_percent: int | None = None
     pcie_gen: int | None = None
     pcie_gen_max: int | None = None
     pcie_width: int | None = None
     pcie_width_max: int | None = None
     nvlink_active_links: int | None = None
-    nvlink_peers: tuple[str, ...] = ()   # PCI bus ids of directly linked GPUs
-    nvlink_switch: bool = False          # links go to NVSwitches (HGX/DGX): every switched GPU is a peer
+    nvlink_peers: tuple[str, ...] = ()  # PCI bus ids of directly linked GPUs
+    nvlink_switch: bool = False  # links go to NVSwitches (HGX/DGX): every switched GPU is a peer
     mig_enabled: bool | None = None
     ecc_uncorrected_errors: int | None = None
     retired_pages: int | None = None
-    remapped_rows_pending: bool | None = None   # Ampere and later remap rows instead of retiring pages
+    remapped_rows_pending: bool | None = None  # Ampere and later remap rows instead of retiring pages
     remapped_rows_failed: bool | None = None
     uuid: str | None = None
     multiprocessor_count: int | None = None
-    vendor: str = "nvidia"               # "nvidia" or "amd" (a ROCm build of torch)
-    source: str = "nvml"                 # "nvml" or "torch"
+    vendor: str = "nvidia"  # "nvidia" or "amd" (a ROCm build of torch)
+    source: str = "nvml"  # "nvml" or "torch"
 
 
 class GpuBackend(Protocol):
@@ -82,10 +82,14 @@ class GpuBackend(Protocol):
     def driver_version(self) -> str | None: ...
     def cuda_version(self) -> str | None: ...
     def readings(self) -> list[GpuReading]: ...
-    def topology(self, i: int, j: int) -> str: ...   # i, j: NVML indices (GpuReading.index)
+    def topology(self, i: int, j: int) -> str: ...  # i, j: NVML indices (GpuReading.index)
 
 
-def _text(v) -> str | None:
+@overload
+def _text(v: bytes | str) -> str: ...
+@overload
+def _text(v: None) -> None: ...
+def _text(v: bytes | str | None) -> str | None:
     return v.decode() if isinstance(v, bytes) else v
 
 
@@ -93,7 +97,7 @@ class PynvmlBackend:
     """NVML through nvidia-ml-py; every optional query that a GPU does not support reads as None."""
 
     def __init__(self) -> None:
-        self._nvml = None
+        self._nvml: Any = None  # the pynvml module (untyped)
         self._error = ""
         self.errors: list[str] = []
         try:
@@ -109,7 +113,7 @@ class PynvmlBackend:
     def available(self) -> tuple[bool, str]:
         return self._nvml is not None, self._error
 
-    def _q(self, fn, *args):
+    def _q(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
             return fn(*args)
         except Exception:
@@ -141,7 +145,8 @@ class PynvmlBackend:
         pci = nv.nvmlDeviceGetPciInfo(h)
         mem = nv.nvmlDeviceGetMemoryInfo(h)
         name = nv.nvmlDeviceGetName(h)
-        peers, links, switch = [], 0, False
+        peers: list[str] = []
+        links, switch = 0, False
         for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", _DEFAULT_NVLINK_LINKS)):
             if q(nv.nvmlDeviceGetNvLinkState, h, link) != nv.NVML_FEATURE_ENABLED:
                 continue
@@ -153,17 +158,19 @@ class PynvmlBackend:
             if remote is not None:
                 peers.append(_text(remote.busId))
         mig = q(nv.nvmlDeviceGetMigMode, h)
-        limit = q(nv.nvmlDeviceGetEnforcedPowerLimit, h)                 # milliwatts
-        default = q(nv.nvmlDeviceGetPowerManagementDefaultLimit, h)      # milliwatts
+        limit = q(nv.nvmlDeviceGetEnforcedPowerLimit, h)  # milliwatts
+        default = q(nv.nvmlDeviceGetPowerManagementDefaultLimit, h)  # milliwatts
         util = q(nv.nvmlDeviceGetUtilizationRates, h)
         retired = q(nv.nvmlDeviceGetRetiredPages, h, nv.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
         cc = q(nv.nvmlDeviceGetCudaComputeCapability, h)
         remap = q(nv.nvmlDeviceGetRemappedRows, h)  # (corrected, uncorrected, pending, failure)
         return GpuReading(
-            index=i, name=_text(name),
-            pci_device_id=f"0x{pci.pciDeviceId >> 16:04x}",   # upper 16 bits: device, lower: vendor (0x10de)
+            index=i,
+            name=_text(name),
+            pci_device_id=f"0x{pci.pciDeviceId >> 16:04x}",  # upper 16 bits: device, lower: vendor (0x10de)
             pci_bus_id=_text(pci.busId),
-            memory_total_bytes=int(mem.total), memory_free_bytes=int(mem.free),
+            memory_total_bytes=int(mem.total),
+            memory_free_bytes=int(mem.free),
             compute_capability=tuple(cc) if cc else None,
             sm_clock_mhz=q(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM),
             sm_clock_max_mhz=q(nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_SM),
@@ -174,10 +181,13 @@ class PynvmlBackend:
             pcie_gen_max=q(nv.nvmlDeviceGetMaxPcieLinkGeneration, h),
             pcie_width=q(nv.nvmlDeviceGetCurrPcieLinkWidth, h),
             pcie_width_max=q(nv.nvmlDeviceGetMaxPcieLinkWidth, h),
-            nvlink_active_links=links, nvlink_peers=tuple(peers), nvlink_switch=switch,
+            nvlink_active_links=links,
+            nvlink_peers=tuple(peers),
+            nvlink_switch=switch,
             mig_enabled=bool(mig[0]) if mig else None,
-            ecc_uncorrected_errors=q(nv.nvmlDeviceGetTotalEccErrors, h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-                                     nv.NVML_VOLATILE_ECC),
+            ecc_uncorrected_errors=q(
+                nv.nvmlDeviceGetTotalEccErrors, h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC
+            ),
             retired_pages=len(retired) if retired is not None else None,
             remapped_rows_pending=bool(remap[2]) if remap else None,
             remapped_rows_failed=bool(remap[3]) if remap else None,
@@ -229,7 +239,7 @@ class TorchBackend:
             return False, f"torch cannot use a GPU ({type(e).__name__})"
 
     def driver_version(self) -> str | None:
-        return None   # torch knows its own CUDA/ROCm runtime, not the driver's
+        return None  # torch knows its own CUDA/ROCm runtime, not the driver's
 
     def cuda_version(self) -> str | None:
         return None
@@ -250,20 +260,25 @@ class TorchBackend:
             except Exception as e:  # a GPU torch cannot open: report it and keep going
                 self.errors.append(f"GPU {i}: torch could not read it ({type(e).__name__})")
                 continue
-            addr = [getattr(p, k, None) for k in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+            addr: list[Any] = [getattr(p, k, None) for k in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
             has_addr = all(isinstance(x, int) for x in addr)
             uuid = getattr(p, "uuid", None)
             mp = getattr(p, "multi_processor_count", None)
-            out.append(GpuReading(
-                index=i, name=str(p.name),
-                pci_device_id=self._product_id(*addr) if has_addr else None,
-                pci_bus_id=f"{addr[0]:08X}:{addr[1]:02X}:{addr[2]:02X}.0" if has_addr else None,
-                memory_total_bytes=int(p.total_memory), memory_free_bytes=None,
-                compute_capability=(int(p.major), int(p.minor)),
-                multiprocessor_count=int(mp) if mp is not None else None,
-                uuid=str(uuid) if uuid is not None and str(uuid) else None,
-                vendor=self.vendor, source="torch",
-            ))
+            out.append(
+                GpuReading(
+                    index=i,
+                    name=str(p.name),
+                    pci_device_id=self._product_id(*addr) if has_addr else None,
+                    pci_bus_id=f"{addr[0]:08X}:{addr[1]:02X}:{addr[2]:02X}.0" if has_addr else None,
+                    memory_total_bytes=int(p.total_memory),
+                    memory_free_bytes=None,
+                    compute_capability=(int(p.major), int(p.minor)),
+                    multiprocessor_count=int(mp) if mp is not None else None,
+                    uuid=str(uuid) if uuid is not None and str(uuid) else None,
+                    vendor=self.vendor,
+                    source="torch",
+                )
+            )
         return out
 
     def topology(self, i: int, j: int) -> str:
@@ -343,7 +358,7 @@ def probe_host() -> Host:
     import psutil
 
     nodes = Path("/sys/devices/system/node")
-    numa = len([p for p in nodes.glob("node[0-9]*")]) if nodes.is_dir() else 1
+    numa = len(list(nodes.glob("node[0-9]*"))) if nodes.is_dir() else 1
     disks = []
     for part in psutil.disk_partitions(all=False):
         try:
@@ -351,10 +366,17 @@ def probe_host() -> Host:
         except OSError:
             continue
         disks.append(Disk(part.mountpoint, part.fstype, use.total, use.free))
-    return Host(hostname=platform.node(), os=f"{platform.system()} {platform.release()}", cpu_model=_cpu_model(),
-                cores_physical=psutil.cpu_count(logical=False), cores_logical=psutil.cpu_count(),
-                memory_bytes=psutil.virtual_memory().total, numa_nodes=max(1, numa), disks=tuple(disks),
-                python=platform.python_version())
+    return Host(
+        hostname=platform.node(),
+        os=f"{platform.system()} {platform.release()}",
+        cpu_model=_cpu_model(),
+        cores_physical=psutil.cpu_count(logical=False),
+        cores_logical=psutil.cpu_count(),
+        memory_bytes=psutil.virtual_memory().total,
+        numa_nodes=max(1, numa),
+        disks=tuple(disks),
+        python=platform.python_version(),
+    )
 
 
 # ------------------------------------------------------------------------------------------ report
@@ -366,9 +388,9 @@ class GpuFinding:
     catalog_id: str | None
     match: str
     warnings: tuple[str, ...]
-    supports_bf16: bool | None = None   # None: unknown (no compute capability, or not an NVIDIA GPU)
+    supports_bf16: bool | None = None  # None: unknown (no compute capability, or not an NVIDIA GPU)
     supports_fp8: bool | None = None
-    notes: tuple[str, ...] = ()         # facts worth knowing that are not problems
+    notes: tuple[str, ...] = ()  # facts worth knowing that are not problems
 
 
 @dataclass(frozen=True)
@@ -379,7 +401,7 @@ class Detection:
     cuda_version: str | None
     gpus: tuple[GpuFinding, ...] = ()
     topology: tuple[tuple[str, ...], ...] = ()
-    topology_gpus: tuple[int, ...] = ()   # the NVML index of each row and column of ``topology``
+    topology_gpus: tuple[int, ...] = ()  # the NVML index of each row and column of ``topology``
     notes: tuple[str, ...] = field(default=())
 
 
@@ -410,14 +432,19 @@ def match_catalog(reading: GpuReading, accelerators) -> tuple[str | None, str]:
     candidates = [a for a in accelerators if reading.pci_device_id.lower() in a.pci_device_ids]
     if not candidates:
         return None, f"PCI device id {reading.pci_device_id} is not in the catalog"
-    sized = [a for a in candidates
-             if abs(reading.memory_total_bytes / a.usable_memory_bytes - 1) <= 0.10
-             or abs(reading.memory_total_bytes / a.memory_bytes - 1) <= 0.10]
+    sized = [
+        a
+        for a in candidates
+        if abs(reading.memory_total_bytes / a.usable_memory_bytes - 1) <= 0.10
+        or abs(reading.memory_total_bytes / a.memory_bytes - 1) <= 0.10
+    ]
     if len(sized) == 1:
         return sized[0].id, f"PCI device id {reading.pci_device_id} and {reading.memory_total_bytes / 2**30:.1f} GiB"
     if not sized:
-        return None, (f"PCI device id {reading.pci_device_id} matches {', '.join(a.id for a in candidates)} but not "
-                      f"its memory ({reading.memory_total_bytes / 2**30:.1f} GiB)")
+        return None, (
+            f"PCI device id {reading.pci_device_id} matches {', '.join(a.id for a in candidates)} but not "
+            f"its memory ({reading.memory_total_bytes / 2**30:.1f} GiB)"
+        )
     return None, f"PCI device id {reading.pci_device_id} is shared by {', '.join(a.id for a in sized)}"
 
 
@@ -440,16 +467,23 @@ def gpu_warnings(r: GpuReading, tdp_w: float | None = None) -> tuple[str, ...]:
     """
     out = []
     if r.pcie_width and r.pcie_width_max and r.pcie_width < r.pcie_width_max:
-        out.append(f"PCIe link runs x{r.pcie_width} of x{r.pcie_width_max}: a downtrained link (reseat or check the riser)")
+        out.append(
+            f"PCIe link runs x{r.pcie_width} of x{r.pcie_width_max}: a downtrained link (reseat or check the riser)"
+        )
     if r.pcie_gen and r.pcie_gen_max and r.pcie_gen < r.pcie_gen_max and _busy(r):
-        out.append(f"PCIe Gen {r.pcie_gen} of Gen {r.pcie_gen_max} while the GPU is busy "
-                   f"({r.utilization_gpu_percent} % utilized): the link did not reach full speed (check the slot, "
-                   "riser and BIOS PCIe setting; gpuplan local bench pcie)")
-    ref, what = ((r.power_default_limit_w, "its default limit") if r.power_default_limit_w
-                 else (tdp_w, "the catalog TDP"))
+        out.append(
+            f"PCIe Gen {r.pcie_gen} of Gen {r.pcie_gen_max} while the GPU is busy "
+            f"({r.utilization_gpu_percent} % utilized): the link did not reach full speed (check the slot, "
+            "riser and BIOS PCIe setting; gpuplan local bench pcie)"
+        )
+    ref, what = (
+        (r.power_default_limit_w, "its default limit") if r.power_default_limit_w else (tdp_w, "the catalog TDP")
+    )
     if r.power_limit_w and ref and r.power_limit_w < POWER_CAP_FRACTION * ref:
-        out.append(f"power capped at {r.power_limit_w:.0f} W, {r.power_limit_w / ref:.0%} of {what} ({ref:.0f} W): "
-                   "clocks drop under load (nvidia-smi -q -d POWER; raise with nvidia-smi -pl)")
+        out.append(
+            f"power capped at {r.power_limit_w:.0f} W, {r.power_limit_w / ref:.0%} of {what} ({ref:.0f} W): "
+            "clocks drop under load (nvidia-smi -q -d POWER; raise with nvidia-smi -pl)"
+        )
     if r.ecc_uncorrected_errors:
         out.append(f"{r.ecc_uncorrected_errors} uncorrected ECC errors since the driver loaded")
     if r.retired_pages:
@@ -467,10 +501,11 @@ def gpu_notes(r: GpuReading) -> tuple[str, ...]:
     """Facts that are not problems: an idle (or not known to be busy) GPU's PCIe link below its generation."""
     out = []
     if r.pcie_gen and r.pcie_gen_max and r.pcie_gen < r.pcie_gen_max and not _busy(r):
-        state = ("idle" if r.utilization_gpu_percent is not None
-                 else "utilization unknown")
-        out.append(f"PCIe Gen {r.pcie_gen} of Gen {r.pcie_gen_max} now ({state}): idle links downshift by design; "
-                   "check under load with gpuplan local bench pcie")
+        state = "idle" if r.utilization_gpu_percent is not None else "utilization unknown"
+        out.append(
+            f"PCIe Gen {r.pcie_gen} of Gen {r.pcie_gen_max} now ({state}): idle links downshift by design; "
+            "check under load with gpuplan local bench pcie"
+        )
     return tuple(out)
 
 
@@ -508,8 +543,12 @@ def _findings(readings: list[GpuReading], accelerators) -> tuple[GpuFinding, ...
     return tuple(found)
 
 
-def detect(accelerators, backend: GpuBackend | None = None, host: Host | None = None,
-           fallback: Callable[[], GpuBackend | None] | None = None) -> Detection:
+def detect(
+    accelerators,
+    backend: GpuBackend | None = None,
+    host: Host | None = None,
+    fallback: Callable[[], GpuBackend | None] | None = None,
+) -> Detection:
     """Everything ``gpuplan local detect`` reports; ``backend``, ``host`` and ``fallback`` are the seams.
 
     ``fallback`` gives the backend to use when ``backend`` is unavailable (or None for none); by default
@@ -525,32 +564,61 @@ def detect(accelerators, backend: GpuBackend | None = None, host: Host | None = 
     if not ok:
         alt = fallback() if fallback is not None else None
         readings = alt.readings() if alt is not None else []
-        if not readings:
-            return Detection(host=host, gpu_status=why, driver_version=None, cuda_version=None,
-                             notes=tuple(getattr(alt, "errors", ())))
+        if alt is None or not readings:
+            return Detection(
+                host=host,
+                gpu_status=why,
+                driver_version=None,
+                cuda_version=None,
+                notes=tuple(getattr(alt, "errors", ())),
+            )
         n = len(readings)
         build = getattr(alt, "build", "torch")
-        notes = (tuple(getattr(alt, "errors", ()))
-                 + (f"NVML unavailable ({why}): GPUs read through {build}; clocks, power, PCIe, NVLink, ECC and "
-                    "topology are unknown",)
-                 + ((f"CUDA_VISIBLE_DEVICES={visible} (torch lists only these GPUs)",) if visible is not None else ()))
+        notes = (
+            tuple(getattr(alt, "errors", ()))
+            + (
+                f"NVML unavailable ({why}): GPUs read through {build}; clocks, power, PCIe, NVLink, ECC and "
+                "topology are unknown",
+            )
+            + ((f"CUDA_VISIBLE_DEVICES={visible} (torch lists only these GPUs)",) if visible is not None else ())
+        )
         vendor = "AMD" if readings[0].vendor == "amd" else "NVIDIA"
-        return Detection(host=host, gpu_status=f"{n} {vendor} GPU{'s' if n > 1 else ''} (through torch; NVML unavailable)",
-                         driver_version=alt.driver_version(), cuda_version=alt.cuda_version(),
-                         gpus=_findings(readings, accelerators), notes=notes)
+        return Detection(
+            host=host,
+            gpu_status=f"{n} {vendor} GPU{'s' if n > 1 else ''} (through torch; NVML unavailable)",
+            driver_version=alt.driver_version(),
+            cuda_version=alt.cuda_version(),
+            gpus=_findings(readings, accelerators),
+            notes=notes,
+        )
     readings = backend.readings()
     errors = tuple(getattr(backend, "errors", ()))
     if not readings:
-        status = ("NVIDIA driver found, but NVML could not read any GPU" if errors
-                  else "NVIDIA driver found, but no GPU is visible (CUDA_VISIBLE_DEVICES?)")
-        return Detection(host=host, gpu_status=status, driver_version=backend.driver_version(),
-                         cuda_version=backend.cuda_version(), notes=errors)
+        status = (
+            "NVIDIA driver found, but NVML could not read any GPU"
+            if errors
+            else "NVIDIA driver found, but no GPU is visible (CUDA_VISIBLE_DEVICES?)"
+        )
+        return Detection(
+            host=host,
+            gpu_status=status,
+            driver_version=backend.driver_version(),
+            cuda_version=backend.cuda_version(),
+            notes=errors,
+        )
     n = len(readings)
     topology = _topology(readings, backend) if getattr(backend, "has_topology", True) else ()
     notes = errors + ((f"CUDA_VISIBLE_DEVICES={visible} (NVML lists every GPU)",) if visible is not None else ())
-    return Detection(host=host, gpu_status=f"{n} NVIDIA GPU{'s' if n > 1 else ''}", driver_version=backend.driver_version(),
-                     cuda_version=backend.cuda_version(), gpus=_findings(readings, accelerators), topology=topology,
-                     topology_gpus=tuple(r.index for r in readings) if topology else (), notes=notes)
+    return Detection(
+        host=host,
+        gpu_status=f"{n} NVIDIA GPU{'s' if n > 1 else ''}",
+        driver_version=backend.driver_version(),
+        cuda_version=backend.cuda_version(),
+        gpus=_findings(readings, accelerators),
+        topology=topology,
+        topology_gpus=tuple(r.index for r in readings) if topology else (),
+        notes=notes,
+    )
 
 
 def uuid_key(uuid: object) -> str:
@@ -574,9 +642,11 @@ def torch_gpu(d: Detection) -> GpuFinding | None:
     except ImportError:
         return d.gpus[0]
     if not torch.cuda.is_available():
-        raise GpuplanError(f"NVML sees {len(d.gpus)} GPU(s) but torch cannot use CUDA (torch {torch.__version__}, "
-                           f"built for CUDA {torch.version.cuda}, driver {d.driver_version}): install a CUDA build "
-                           "of torch that this driver supports")
+        raise GpuplanError(
+            f"NVML sees {len(d.gpus)} GPU(s) but torch cannot use CUDA (torch {torch.__version__}, "
+            f"built for CUDA {torch.version.cuda}, driver {d.driver_version}): install a CUDA build "
+            "of torch that this driver supports"
+        )
     uuid = uuid_key(getattr(torch.cuda.get_device_properties(0), "uuid", ""))
     for g in d.gpus:
         if uuid and uuid_key(g.reading.uuid) == uuid:
@@ -592,11 +662,23 @@ def torch_gpu_catalog_id(accelerators) -> str | None:
 
 def detection_dict(d: Detection) -> dict:
     return {
-        "host": asdict(d.host), "gpu_status": d.gpu_status, "driver_version": d.driver_version,
+        "host": asdict(d.host),
+        "gpu_status": d.gpu_status,
+        "driver_version": d.driver_version,
         "cuda_version": d.cuda_version,
-        "gpus": [{**asdict(g.reading), "catalog_id": g.catalog_id, "match": g.match,
-                  "supports_bf16": g.supports_bf16, "supports_fp8": g.supports_fp8,
-                  "warnings": list(g.warnings), "gpu_notes": list(g.notes)}
-                 for g in d.gpus],
-        "topology": [list(r) for r in d.topology], "topology_gpus": list(d.topology_gpus), "notes": list(d.notes),
+        "gpus": [
+            {
+                **asdict(g.reading),
+                "catalog_id": g.catalog_id,
+                "match": g.match,
+                "supports_bf16": g.supports_bf16,
+                "supports_fp8": g.supports_fp8,
+                "warnings": list(g.warnings),
+                "gpu_notes": list(g.notes),
+            }
+            for g in d.gpus
+        ],
+        "topology": [list(r) for r in d.topology],
+        "topology_gpus": list(d.topology_gpus),
+        "notes": list(d.notes),
     }

@@ -10,9 +10,15 @@ import threading
 
 #: nvmlClocksEventReasons bits (NVML API reference, "Clock Event Reasons").
 REASONS = {
-    0x1: "gpu idle", 0x2: "application clocks setting", 0x4: "software power cap", 0x8: "hardware slowdown",
-    0x10: "sync boost", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
-    0x80: "hardware power brake", 0x100: "display clock setting",
+    0x1: "gpu idle",
+    0x2: "application clocks setting",
+    0x4: "software power cap",
+    0x8: "hardware slowdown",
+    0x10: "sync boost",
+    0x20: "software thermal slowdown",
+    0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake",
+    0x100: "display clock setting",
 }
 NOT_A_PROBLEM = {0x1, 0x2, 0x10, 0x100}
 
@@ -31,7 +37,7 @@ class Sampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def __enter__(self) -> "Sampler":
+    def __enter__(self) -> Sampler:
         if self._read is not None:
             self._thread = threading.Thread(target=self._run, daemon=True)
             self._thread.start()
@@ -59,9 +65,15 @@ class Sampler:
         for s in self.samples:
             mask |= s[2]
         problems = [REASONS[b] for b in REASONS if mask & b and b not in NOT_A_PROBLEM]
-        return {"samples": len(self.samples), "sm_clock_min_mhz": min(clocks), "sm_clock_max_mhz": max(clocks),
-                "power_max_w": max(s[1] for s in self.samples), "throttle_reasons": decode_reasons(mask),
-                "throttled": bool(problems), "throttled_by": problems}
+        return {
+            "samples": len(self.samples),
+            "sm_clock_min_mhz": min(clocks),
+            "sm_clock_max_mhz": max(clocks),
+            "power_max_w": max(s[1] for s in self.samples),
+            "throttle_reasons": decode_reasons(mask),
+            "throttled": bool(problems),
+            "throttled_by": problems,
+        }
 
 
 def _nvml_reader():
@@ -73,8 +85,10 @@ def _nvml_reader():
         return None
 
     # the "clocks event" name replaces the deprecated "throttle" one (removed in CUDA 14); same bits
-    reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-        getattr(pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons")
+    reasons = (
+        getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    )
 
     def field(fn, *args, default=0):
         try:
@@ -84,7 +98,10 @@ def _nvml_reader():
 
     def read(index: int) -> tuple[int, float, int]:
         h = pynvml.nvmlDeviceGetHandleByIndex(index)
-        return (field(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_SM),
-                field(pynvml.nvmlDeviceGetPowerUsage, h) / 1000, field(reasons, h))
+        return (
+            field(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_SM),
+            field(pynvml.nvmlDeviceGetPowerUsage, h) / 1000,
+            field(reasons, h),
+        )
 
     return read

@@ -9,23 +9,27 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import QuantityError
 from ..estimate import machine as mx
 from ..estimate.assumptions import Assumption
-from ..estimate.memory import _optimizer_bytes_per_param
-from ..estimate.steptime import StepAssumptions, scale_out_bytes_per_s_per_gpu
 from ..spec.accelerator import Accelerator, pcie_bytes_per_s
+from ..spec.choices import SERVE_STORAGE_DEFAULT, TRAIN_STORAGE_DEFAULT, Storage, values
 from ..spec.model import ModelSpec
 from ..units import check_range, parse_bytes, parse_count
 
-STORAGE_CHOICES = tuple(mx.STORAGE_CLASSES)
-DEFAULT_TRAIN_STORAGE = "lustre"
-DEFAULT_SERVE_STORAGE = "object"
+if TYPE_CHECKING:  # imported where used: serving never loads the training step-time and memory modules
+    from ..estimate.steptime import StepAssumptions
+
+STORAGE_CHOICES = values(Storage)
+DEFAULT_TRAIN_STORAGE = TRAIN_STORAGE_DEFAULT.value
+DEFAULT_SERVE_STORAGE = SERVE_STORAGE_DEFAULT.value
+#: GPUs per node when a serving plan is not told otherwise: HGX/DGX boards hold 8 (StepAssumptions.gpus_per_node).
+DEFAULT_GPUS_PER_NODE = 8
 
 
-def parse_bytes_per_s(text: str, what: str = "--storage-write") -> float:
+def parse_bytes_per_s(text: str | float, what: str = "--storage-write") -> float:
     """A bandwidth: ``20GB/s``, ``1.5GiB/s``, ``800MB/s`` (``/s`` optional); more than zero."""
     raw = str(text).strip()
     body = raw[:-2] if raw.lower().endswith("/s") else raw
@@ -42,8 +46,13 @@ def parse_bytes_per_s(text: str, what: str = "--storage-write") -> float:
 _RANGES = {
     "storage_write_bytes_per_s": ("--storage-write", 0.0, 1e15, True, "bytes per second"),
     "bytes_per_token": ("--bytes-per-token", 0.0, 1e9, True, "stored bytes per training token"),
-    "mtbf_per_gpu_hours": ("--mtbf-per-gpu-hours", 1.0, 1e9, False,
-                           "one GPU's mean time between failures, in hours; fleets report 8,000-50,000"),
+    "mtbf_per_gpu_hours": (
+        "--mtbf-per-gpu-hours",
+        1.0,
+        1e9,
+        False,
+        "one GPU's mean time between failures, in hours; fleets report 8,000-50,000",
+    ),
     "grid_gco2_per_kwh": ("--grid-gco2-per-kwh", 0.0, 2000.0, False, "grams of CO2eq per kWh; 0 is market-based"),
 }
 
@@ -66,19 +75,28 @@ class MachineOptions:
     grid_gco2_per_kwh: float | None = None
 
     @classmethod
-    def from_flags(cls, storage: str | None = None, storage_write: str | None = None,
-                   bytes_per_token: str | None = None, async_checkpoint: bool = False,
-                   mtbf_per_gpu_hours: str | None = None, grid_gco2_per_kwh: str | None = None,
-                   default_storage: str = DEFAULT_TRAIN_STORAGE) -> MachineOptions:
+    def from_flags(
+        cls,
+        storage: str | None = None,
+        storage_write: str | float | None = None,
+        bytes_per_token: str | float | None = None,
+        async_checkpoint: bool = False,
+        mtbf_per_gpu_hours: str | float | None = None,
+        grid_gco2_per_kwh: str | float | None = None,
+        default_storage: str = DEFAULT_TRAIN_STORAGE,
+    ) -> MachineOptions:
         return cls(
             storage=storage or default_storage,
             storage_write_bytes_per_s=parse_bytes_per_s(storage_write) if storage_write is not None else None,
             bytes_per_token=_number(bytes_per_token, "bytes_per_token") if bytes_per_token is not None else None,
             async_checkpoint=async_checkpoint,
             mtbf_per_gpu_hours=_number(mtbf_per_gpu_hours, "mtbf_per_gpu_hours")
-            if mtbf_per_gpu_hours is not None else None,
+            if mtbf_per_gpu_hours is not None
+            else None,
             grid_gco2_per_kwh=_number(grid_gco2_per_kwh, "grid_gco2_per_kwh")
-            if grid_gco2_per_kwh is not None else None)
+            if grid_gco2_per_kwh is not None
+            else None,
+        )
 
     def __post_init__(self) -> None:
         if self.storage not in mx.STORAGE_CLASSES:
@@ -117,19 +135,31 @@ def _host_link_bytes_per_s(gpu: Accelerator, a: mx.MachineAssumptions) -> float:
 def _failure_rate(gpu: Accelerator, options: MachineOptions, a: mx.MachineAssumptions) -> tuple[float, str]:
     if options.mtbf_per_gpu_hours is not None:
         return 1 / options.mtbf_per_gpu_hours, f"--mtbf-per-gpu-hours {options.mtbf_per_gpu_hours:g}"
-    if a.failures_per_gpu_hour:
+    if a.failures_per_gpu_hour is not None:
         return a.failures_per_gpu_hour, "--assume failures_per_gpu_hour"
     key = mx.default_failure_source(gpu.architecture)
     rate, source = mx.FAILURE_SOURCES[key]
     return rate, f"{source} (picked for {gpu.architecture}; {mx.FAILURE_RANGE_NOTE})"
 
 
-def train_machine(model, gpu: Accelerator, layout, job, memory, plan=None, *,
-                  step_assumptions: StepAssumptions = StepAssumptions(),
-                  options: MachineOptions = MachineOptions(),
-                  assumptions: mx.MachineAssumptions = mx.MachineAssumptions()) -> MachineReport:
+def train_machine(
+    model,
+    gpu: Accelerator,
+    layout,
+    job,
+    memory,
+    plan=None,
+    *,
+    step_assumptions: StepAssumptions | None = None,
+    options: MachineOptions = MachineOptions(),
+    assumptions: mx.MachineAssumptions = mx.MachineAssumptions(),
+) -> MachineReport:
     """The machine a training plan needs. ``memory`` is the MemoryReport of the layout; ``plan`` the
     TrainingPlan (None without --tokens: the time-based figures are then absent)."""
+    from ..estimate.memory import _optimizer_bytes_per_param
+    from ..estimate.steptime import StepAssumptions
+
+    step_assumptions = step_assumptions if step_assumptions is not None else StepAssumptions()
     a = assumptions
     if plan is not None and plan.offer is not None:
         from .training import offer_network
@@ -146,9 +176,14 @@ def train_machine(model, gpu: Accelerator, layout, job, memory, plan=None, *,
     opt_bytes = _optimizer_bytes_per_param(job, recipe, spec)
     mp = layout.tp * layout.pp
     data = layout.dp * layout.cp
-    ckpt = mx.checkpoint_size(memory.trainable_params, recipe.weights, recipe.master, opt_bytes,
-                              model_shards=mp * (data if layout.zero >= 3 else 1),
-                              optimizer_shards=mp * (data if layout.zero >= 1 else 1))
+    ckpt = mx.checkpoint_size(
+        memory.trainable_params,
+        recipe.weights,
+        recipe.master,
+        opt_bytes,
+        model_shards=mp * (data if layout.zero >= 3 else 1),
+        optimizer_shards=mp * (data if layout.zero >= 1 else 1),
+    )
     writer_nodes = min(nodes, math.ceil(ckpt.writer_ranks / gpn))
     storage = mx.STORAGE_CLASSES[options.storage]
     if options.storage_write_bytes_per_s is not None:
@@ -156,8 +191,10 @@ def train_machine(model, gpu: Accelerator, layout, job, memory, plan=None, *,
     else:
         write_bw = mx.storage_write_bytes_per_s(storage, writer_nodes)
         write_src = f"{options.storage}: {writer_nodes} writing node(s) x per-node write" + (
-            ", capped by the file system" if storage.aggregate_write_bytes_per_s and
-            write_bw == storage.aggregate_write_bytes_per_s else "")
+            ", capped by the file system"
+            if storage.aggregate_write_bytes_per_s and write_bw == storage.aggregate_write_bytes_per_s
+            else ""
+        )
     write_s = mx.transfer_s(ckpt.total_bytes, write_bw)
     d2h_s = mx.transfer_s(ckpt.per_rank_bytes, _host_link_bytes_per_s(gpu, a))
     blocking_s = mx.checkpoint_blocking_s(write_s, d2h_s, options.async_checkpoint)
@@ -185,35 +222,62 @@ def train_machine(model, gpu: Accelerator, layout, job, memory, plan=None, *,
 
     # ---- time-based figures (need --tokens)
     bpt = options.bytes_per_token or mx.token_dtype_bytes(getattr(model, "vocab_size", None))
-    bpt_src = "--bytes-per-token" if options.bytes_per_token else (
-        "Megatron-LM DType.optimal_dtype: uint16 below 65,500 vocabulary entries, else int32")
+    bpt_src = (
+        "--bytes-per-token"
+        if options.bytes_per_token
+        else ("Megatron-LM DType.optimal_dtype: uint16 below 65,500 vocabulary entries, else int32")
+    )
     figures: dict[str, Any] = {
-        "storage": {"class": options.storage, "source": storage.source,
-                    "read_bytes_per_s_per_node": storage.read_bytes_per_s_per_node,
-                    "write_bytes_per_s": write_bw, "write_source": write_src},
-        "bytes_per_token": bpt, "bytes_per_token_source": bpt_src,
-        "dataset_bytes": None, "storage_read_bytes_per_s": None, "storage_read_bytes_per_s_per_node": None,
+        "storage": {
+            "class": options.storage,
+            "source": storage.source,
+            "read_bytes_per_s_per_node": storage.read_bytes_per_s_per_node,
+            "write_bytes_per_s": write_bw,
+            "write_source": write_src,
+        },
+        "bytes_per_token": bpt,
+        "bytes_per_token_source": bpt_src,
+        "dataset_bytes": None,
+        "storage_read_bytes_per_s": None,
+        "storage_read_bytes_per_s_per_node": None,
         "checkpoint_bytes": ckpt.total_bytes,
-        "checkpoint_parts_bytes": {"weights_bytes": ckpt.weights_bytes,
-                                   "master_weights_bytes": ckpt.master_weights_bytes,
-                                   "optimizer_bytes": ckpt.optimizer_bytes},
-        "checkpoint_bytes_per_rank": ckpt.per_rank_bytes, "checkpoint_writer_ranks": ckpt.writer_ranks,
-        "checkpoint_write_s": write_s, "checkpoint_device_to_host_s": d2h_s,
-        "checkpoint_blocking_s": blocking_s, "async_checkpoint": options.async_checkpoint,
-        "failures_per_gpu_hour": rate, "failures_source": rate_src,
+        "checkpoint_parts_bytes": {
+            "weights_bytes": ckpt.weights_bytes,
+            "master_weights_bytes": ckpt.master_weights_bytes,
+            "optimizer_bytes": ckpt.optimizer_bytes,
+        },
+        "checkpoint_bytes_per_rank": ckpt.per_rank_bytes,
+        "checkpoint_writer_ranks": ckpt.writer_ranks,
+        "checkpoint_write_s": write_s,
+        "checkpoint_device_to_host_s": d2h_s,
+        "checkpoint_blocking_s": blocking_s,
+        "async_checkpoint": options.async_checkpoint,
+        "failures_per_gpu_hour": rate,
+        "failures_source": rate_src,
         "cluster_mtbf_s": mtbf_s,
         "checkpoint_interval_s": interval_s,
         "checkpoint_interval_young_s": mx.young_interval_s(blocking_s, mtbf_s),
         "checkpoint_interval_method": "Daly 2006 higher-order optimum (Young 1974 beside it)",
         "checkpoint_interval_steps": None,
-        "expected_interruptions": None, "time_lost_s": None, "goodput": None,
-        "wall_time_s": None, "wall_time_with_failures_s": None,
-        "cost_usd": None, "cost_with_failures_usd": None,
-        "cpu_cores_per_gpu": cores, "cpu_cores_per_node": cores * gpus_here,
-        "host_ram_bytes_per_node": sum(ram_parts.values()), "host_ram_parts_bytes": ram_parts,
-        "network_bytes_per_s_per_gpu": None, "nic_bytes_per_s_per_gpu": None, "network_exposed_s_per_step": None,
-        "energy_kwh": None, "co2eq_kg": None,
-        "grid_gco2_per_kwh": options.grid_gco2_per_kwh if options.grid_gco2_per_kwh is not None
+        "expected_interruptions": None,
+        "time_lost_s": None,
+        "goodput": None,
+        "wall_time_s": None,
+        "wall_time_with_failures_s": None,
+        "cost_usd": None,
+        "cost_with_failures_usd": None,
+        "cpu_cores_per_gpu": cores,
+        "cpu_cores_per_node": cores * gpus_here,
+        "host_ram_bytes_per_node": sum(ram_parts.values()),
+        "host_ram_parts_bytes": ram_parts,
+        "network_bytes_per_s_per_gpu": None,
+        "nic_bytes_per_s_per_gpu": None,
+        "nic_source": None,
+        "network_exposed_s_per_step": None,
+        "energy_kwh": None,
+        "co2eq_kg": None,
+        "grid_gco2_per_kwh": options.grid_gco2_per_kwh
+        if options.grid_gco2_per_kwh is not None
         else a.grid_gco2_per_kwh,
     }
     if plan is not None:
@@ -224,13 +288,19 @@ def train_machine(model, gpu: Accelerator, layout, job, memory, plan=None, *,
         figures["storage_read_bytes_per_s"] = mx.read_bytes_per_s(tokens_per_s, bpt)
         figures["storage_read_bytes_per_s_per_node"] = figures["storage_read_bytes_per_s"] / nodes
         if figures["storage_read_bytes_per_s_per_node"] > storage.read_bytes_per_s_per_node:
-            notes.append(f"storage: {options.storage} reads {storage.read_bytes_per_s_per_node / 1e9:.3g} GB/s per node, "
-                         f"less than the {figures['storage_read_bytes_per_s_per_node'] / 1e9:.3g} GB/s the plan needs")
+            notes.append(
+                f"storage: {options.storage} reads {storage.read_bytes_per_s_per_node / 1e9:.3g} GB/s per node, "
+                f"less than the {figures['storage_read_bytes_per_s_per_node'] / 1e9:.3g} GB/s the plan needs"
+            )
         extra = write_s if options.async_checkpoint else 0.0
         fc = mx.run_with_failures(solve_s, interval_s, blocking_s, a.restart_s, mtbf_s, extra)
-        figures.update(expected_interruptions=fc.interruptions, goodput=fc.goodput, wall_time_s=solve_s,
-                       wall_time_with_failures_s=fc.wall_s,
-                       time_lost_s={"checkpoint_s": fc.checkpoint_s, "restart_s": fc.restart_s, "rework_s": fc.rework_s})
+        figures.update(
+            expected_interruptions=fc.interruptions,
+            goodput=fc.goodput,
+            wall_time_s=solve_s,
+            wall_time_with_failures_s=fc.wall_s,
+            time_lost_s={"checkpoint_s": fc.checkpoint_s, "restart_s": fc.restart_s, "rework_s": fc.rework_s},
+        )
         if plan.step is not None:
             figures["checkpoint_interval_steps"] = max(1, round(interval_s / plan.step.iteration_s))
         if plan.usd_per_gpu_hour is not None:
@@ -245,8 +315,12 @@ def train_machine(model, gpu: Accelerator, layout, job, memory, plan=None, *,
         if plan.step is not None and isinstance(model, ModelSpec):
             figures.update(_network(model, gpu, layout, job, memory, plan.step, step_assumptions, gpn))
     used = [Assumption(x.name, rate, x.unit, rate_src) if x.name == "failures_per_gpu_hour" else x for x in a.items()]
-    used = [Assumption(x.name, figures["grid_gco2_per_kwh"], x.unit, "--grid-gco2-per-kwh")
-            if x.name == "grid_gco2_per_kwh" and options.grid_gco2_per_kwh is not None else x for x in used]
+    used = [
+        Assumption(x.name, figures["grid_gco2_per_kwh"], x.unit, "--grid-gco2-per-kwh")
+        if x.name == "grid_gco2_per_kwh" and options.grid_gco2_per_kwh is not None
+        else x
+        for x in used
+    ]
     return MachineReport(figures, tuple(used), tuple(notes))
 
 
@@ -261,9 +335,15 @@ def _network(model, gpu, layout, job, memory, step, a: StepAssumptions, gpn: int
     """
     from ..estimate.memory import resolve_recipe
     from ..estimate.params import count_params
+    from ..estimate.steptime import scale_out
 
-    nic = scale_out_bytes_per_s_per_gpu(gpu, a)
-    out = {"nic_bytes_per_s_per_gpu": nic, "network_bytes_per_s_per_gpu": 0.0, "network_exposed_s_per_step": 0.0}
+    nic, nic_source = scale_out(gpu, a)
+    out = {
+        "nic_bytes_per_s_per_gpu": nic,
+        "nic_source": nic_source,
+        "network_bytes_per_s_per_gpu": 0.0,
+        "network_exposed_s_per_step": 0.0,
+    }
     if gpu.vendor == "google" or layout.gpus <= gpn:
         return out  # one node (or a TPU slice): no scale-out traffic
     m = step.micro_batches
@@ -271,8 +351,9 @@ def _network(model, gpu, layout, job, memory, step, a: StepAssumptions, gpn: int
     window = compute * 2 / 3 / m  # backward is two thirds of forward + backward
     recipe, _ = resolve_recipe(job, layout)
     b = count_params(model)
-    local = (b.total - b.parts.get("experts", 0)) / (layout.tp * layout.pp) + \
-        b.parts.get("experts", 0) / (layout.tp * layout.pp * layout.ep)
+    local = (b.total - b.parts.get("experts", 0)) / (layout.tp * layout.pp) + b.parts.get("experts", 0) / (
+        layout.tp * layout.pp * layout.ep
+    )
     group = layout.dp * layout.cp
     per_node = max(1, gpn // (layout.tp * layout.pp))
     dp_bytes = 0.0
@@ -285,15 +366,24 @@ def _network(model, gpu, layout, job, memory, step, a: StepAssumptions, gpn: int
         send = job.micro_batch * job.seq_len / layout.cp * model.hidden_size * (4 if job.precision == "fp32" else 2)
         pp_bytes = 2 * m * send / layout.tp
     need = (dp_bytes / window if window > 0 else 0.0) + pp_bytes / step.iteration_s
-    out.update(network_bytes_per_s_per_gpu=need,
-               network_exposed_s_per_step=mx.exposed_s(dp_bytes, nic, window) if dp_bytes else 0.0,
-               network_dp_bytes_per_step=dp_bytes, network_pp_bytes_per_step=pp_bytes)
+    out.update(
+        network_bytes_per_s_per_gpu=need,
+        network_exposed_s_per_step=mx.exposed_s(dp_bytes, nic, window) if dp_bytes else 0.0,
+        network_dp_bytes_per_step=dp_bytes,
+        network_pp_bytes_per_step=pp_bytes,
+    )
     return out
 
 
-def serve_machine(gpu: Accelerator, layout, report, *, storage: str = DEFAULT_SERVE_STORAGE,
-                  gpus_per_node: int = StepAssumptions().gpus_per_node,
-                  assumptions: mx.MachineAssumptions = mx.MachineAssumptions()) -> MachineReport:
+def serve_machine(
+    gpu: Accelerator,
+    layout,
+    report,
+    *,
+    storage: str = DEFAULT_SERVE_STORAGE,
+    gpus_per_node: int = DEFAULT_GPUS_PER_NODE,
+    assumptions: mx.MachineAssumptions = mx.MachineAssumptions(),
+) -> MachineReport:
     """Cold start of one replica: its weights read from storage into host memory, then copied to each GPU
     over PCIe (in parallel across GPUs); host RAM to stage them; disk to cache the weight files."""
     a = assumptions
@@ -309,7 +399,8 @@ def serve_machine(gpu: Accelerator, layout, report, *, storage: str = DEFAULT_SE
     floor = mx.host_ram_floor_bytes(gpu.memory_bytes, gpus_here, a.host_ram_per_gpu_memory)
     figures = {
         "storage": {"class": storage, "source": sc.source, "read_bytes_per_s_per_node": sc.read_bytes_per_s_per_node},
-        "weights_bytes_per_replica": replica, "weights_bytes_per_node": per_node,
+        "weights_bytes_per_replica": replica,
+        "weights_bytes_per_node": per_node,
         "cold_start_s": read_s + h2d_s,
         "cold_start_parts_s": {"storage_read_s": read_s, "host_to_device_s": h2d_s},
         "host_ram_bytes_per_node": max(floor, per_node),
@@ -317,6 +408,8 @@ def serve_machine(gpu: Accelerator, layout, report, *, storage: str = DEFAULT_SE
         "disk_bytes_per_node": replica,
     }
     keep = {"pcie_efficiency", "host_ram_per_gpu_memory"}
-    return MachineReport(figures, tuple(x for x in a.items() if x.name in keep),
-                         ("cold start: engine start-up, graph capture and compilation come on top",))
-
+    return MachineReport(
+        figures,
+        tuple(x for x in a.items() if x.name in keep),
+        ("cold start: engine start-up, graph capture and compilation come on top",),
+    )

@@ -47,7 +47,10 @@ def model_record(model: ModelSpec | ParamsOnlyModel, seq_len: int | None = None)
     flops = flops_per_token(model, seq).to_dict()
     if isinstance(model, ParamsOnlyModel):
         return {
-            "id": model.id, "name": model.name, "params": model.params, "active_params": model.params,
+            "id": model.id,
+            "name": model.name,
+            "params": model.params,
+            "active_params": model.params,
             "architecture_known": False,
             "flops_per_token": flops,
             "cannot_estimate": ["attention FLOPs", "activation memory", "KV cache", "per-component breakdown"],
@@ -80,11 +83,20 @@ def model_record(model: ModelSpec | ParamsOnlyModel, seq_len: int | None = None)
         "expert_ffn_size": moe.expert_ffn_size if moe else None,
         "moe_layers": moe.layers if moe else None,
         "shared_expert_ffn_size": (moe.shared_ffn_size or None) if moe else None,
-        "attention": "mla" if model.mla else ("mqa" if model.kv_heads == 1 else
-                                             "gqa" if model.kv_heads < model.attention_heads else "mha"),
-        "mla": ({"q_lora_rank": model.mla.q_lora_rank, "kv_lora_rank": model.mla.kv_lora_rank,
-                 "qk_nope_head_dim": model.mla.qk_nope_head_dim, "qk_rope_head_dim": model.mla.qk_rope_head_dim,
-                 "v_head_dim": model.mla.v_head_dim} if model.mla else None),
+        "attention": "mla"
+        if model.mla
+        else ("mqa" if model.kv_heads == 1 else "gqa" if model.kv_heads < model.attention_heads else "mha"),
+        "mla": (
+            {
+                "q_lora_rank": model.mla.q_lora_rank,
+                "kv_lora_rank": model.mla.kv_lora_rank,
+                "qk_nope_head_dim": model.mla.qk_nope_head_dim,
+                "qk_rope_head_dim": model.mla.qk_rope_head_dim,
+                "v_head_dim": model.mla.v_head_dim,
+            }
+            if model.mla
+            else None
+        ),
         "sliding_window": model.sliding_window,
         "sliding_window_layers": model.sliding_window_layers or None,
         "flops_per_token": flops,
@@ -106,11 +118,15 @@ def model_list(models: Iterable[ModelSpec]) -> dict:
 
 def _rule_explanation(job) -> str:
     if job.method == "full":
-        return ("The seed rule counts 2 B bf16 weights + 4 B fp32 grads + 4 B fp32 master + 8 B Adam = 18 B/param, "
-                "adds a flat 25 % for activations and spreads it evenly; the estimate above uses the recipe's real "
-                "bytes, the sharding, and activations from the architecture.")
-    return ("The full-training rule (18 B/param) does not apply to LoRA/QLoRA: shown is the weights-only rule "
-            "(2 B/param x 1.25); the estimate above adds the adapters' states, the quantized base and activations.")
+        return (
+            "The seed rule counts 2 B bf16 weights + 4 B fp32 grads + 4 B fp32 master + 8 B Adam = 18 B/param, "
+            "adds a flat 25 % for activations and spreads it evenly; the estimate above uses the recipe's real "
+            "bytes, the sharding, and activations from the architecture."
+        )
+    return (
+        "The full-training rule (18 B/param) does not apply to LoRA/QLoRA: shown is the weights-only rule "
+        "(2 B/param x 1.25); the estimate above adds the adapters' states, the quantized base and activations."
+    )
 
 
 def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout, job, report, rule) -> dict:
@@ -119,34 +135,60 @@ def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
 
     params = count_params(model).total if isinstance(model, ModelSpec) else model.params
     memory = {f"{g}_bytes": report.group_bytes(g) for g in GROUPS}
-    memory.update({
-        "total_bytes": report.total_bytes,
-        "capacity_bytes": report.capacity_bytes,
-        "fits": report.fits,
-        "reasons": list(report.reasons),
-        "max_micro_batch": report.max_micro_batch,
-        "pipeline_stage": report.stage,
-        "parts": [{"name": k, "group": report.groups[k], "bytes": round(v)} for k, v in report.parts.items()],
-        "cpu_offload_bytes": round(report.cpu_offload_bytes),
-    })
+    memory.update(
+        {
+            "total_bytes": report.total_bytes,
+            "capacity_bytes": report.capacity_bytes,
+            "fits": report.fits,
+            "reasons": list(report.reasons),
+            "max_micro_batch": report.max_micro_batch,
+            "pipeline_stage": report.stage,
+            "parts": [{"name": k, "group": report.groups[k], "bytes": round(v)} for k, v in report.parts.items()],
+            "cpu_offload_bytes": round(report.cpu_offload_bytes),
+        }
+    )
     return envelope(
         "train",
         model={"id": model.id, "params": params, "trainable_params": report.trainable_params},
         gpu={"id": gpu.id, "name": gpu.name, "usable_memory_bytes": gpu.usable_memory_bytes},
-        layout={"gpus": layout.gpus, "dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "cp": layout.cp,
-                "ep": layout.ep, "sequence_parallel": layout.sequence_parallel, "zero": layout.zero,
-                "offload": layout.offload},
-        job={"micro_batch": job.micro_batch, "global_batch": job.global_batch,
-             "grad_accumulation": job.grad_accumulation(layout.dp), "seq_len": job.seq_len,
-             "precision": job.precision, "optimizer": job.optimizer, "method": job.method,
-             "lora_rank": job.lora_rank if job.method != "full" else None,
-             "lora_targets": list(job.targets) if job.method != "full" else None, "quant": job.quant,
-             "recompute": job.recompute, "flash_attention": job.flash_attention, "dropout": job.dropout},
-        recipe={"name": report.recipe.name, "title": report.recipe.title, "why": report.recipe_reason,
-                "source": report.recipe.source},
+        layout={
+            "gpus": layout.gpus,
+            "dp": layout.dp,
+            "tp": layout.tp,
+            "pp": layout.pp,
+            "cp": layout.cp,
+            "ep": layout.ep,
+            "sequence_parallel": layout.sequence_parallel,
+            "zero": layout.zero,
+            "offload": layout.offload,
+        },
+        job={
+            "micro_batch": job.micro_batch,
+            "global_batch": job.global_batch,
+            "grad_accumulation": job.grad_accumulation(layout.dp),
+            "seq_len": job.seq_len,
+            "precision": job.precision,
+            "optimizer": job.optimizer,
+            "method": job.method,
+            "lora_rank": job.lora_rank if job.method != "full" else None,
+            "lora_targets": list(job.targets) if job.method != "full" else None,
+            "quant": job.quant,
+            "recompute": job.recompute,
+            "flash_attention": job.flash_attention,
+            "dropout": job.dropout,
+        },
+        recipe={
+            "name": report.recipe.name,
+            "title": report.recipe.title,
+            "why": report.recipe_reason,
+            "source": report.recipe.source,
+        },
         memory=memory,
-        rule_of_thumb={**rule.to_dict(), "per_gpu_bytes": rule.total_bytes / layout.gpus,
-                       "explanation": _rule_explanation(job)},
+        rule_of_thumb={
+            **rule.to_dict(),
+            "per_gpu_bytes": rule.total_bytes / layout.gpus,
+            "explanation": _rule_explanation(job),
+        },
         assumptions=[x.to_dict() for x in report.assumptions],
         notes=list(report.notes),
     )
@@ -157,31 +199,58 @@ def serving_record(model, gpu: Accelerator, layout, job, report, fleet, cost, ru
     from ..estimate.inference import SERVING_GROUPS
 
     memory = {f"{g}_bytes": report.group_bytes(g) for g in SERVING_GROUPS}
-    memory.update({
-        "total_bytes": report.total_bytes, "capacity_bytes": report.capacity_bytes,
-        "planning_bytes": int(report.planning_bytes), "fits": report.fits, "reasons": list(report.reasons),
-        "max_concurrent_sequences": report.max_concurrent_sequences,
-        "parts": [{"name": k, "group": report.groups[k], "bytes": round(v)} for k, v in report.parts.items()],
-    })
+    memory.update(
+        {
+            "total_bytes": report.total_bytes,
+            "capacity_bytes": report.capacity_bytes,
+            "planning_bytes": int(report.planning_bytes),
+            "fits": report.fits,
+            "reasons": list(report.reasons),
+            "max_concurrent_sequences": report.max_concurrent_sequences,
+            "parts": [{"name": k, "group": report.groups[k], "bytes": round(v)} for k, v in report.parts.items()],
+        }
+    )
     return envelope(
         "serve",
         model={"id": model.id, "params": count_params(model).total},
         gpu={"id": gpu.id, "name": gpu.name, "usable_memory_bytes": gpu.usable_memory_bytes},
         layout={"tp": layout.tp, "pp": layout.pp, "gpus_per_replica": layout.gpus_per_replica},
-        job={"weights": job.weights, "kv_cache": job.kv_cache, "prompt_tokens": job.prompt_tokens,
-             "output_tokens": job.output_tokens, "batching": "continuous" if job.continuous else "static",
-             "batch": report.batch, "sequence_tokens": job.sequence_tokens, "engine": job.engine,
-             "max_tpot_s": job.max_tpot_s, "max_ttft_s": job.max_ttft_s},
+        job={
+            "weights": job.weights,
+            "kv_cache": job.kv_cache,
+            "prompt_tokens": job.prompt_tokens,
+            "output_tokens": job.output_tokens,
+            "batching": "continuous" if job.continuous else "static",
+            "batch": report.batch,
+            "sequence_tokens": job.sequence_tokens,
+            "engine": job.engine,
+            "max_tpot_s": job.max_tpot_s,
+            "max_ttft_s": job.max_ttft_s,
+        },
         memory=memory,
-        latency={"ttft_s": report.ttft_s, "tpot_s": report.tpot_s, "request_latency_s": report.request_latency_s,
-                 "decode_bound": report.decode_bound},
-        throughput={"tokens_per_s": report.tokens_per_s, "requests_per_s": report.requests_per_s,
-                    "tokens_per_s_per_gpu": report.tokens_per_s / layout.gpus_per_replica},
-        fleet={"qps": qps, "replicas": fleet.replicas, "gpus": fleet.gpus,
-               "rule_of_thumb_gpus": None if fleet.rule_of_thumb_gpus != fleet.rule_of_thumb_gpus else fleet.rule_of_thumb_gpus},
+        latency={
+            "ttft_s": report.ttft_s,
+            "tpot_s": report.tpot_s,
+            "request_latency_s": report.request_latency_s,
+            "decode_bound": report.decode_bound,
+        },
+        throughput={
+            "tokens_per_s": report.tokens_per_s,
+            "requests_per_s": report.requests_per_s,
+            "tokens_per_s_per_gpu": report.tokens_per_s / layout.gpus_per_replica,
+        },
+        fleet={
+            "qps": qps,
+            "replicas": fleet.replicas,
+            "gpus": fleet.gpus,
+            "rule_of_thumb_gpus": fleet.rule_of_thumb_gpus,
+        },
         cost=cost,
-        rule_of_thumb={**rule.to_dict(), "explanation": "seed rule: params x 2 B x 1.25 for the weights plus a flat "
-                       "25 %; the estimate above adds the KV cache of the batch at its context"},
+        rule_of_thumb={
+            **rule.to_dict(),
+            "explanation": "seed rule: params x 2 B x 1.25 for the weights plus a flat "
+            "25 %; the estimate above adds the KV cache of the batch at its context",
+        },
         assumptions=[x.to_dict() for x in report.assumptions],
         notes=list(report.notes),
     )
@@ -192,15 +261,32 @@ def serving_rank(model, job, options, skipped) -> dict:
     return envelope(
         "serve.rank",
         model={"id": model.id, "params": count_params(model).total},
-        job={"prompt_tokens": job.prompt_tokens, "output_tokens": job.output_tokens, "engine": job.engine,
-             "max_tpot_s": job.max_tpot_s, "max_ttft_s": job.max_ttft_s,
-             "batch": job.batch, "concurrency": job.concurrency},
-        options=[{"gpu": o.gpu.id, "weights": o.weights, "tp": o.tp, "batch": o.report.batch,
-                  "usd_per_gpu_hour": o.usd_per_gpu_hour, "offer": o.offer_id,
-                  "usd_per_million_output_tokens_all_in": o.usd_per_million_output_tokens_all_in,
-                  "ttft_s": o.report.ttft_s, "tpot_s": o.report.tpot_s, "tokens_per_s": o.report.tokens_per_s,
-                  "tokens_per_s_per_gpu": o.tokens_per_s_per_gpu,
-                  "max_concurrent_sequences": o.report.max_concurrent_sequences} for o in options],
+        job={
+            "prompt_tokens": job.prompt_tokens,
+            "output_tokens": job.output_tokens,
+            "engine": job.engine,
+            "max_tpot_s": job.max_tpot_s,
+            "max_ttft_s": job.max_ttft_s,
+            "batch": job.batch,
+            "concurrency": job.concurrency,
+        },
+        options=[
+            {
+                "gpu": o.gpu.id,
+                "weights": o.weights,
+                "tp": o.tp,
+                "batch": o.report.batch,
+                "usd_per_gpu_hour": o.usd_per_gpu_hour,
+                "offer": o.offer_id,
+                "usd_per_million_output_tokens_all_in": o.usd_per_million_output_tokens_all_in,
+                "ttft_s": o.report.ttft_s,
+                "tpot_s": o.report.tpot_s,
+                "tokens_per_s": o.report.tokens_per_s,
+                "tokens_per_s_per_gpu": o.tokens_per_s_per_gpu,
+                "max_concurrent_sequences": o.report.max_concurrent_sequences,
+            }
+            for o in options
+        ],
         not_possible=[{"gpu": g, "weights": w, "reason": r} for g, w, r in skipped],
     )
 
@@ -212,33 +298,54 @@ def offer_list(offers) -> dict:
 def _plan_dict(plan) -> dict:
     step = plan.step
     return {
-        "compute": {"flops_per_token": plan.compute.flops_per_token, "total_flops": plan.compute.total_flops,
-                    "tokens": plan.compute.tokens, "epochs": plan.compute.epochs,
-                    "convention": plan.compute.convention or "model FLOPs, PaLM appendix B"},
-        "time": {"step_s": step.iteration_s if step else None, "mfu": plan.time.mfu, "mfu_source": plan.mfu_source,
-                 "seconds": plan.time.seconds, "gpu_hours": plan.time.gpu_hours, "gpus": plan.time.gpus,
-                 "tokens_per_s": step.tokens_per_s if step else None,
-                 "step_parts_s": dict(step.parts) if step else None,
-                 "matmul_efficiency": step.matmul_efficiency if step else None,
-                 "matmul_efficiency_source": step.matmul_efficiency_source if step else None,
-                 "peak_flops_per_s": plan.time.peak_flops_per_s},
-        "cost": {"usd": plan.usd, "usd_per_gpu_hour": plan.usd_per_gpu_hour,
-                 "offer": plan.offer.to_dict() if plan.offer else None},
-        "seed_rule": {"constant": plan.seed_rule_constant, "gpus": plan.seed_rule_gpus,
-                      "formula": "GPUs = tokens_B x epochs x params_B x C / hours, C = 6e18 / (3600 x peak x MFU)"},
+        "compute": {
+            "flops_per_token": plan.compute.flops_per_token,
+            "total_flops": plan.compute.total_flops,
+            "tokens": plan.compute.tokens,
+            "epochs": plan.compute.epochs,
+            "convention": plan.compute.convention or "model FLOPs, PaLM appendix B",
+        },
+        "time": {
+            "step_s": step.iteration_s if step else None,
+            "mfu": plan.time.mfu,
+            "mfu_source": plan.mfu_source,
+            "seconds": plan.time.seconds,
+            "gpu_hours": plan.time.gpu_hours,
+            "gpus": plan.time.gpus,
+            "tokens_per_s": step.tokens_per_s if step else None,
+            "step_parts_s": dict(step.parts) if step else None,
+            "matmul_efficiency": step.matmul_efficiency if step else None,
+            "matmul_efficiency_source": step.matmul_efficiency_source if step else None,
+            "peak_flops_per_s": plan.time.peak_flops_per_s,
+        },
+        "cost": {
+            "usd": plan.usd,
+            "usd_per_gpu_hour": plan.usd_per_gpu_hour,
+            "offer": plan.offer.to_dict() if plan.offer else None,
+        },
+        "seed_rule": {
+            "constant": plan.seed_rule_constant,
+            "gpus": plan.seed_rule_gpus,
+            "formula": "GPUs = tokens_B x epochs x params_B x C / hours, C = 6e18 / (3600 x peak x MFU)",
+        },
     }
 
 
-def with_training_plan(record: dict, plan, step_assumptions) -> dict:
+def with_training_plan(record: dict, plan, step_assumptions, gpu: Accelerator | None = None) -> dict:
     """``gpuplan train --tokens``: the memory record plus compute, time and cost."""
     out = dict(record)
     out.update(_plan_dict(plan))
     out["notes"] = list(record["notes"]) + list(plan.notes)
     step = [x.to_dict() for x in step_assumptions.items()]
     used = out["time"].get("matmul_efficiency")
-    for x in step:  # 0 means "the GPU's MAMF fraction x model_shape_factor": show the value that was used
-        if x["name"] == "matmul_efficiency" and not x["value"] and used:
+    for x in step:  # None means "the GPU's MAMF fraction x model_shape_factor": show the value that was used
+        if x["name"] == "matmul_efficiency" and x["value"] is None and used:
             x.update(value=used, source=out["time"]["matmul_efficiency_source"])
+        elif x["name"] == "scale_out_bytes_per_s_per_gpu" and x["value"] is None and gpu is not None:
+            from ..estimate.steptime import scale_out
+
+            value, source = scale_out(gpu, step_assumptions)
+            x.update(value=value, source=source)
     out["assumptions"] = record["assumptions"] + step
     return out
 
@@ -272,15 +379,25 @@ def offer_ranking(model, layout, job, tokens, epochs, ranked) -> dict:
     front = set(pareto_front([(r.plan.time.seconds, r.plan.usd) for r in fit]))
     rows = []
     for i, r in enumerate(fit):
-        rows.append({"offer": r.offer.to_dict(), "gpu": r.gpu.id, "gpus": r.plan.layout.gpus, "mfu": r.plan.time.mfu,
-                     "seconds": r.plan.time.seconds, "gpu_hours": r.plan.time.gpu_hours, "usd": r.plan.usd,
-                     "pareto": i in front})
+        rows.append(
+            {
+                "offer": r.offer.to_dict(),
+                "gpu": r.gpu.id,
+                "gpus": r.plan.layout.gpus,
+                "mfu": r.plan.time.mfu,
+                "seconds": r.plan.time.seconds,
+                "gpu_hours": r.plan.time.gpu_hours,
+                "usd": r.plan.usd,
+                "pareto": i in front,
+            }
+        )
     return envelope(
         "train.rank",
-        model={"id": model.id}, tokens=tokens, epochs=epochs,
+        model={"id": model.id},
+        tokens=tokens,
+        epochs=epochs,
         layout={"gpus": layout.gpus, "tp": layout.tp, "pp": layout.pp, "cp": layout.cp, "zero": layout.zero},
-        job={"micro_batch": job.micro_batch, "seq_len": job.seq_len, "precision": job.precision,
-             "method": job.method},
+        job={"micro_batch": job.micro_batch, "seq_len": job.seq_len, "precision": job.precision, "method": job.method},
         options=rows,
         cannot_run=[{"offer": r.offer.id, "gpu": r.gpu.id, "reason": r.reason} for r in ranked if not r.fits],
     )
@@ -298,20 +415,39 @@ def tco_record(gpu, gpus, case, cost, offers, purchase_row, data, period_years: 
     rentals = []
     for o in offers:
         u = cost.break_even_utilization(o.usd_per_gpu_hour)
-        rentals.append({"offer": o.id, "provider": o.provider, "instance": o.instance, "pricing": o.pricing,
-                        "price_date": o.price_date, "usd_per_gpu_hour": o.usd_per_gpu_hour,
-                        "rent_usd": o.usd_per_gpu_hour * hours_used, "owning_saves_usd":
-                        o.usd_per_gpu_hour * hours_used - owned_total, "break_even_utilization": u})
+        rentals.append(
+            {
+                "offer": o.id,
+                "provider": o.provider,
+                "instance": o.instance,
+                "pricing": o.pricing,
+                "price_date": o.price_date,
+                "usd_per_gpu_hour": o.usd_per_gpu_hour,
+                "rent_usd": o.usd_per_gpu_hour * hours_used,
+                "owning_saves_usd": o.usd_per_gpu_hour * hours_used - owned_total,
+                "break_even_utilization": u,
+            }
+        )
     sources = {k: v.model_dump() for k, v in data.defaults_sources.items()}
     return envelope(
-        "tco", gpu={"id": gpu.id, "tdp_w": gpu.tdp_w}, gpus=gpus, period_years=period_years,
+        "tco",
+        gpu={"id": gpu.id, "tdp_w": gpu.tdp_w},
+        gpus=gpus,
+        period_years=period_years,
         inputs={k: getattr(case, k) for k in case.__dataclass_fields__},
         purchase_source=purchase_row.model_dump() if purchase_row else {"kind": "given"},
-        owned={"capital_usd_per_gpu_year": cost.capital_per_year, "hosting_usd_per_gpu_year": cost.hosting_per_year,
-               "staff_usd_per_gpu_year": cost.staff_per_year, "energy_usd_per_used_gpu_hour": cost.energy_per_used_hour,
-               "usd_per_gpu_year": cost.per_year, "usd_per_used_gpu_hour": cost.per_used_hour,
-               "total_usd": owned_total, "used_gpu_hours": hours_used},
-        rentals=rentals, sources=sources,
+        owned={
+            "capital_usd_per_gpu_year": cost.capital_per_year,
+            "hosting_usd_per_gpu_year": cost.hosting_per_year,
+            "staff_usd_per_gpu_year": cost.staff_per_year,
+            "energy_usd_per_used_gpu_hour": cost.energy_per_used_hour,
+            "usd_per_gpu_year": cost.per_year,
+            "usd_per_used_gpu_hour": cost.per_used_hour,
+            "total_usd": owned_total,
+            "used_gpu_hours": hours_used,
+        },
+        rentals=rentals,
+        sources=sources,
         method="capital recovery factor r/(1-(1+r)^-n) x (GPU + server); energy TDP x host factor x PUE x $/kWh while "
-               "busy; colocation $/kW-month on capacity; break-even u* = fixed/(8760 (rent - energy per hour))",
+        "busy; colocation $/kW-month on capacity; break-even u* = fixed/(8760 (rent - energy per hour))",
     )

@@ -5,8 +5,8 @@ Pure: it takes the catalog's values and returns ranked rows; the CLI prints them
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Iterable
 
 from ..errors import GpuplanError
 from ..estimate.inference import InferenceAssumptions, ServingReport, serving_plan
@@ -40,10 +40,14 @@ class ServingOption:
         return self.usd_per_gpu_hour * self.tp / 3600 / self.report.tokens_per_s * 1e6
 
 
-def rank_serving(model: ModelSpec, gpus: Iterable[Accelerator], job: ServingJob,
-                 formats: Iterable[str] = RANK_FORMATS, assumptions: InferenceAssumptions | None = None,
-                 prices: dict[str, tuple[float, str]] | None = None,
-                 ) -> tuple[list[ServingOption], list[tuple[str, str, str]]]:
+def rank_serving(
+    model: ModelSpec,
+    gpus: Iterable[Accelerator],
+    job: ServingJob,
+    formats: Iterable[str] = RANK_FORMATS,
+    assumptions: InferenceAssumptions | None = None,
+    prices: dict[str, tuple[float, str]] | None = None,
+) -> tuple[list[ServingOption], list[tuple[str, str, str]]]:
     """(options that fit and meet the targets; (gpu, format, why not) for the rest).
 
     Ordered by $ per million output tokens where ``prices`` (gpu id -> ($/GPU-hour, offer id)) has the
@@ -80,8 +84,13 @@ def rank_serving(model: ModelSpec, gpus: Iterable[Accelerator], job: ServingJob,
                 options.append(found)
             else:
                 skipped.append((gpu.id, fmt, why))
-    options.sort(key=lambda o: (o.usd_per_million_output_tokens_all_in is None, o.usd_per_million_output_tokens_all_in or 0.0,
-                                -o.tokens_per_s_per_gpu))
+    options.sort(
+        key=lambda o: (
+            o.usd_per_million_output_tokens_all_in is None,
+            o.usd_per_million_output_tokens_all_in or 0.0,
+            -o.tokens_per_s_per_gpu,
+        )
+    )
     return options, skipped
 
 

@@ -4,14 +4,23 @@ GPUs for a deadline, GPU-hours and cost; and the ranking of offers that can run 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Iterable
+from typing import Any
 
 from ..errors import GpuplanError, JobError
 from ..estimate.memory import MemoryAssumptions, training_memory
 from ..estimate.steptime import StepAssumptions, StepTime, training_step
-from ..estimate.time import (TrainingCompute, TrainingTime, gpus_for_deadline, peak_for, seed_rule_constant,
-                             seed_rule_gpus, time_to_train, training_compute)
+from ..estimate.time import (
+    TrainingCompute,
+    TrainingTime,
+    gpus_for_deadline,
+    peak_for,
+    seed_rule_constant,
+    seed_rule_gpus,
+    time_to_train,
+    training_compute,
+)
 from ..spec.accelerator import Accelerator
 from ..spec.model import ModelSpec, ParamsOnlyModel
 from ..spec.offer import Offer
@@ -39,14 +48,15 @@ class TrainingPlan:
 
 def offer_network(offer: Offer, a: StepAssumptions) -> StepAssumptions:
     """The offer's node size and, where it publishes one, its scale-out bandwidth per GPU."""
-    changes = {"gpus_per_node": offer.gpu_count}
-    if offer.scale_out_bytes_per_s and not a.scale_out_bytes_per_s_per_gpu:
+    changes: dict[str, Any] = {"gpus_per_node": offer.gpu_count}
+    if offer.scale_out_bytes_per_s and a.scale_out_bytes_per_s_per_gpu is None:
         changes["scale_out_bytes_per_s_per_gpu"] = offer.scale_out_bytes_per_s / offer.gpu_count
     return replace(a, **changes)
 
 
-def predict_mfu(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a: StepAssumptions,
-                virtual_stages: int = 1) -> tuple[float, StepTime | None, str]:
+def predict_mfu(
+    model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a: StepAssumptions, virtual_stages: int = 1
+) -> tuple[float, StepTime | None, str]:
     """MFU from the step-time model (needs the architecture); a bare count gets no prediction."""
     if not isinstance(model, ModelSpec):
         raise JobError("predicting MFU needs the architecture; give a model id or config.json, or pass --mfu")
@@ -54,21 +64,38 @@ def predict_mfu(model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, 
     if not (math.isfinite(step.mfu) and 0 < step.mfu <= 1):
         # the numerator and the step time count the same FLOPs (flops.py, causal) at efficiencies <= 1:
         # an MFU outside (0, 1] is a bug in the model, not the user's input, and must stay visible
-        raise ArithmeticError(f"step-time model predicted MFU {step.mfu!r} for {layout.describe()} "
-                              f"(parts {dict(step.parts)})")
+        raise ArithmeticError(
+            f"step-time model predicted MFU {step.mfu!r} for {layout.describe()} (parts {dict(step.parts)})"
+        )
     return step.mfu, step, "predicted from the layout (step-time model)"
 
 
-def plan_training(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: Parallelism, job: TrainingJob,
-                  tokens: float, epochs: float = 1.0, *, mfu: float | None = None, deadline_s: float | None = None,
-                  usd_per_gpu_hour: float | None = None, offer: Offer | None = None,
-                  step_assumptions: StepAssumptions = StepAssumptions(), virtual_stages: int = 1) -> TrainingPlan:
+def plan_training(
+    model: ModelSpec | ParamsOnlyModel,
+    gpu: Accelerator,
+    layout: Parallelism,
+    job: TrainingJob,
+    tokens: float,
+    epochs: float = 1.0,
+    *,
+    mfu: float | None = None,
+    deadline_s: float | None = None,
+    usd_per_gpu_hour: float | None = None,
+    offer: Offer | None = None,
+    step_assumptions: StepAssumptions = StepAssumptions(),
+    virtual_stages: int = 1,
+) -> TrainingPlan:
     """Time and cost of training ``tokens`` x ``epochs``; with ``deadline_s`` the GPU count is chosen
     (data parallelism grows over the layout's model-parallel group, in whole offers/nodes)."""
     compute = training_compute(model, job.seq_len, tokens, epochs)
     if mfu is not None:
-        check_range(mfu, "--mfu", MIN_MFU, 1.0, why="a fraction of the dense peak; below 0.1 % the GPUs would "
-                    "sit idle, measured MFUs are 20-60 %")
+        check_range(
+            mfu,
+            "--mfu",
+            MIN_MFU,
+            1.0,
+            why="a fraction of the dense peak; below 0.1 % the GPUs would sit idle, measured MFUs are 20-60 %",
+        )
     if deadline_s is not None:
         check_range(deadline_s, "--deadline", 1.0, MAX_DURATION_S, why="seconds, from 1 s to 1000 years")
     if usd_per_gpu_hour is not None:
@@ -81,12 +108,15 @@ def plan_training(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: 
         unit = math.lcm(layout.tp * layout.pp * layout.cp, offer.gpu_count)
         if deadline_s is None and layout.gpus % unit:
             rounded = math.ceil(layout.gpus / unit) * unit
-            notes.append(f"{layout.gpus} GPUs rounded up to {rounded}: whole {offer.instance} instances of "
-                         f"{offer.gpu_count} (and whole model-parallel groups)")
+            notes.append(
+                f"{layout.gpus} GPUs rounded up to {rounded}: whole {offer.instance} instances of "
+                f"{offer.gpu_count} (and whole model-parallel groups)"
+            )
             layout = replace(layout, gpus=rounded)
     if deadline_s is not None:
-        layout = _layout_for_deadline(model, gpu, layout, job, compute.total_flops, deadline_s, peak, mfu, offer,
-                                      step_assumptions, virtual_stages)
+        layout = _layout_for_deadline(
+            model, gpu, layout, job, compute.total_flops, deadline_s, peak, mfu, offer, step_assumptions, virtual_stages
+        )
     if mfu is not None:
         step, source = None, "given (--mfu)"
         if isinstance(model, ModelSpec):
@@ -94,29 +124,37 @@ def plan_training(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: 
     else:
         mfu, step, source = predict_mfu(model, gpu, layout, job, step_assumptions, virtual_stages)
     t = time_to_train(compute.total_flops, layout.gpus, peak, mfu)
-    params = model.params if isinstance(model, ParamsOnlyModel) else None
-    if params is None:
+    if isinstance(model, ParamsOnlyModel):
+        params = model.params
+    else:
         from ..estimate.params import count_params
 
         params = count_params(model).total
     rule = seed_rule_gpus(params, tokens, epochs, deadline_s / 3600, peak, mfu) if deadline_s else None
     if step is not None and compute.tokens * compute.epochs < step.tokens_per_iteration:
-        raise JobError(f"the run ({compute.tokens * compute.epochs:.3g} tokens) is shorter than one step of this layout "
-                       f"({step.tokens_per_iteration:.3g} tokens); use fewer GPUs, a smaller --global-batch, or a "
-                       "longer --deadline")
+        raise JobError(
+            f"the run ({compute.tokens * compute.epochs:.3g} tokens) is shorter than one step of this layout "
+            f"({step.tokens_per_iteration:.3g} tokens); use fewer GPUs, a smaller --global-batch, or a "
+            "longer --deadline"
+        )
     if deadline_s is not None and job.global_batch is None and layout.dp > 1:
-        notes.append(f"no --global-batch: it grows with data parallelism (micro-batch x dp = "
-                     f"{job.micro_batch * layout.dp * max(1, layout.pp)} sequences per step)")
+        notes.append(
+            f"no --global-batch: it grows with data parallelism (micro-batch x dp = "
+            f"{job.micro_batch * layout.dp * max(1, layout.pp)} sequences per step)"
+        )
     if step is not None and step.attention_flops_share > 0.1:
         from ..estimate.flops import flops_per_token
 
         full = flops_per_token(model, job.seq_len).training_flops / compute.flops_per_token
-        notes.append(f"MFU is computed counting attention as executed by causal kernels (half the scores, as "
-                     f"FlashAttention counts them): attention is {step.attention_flops_share:.0%} of the model FLOPs "
-                     f"here; without causal halving, as PaLM appendix B and most published MFUs count it, MFU "
-                     f"would read {t.mfu * full:.1%}")
-    return TrainingPlan(compute, step, t, source, layout, usd_per_gpu_hour, offer, seed_rule_constant(peak, mfu), rule,
-                        tuple(notes))
+        notes.append(
+            f"MFU is computed counting attention as executed by causal kernels (half the scores, as "
+            f"FlashAttention counts them): attention is {step.attention_flops_share:.0%} of the model FLOPs "
+            f"here; without causal halving, as PaLM appendix B and most published MFUs count it, MFU "
+            f"would read {t.mfu * full:.1%}"
+        )
+    return TrainingPlan(
+        compute, step, t, source, layout, usd_per_gpu_hour, offer, seed_rule_constant(peak, mfu), rule, tuple(notes)
+    )
 
 
 def _layout_for_deadline(model, gpu, layout, job, total_flops, deadline_s, peak, mfu, offer, a, virtual_stages):
@@ -139,15 +177,19 @@ def _layout_for_deadline(model, gpu, layout, job, total_flops, deadline_s, peak,
         if candidates is not None:
             fitting = [d for d in candidates if d >= dp and (d * group) % per_instance == 0]
             if not fitting:
-                raise JobError(f"the deadline needs data parallelism >= {dp}, but --global-batch {job.global_batch} / "
-                               f"--micro-batch {job.micro_batch} allows no such degree in whole instances; raise "
-                               "--global-batch, or give more time")
+                raise JobError(
+                    f"the deadline needs data parallelism >= {dp}, but --global-batch {job.global_batch} / "
+                    f"--micro-batch {job.micro_batch} allows no such degree in whole instances; raise "
+                    "--global-batch, or give more time"
+                )
             dp = fitting[0]
         else:
             dp = math.ceil(dp * group / per_instance) * per_instance // group if (dp * group) % per_instance else dp
         if dp > max_dp:
-            raise JobError(f"the deadline needs more than {MAX_GPUS:,} GPUs (data parallelism {dp} x {group}); "
-                           "give more time or train on fewer tokens")
+            raise JobError(
+                f"the deadline needs more than {MAX_GPUS:,} GPUs (data parallelism {dp} x {group}); "
+                "give more time or train on fewer tokens"
+            )
         trial = replace(layout, gpus=dp * group)
         m = mfu if mfu is not None else predict_mfu(model, gpu, trial, job, a, virtual_stages)[0]
         need = gpus_for_deadline(total_flops, deadline_s, peak, m)
@@ -166,10 +208,21 @@ class RankedOffer:
     reason: str
 
 
-def rank_offers(model, offers: Iterable[Offer], accelerators, layout: Parallelism, job: TrainingJob, tokens: float,
-                epochs: float = 1.0, *, mfu: float | None = None, deadline_s: float | None = None,
-                memory_assumptions: MemoryAssumptions = MemoryAssumptions(),
-                step_assumptions: StepAssumptions = StepAssumptions(), virtual_stages: int = 1) -> list[RankedOffer]:
+def rank_offers(
+    model,
+    offers: Iterable[Offer],
+    accelerators,
+    layout: Parallelism,
+    job: TrainingJob,
+    tokens: float,
+    epochs: float = 1.0,
+    *,
+    mfu: float | None = None,
+    deadline_s: float | None = None,
+    memory_assumptions: MemoryAssumptions = MemoryAssumptions(),
+    step_assumptions: StepAssumptions = StepAssumptions(),
+    virtual_stages: int = 1,
+) -> list[RankedOffer]:
     """Every offer that can run the job on ``layout`` (GPU count rounded to whole instances), by cost;
     those whose GPU cannot hold it come last with the reason.
 
@@ -186,8 +239,20 @@ def rank_offers(model, offers: Iterable[Offer], accelerators, layout: Parallelis
             gpu = gpus_of[offer.gpu] = accelerators.get(offer.gpu)
         key = (gpu.id, offer.gpu_count, offer.scale_out_bytes_per_s)
         if key not in done:
-            done[key] = _plan_for_offer(model, gpu, offer, layout, job, tokens, epochs, mfu, deadline_s,
-                                        memory_assumptions, step_assumptions, virtual_stages)
+            done[key] = _plan_for_offer(
+                model,
+                gpu,
+                offer,
+                layout,
+                job,
+                tokens,
+                epochs,
+                mfu,
+                deadline_s,
+                memory_assumptions,
+                step_assumptions,
+                virtual_stages,
+            )
         plan, reason = done[key]
         if plan is None:
             out.append(RankedOffer(offer, gpu, None, False, reason))
@@ -201,9 +266,20 @@ def rank_offers(model, offers: Iterable[Offer], accelerators, layout: Parallelis
     return out
 
 
-def _plan_for_offer(model, gpu: Accelerator, offer: Offer, layout: Parallelism, job: TrainingJob, tokens: float,
-                    epochs: float, mfu: float | None, deadline_s: float | None, memory_assumptions: MemoryAssumptions,
-                    step_assumptions: StepAssumptions, virtual_stages: int) -> tuple[TrainingPlan | None, str]:
+def _plan_for_offer(
+    model,
+    gpu: Accelerator,
+    offer: Offer,
+    layout: Parallelism,
+    job: TrainingJob,
+    tokens: float,
+    epochs: float,
+    mfu: float | None,
+    deadline_s: float | None,
+    memory_assumptions: MemoryAssumptions,
+    step_assumptions: StepAssumptions,
+    virtual_stages: int,
+) -> tuple[TrainingPlan | None, str]:
     """The plan of one offer on ``layout`` rounded to whole instances, or None and why it cannot run."""
     unit = math.lcm(layout.tp * layout.pp * layout.cp, offer.gpu_count)  # whole instances and groups
     gpus = math.ceil(layout.gpus / unit) * unit
@@ -212,8 +288,19 @@ def _plan_for_offer(model, gpu: Accelerator, offer: Offer, layout: Parallelism, 
         mem = training_memory(model, gpu, lay, job, memory_assumptions, find_max_batch=False)
         if not mem.fits:
             return None, mem.reasons[0]
-        return plan_training(model, gpu, lay, job, tokens, epochs, mfu=mfu, deadline_s=deadline_s, offer=offer,
-                             step_assumptions=step_assumptions, virtual_stages=virtual_stages), ""
+        return plan_training(
+            model,
+            gpu,
+            lay,
+            job,
+            tokens,
+            epochs,
+            mfu=mfu,
+            deadline_s=deadline_s,
+            offer=offer,
+            step_assumptions=step_assumptions,
+            virtual_stages=virtual_stages,
+        ), ""
     except GpuplanError as e:
         return None, str(e)
 

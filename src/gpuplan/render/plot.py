@@ -29,9 +29,9 @@ def _scale(values: list[float], lo_px: float, hi_px: float, log: bool):
     def ticks() -> list[float]:
         """'Nice' ticks: 1-2-5 steps; on a log axis, 1, 2 and 5 times each power of ten in range."""
         if log:
-            out = [m * 10 ** e for e in range(math.floor(lo) - 1, math.ceil(hi) + 1) for m in (1, 2, 5)]
+            out = [m * 10**e for e in range(math.floor(lo) - 1, math.ceil(hi) + 1) for m in (1, 2, 5)]
             out = [t for t in out if lo <= math.log10(t) <= hi]
-            return out if len(out) >= 2 else [10 ** lo, 10 ** hi]
+            return out if len(out) >= 2 else [10**lo, 10**hi]
         raw = (hi - lo) / 5
         mag = 10 ** math.floor(math.log10(raw))
         step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
@@ -42,20 +42,27 @@ def _scale(values: list[float], lo_px: float, hi_px: float, log: bool):
 
 
 def _axes(xlabel: str, ylabel: str, fx, fy, xt, yt, xfmt, yfmt) -> str:
-    out = [f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - 16}" y2="{H - PAD}" stroke="#333"/>',
-           f'<line x1="{PAD}" y1="16" x2="{PAD}" y2="{H - PAD}" stroke="#333"/>',
-           f'<text x="{(W + PAD) / 2}" y="{H - 16}" text-anchor="middle">{html.escape(xlabel)}</text>',
-           f'<text x="16" y="{H / 2}" text-anchor="middle" transform="rotate(-90 16 {H / 2})">{html.escape(ylabel)}</text>']
+    out = [
+        f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - 16}" y2="{H - PAD}" stroke="#333"/>',
+        f'<line x1="{PAD}" y1="16" x2="{PAD}" y2="{H - PAD}" stroke="#333"/>',
+        f'<text x="{(W + PAD) / 2}" y="{H - 16}" text-anchor="middle">{html.escape(xlabel)}</text>',
+        f'<text x="16" y="{H / 2}" text-anchor="middle" transform="rotate(-90 16 {H / 2})">'
+        f"{html.escape(ylabel)}</text>",
+    ]
     for t in xt():
         x = fx(t)
         if PAD <= x <= W - 16:
-            out.append(f'<line x1="{x:.1f}" y1="{H - PAD}" x2="{x:.1f}" y2="{H - PAD + 5}" stroke="#333"/>'
-                       f'<text x="{x:.1f}" y="{H - PAD + 20}" text-anchor="middle" font-size="11">{xfmt(t)}</text>')
+            out.append(
+                f'<line x1="{x:.1f}" y1="{H - PAD}" x2="{x:.1f}" y2="{H - PAD + 5}" stroke="#333"/>'
+                f'<text x="{x:.1f}" y="{H - PAD + 20}" text-anchor="middle" font-size="11">{xfmt(t)}</text>'
+            )
     for t in yt():
         y = fy(t)
         if 16 <= y <= H - PAD:
-            out.append(f'<line x1="{PAD - 5}" y1="{y:.1f}" x2="{PAD}" y2="{y:.1f}" stroke="#333"/>'
-                       f'<text x="{PAD - 8}" y="{y + 4:.1f}" text-anchor="end" font-size="11">{yfmt(t)}</text>')
+            out.append(
+                f'<line x1="{PAD - 5}" y1="{y:.1f}" x2="{PAD}" y2="{y:.1f}" stroke="#333"/>'
+                f'<text x="{PAD - 8}" y="{y + 4:.1f}" text-anchor="end" font-size="11">{yfmt(t)}</text>'
+            )
     return "".join(out)
 
 
@@ -80,12 +87,16 @@ def _time_cost_svg(options: list[dict]) -> str:
         pts = " ".join(f"{fx(o['seconds'] / 86400):.1f},{fy(o['usd']):.1f}" for o in front)
         parts.append(f'<polyline points="{pts}" fill="none" stroke="#000" stroke-dasharray="4 3"/>')
     for o in options:
-        tip = (f"{o['offer']['provider']} {o['offer']['instance']} ({o['offer']['pricing']}), {o['gpus']} x {o['gpu']}: "
-               f"{_days(o['seconds'])}, {_money(o['usd'])}, MFU {o['mfu']:.0%}" + (" - Pareto" if o["pareto"] else ""))
+        tip = (
+            f"{o['offer']['provider']} {o['offer']['instance']} ({o['offer']['pricing']}), {o['gpus']} x {o['gpu']}: "
+            f"{_days(o['seconds'])}, {_money(o['usd'])}, MFU {o['mfu']:.0%}" + (" - Pareto" if o["pareto"] else "")
+        )
         r = 6 if o["pareto"] else 4
         stroke = ' stroke="#000" stroke-width="1.5"' if o["pareto"] else ""
-        parts.append(f'<circle cx="{fx(o["seconds"] / 86400):.1f}" cy="{fy(o["usd"]):.1f}" r="{r}" fill="{color[o["gpu"]]}"'
-                     f'{stroke}><title>{html.escape(tip)}</title></circle>')
+        parts.append(
+            f'<circle cx="{fx(o["seconds"] / 86400):.1f}" cy="{fy(o["usd"]):.1f}" r="{r}" fill="{color[o["gpu"]]}"'
+            f"{stroke}><title>{html.escape(tip)}</title></circle>"
+        )
     legend = "".join(f'<tspan fill="{color[g]}">&#9679; {html.escape(g)}  </tspan>' for g in gpus)
     parts.append(f'<text x="{PAD + 8}" y="28" font-size="12">{legend}</text>')
     return f'<svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img">{"".join(parts)}</svg>'
@@ -102,15 +113,30 @@ def _tiers_svg(options: list[dict], tokens: float) -> str:
     ys = [tokens / o["seconds"] / o["gpus"] for o in rows]  # tokens (x epochs) per second per GPU
     fx, xt = _scale(xs, PAD, W - 16, log=False)
     fy, yt = _scale(ys, H - PAD, 16, log=False)
-    parts = [_axes("price per GPU-hour (USD, cheapest offer)", "training tokens/s per GPU", fx, fy, xt, yt,
-                   lambda v: f"${v:.3g}", lambda v: f"{v:,.0f}")]
-    pts = " ".join(f"{fx(x):.1f},{fy(y):.1f}" for x, y in zip(xs, ys))
+    parts = [
+        _axes(
+            "price per GPU-hour (USD, cheapest offer)",
+            "training tokens/s per GPU",
+            fx,
+            fy,
+            xt,
+            yt,
+            lambda v: f"${v:.3g}",
+            lambda v: f"{v:,.0f}",
+        )
+    ]
+    pts = " ".join(f"{fx(x):.1f},{fy(y):.1f}" for x, y in zip(xs, ys, strict=True))
     parts.append(f'<polyline points="{pts}" fill="none" stroke="#888"/>')
-    for o, x, y in zip(rows, xs, ys):
+    for o, x, y in zip(rows, xs, ys, strict=True):
         per_dollar = y * 3600 / x
-        tip = f"{o['gpu']} at ${x:.2f}/GPU-hour ({o['offer']['provider']}): {y:,.0f} tokens/s/GPU, {per_dollar:,.0f} tokens per $"
-        parts.append(f'<circle cx="{fx(x):.1f}" cy="{fy(y):.1f}" r="5" fill="#1f77b4"><title>{html.escape(tip)}</title>'
-                     f'</circle><text x="{fx(x) + 7:.1f}" y="{fy(y) - 7:.1f}" font-size="11">{html.escape(o["gpu"])}</text>')
+        tip = (
+            f"{o['gpu']} at ${x:.2f}/GPU-hour ({o['offer']['provider']}): {y:,.0f} tokens/s/GPU, "
+            f"{per_dollar:,.0f} tokens per $"
+        )
+        parts.append(
+            f'<circle cx="{fx(x):.1f}" cy="{fy(y):.1f}" r="5" fill="#1f77b4"><title>{html.escape(tip)}</title>'
+            f'</circle><text x="{fx(x) + 7:.1f}" y="{fy(y) - 7:.1f}" font-size="11">{html.escape(o["gpu"])}</text>'
+        )
     return f'<svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img">{"".join(parts)}</svg>'
 
 
@@ -123,11 +149,15 @@ def ranking_html(record: dict) -> str:
     if not options:
         body = "<p>No offer can run this job as laid out.</p>"
     else:
-        body = (f"<h2>Time vs cost of each offer</h2><p>Each point is one offer (hover for details); the dashed "
-                f"line joins the Pareto front: no other offer is both faster and cheaper.</p>{_time_cost_svg(options)}"
-                f"<h2>Cost vs performance across GPU tiers</h2><p>The cheapest offer of each GPU: price per "
-                f"GPU-hour against training throughput per GPU. Where the curve flattens, paying more per hour "
-                f"buys less extra speed.</p>{_tiers_svg(options, record['tokens'] * record['epochs'])}")
-    return (f'<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-            f'<style>body{{font-family:sans-serif;max-width:760px;margin:2em auto}}svg{{background:#fafafa}}</style>'
-            f'</head><body><h1>{html.escape(title)}</h1>{body}</body></html>')
+        body = (
+            f"<h2>Time vs cost of each offer</h2><p>Each point is one offer (hover for details); the dashed "
+            f"line joins the Pareto front: no other offer is both faster and cheaper.</p>{_time_cost_svg(options)}"
+            f"<h2>Cost vs performance across GPU tiers</h2><p>The cheapest offer of each GPU: price per "
+            f"GPU-hour against training throughput per GPU. Where the curve flattens, paying more per hour "
+            f"buys less extra speed.</p>{_tiers_svg(options, record['tokens'] * record['epochs'])}"
+        )
+    return (
+        f'<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>body{{font-family:sans-serif;max-width:760px;margin:2em auto}}svg{{background:#fafafa}}</style>"
+        f"</head><body><h1>{html.escape(title)}</h1>{body}</body></html>"
+    )

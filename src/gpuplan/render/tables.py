@@ -21,7 +21,7 @@ def _num(value: float | None, scale: float, digits: int = 4) -> str:
     if value is None:
         return _DASH
     v = value / scale
-    return f"{v:.{digits}g}" if abs(v) < 10 ** digits else f"{v:,.0f}"
+    return f"{v:.{digits}g}" if abs(v) < 10**digits else f"{v:,.0f}"
 
 
 def _link(ic: dict | None) -> str:
@@ -51,8 +51,9 @@ class _ListTable(Table):
         from rich.segment import Segment
 
         cols, rows = self.columns, self.long_rows
-        widths = [max([len(r[i]) for r in rows] + [len(x) for x in str(c.header).split("\n")])
-                  for i, c in enumerate(cols)]
+        widths = [
+            max([len(r[i]) for r in rows] + [len(x) for x in str(c.header).split("\n")]) for i, c in enumerate(cols)
+        ]
         flex = next((i for i, c in enumerate(cols) if str(c.header) == self.long_flexible), len(cols) - 1)
         over = sum(widths) + 3 * len(widths) + 1 - options.max_width
         if over > 0:
@@ -60,9 +61,9 @@ class _ListTable(Table):
 
         def line(cells: list[str]) -> str:
             out = []
-            for i, (cell, c) in enumerate(zip(cells, cols)):
+            for i, (cell, c) in enumerate(zip(cells, cols, strict=False)):
                 if len(cell) > widths[i]:
-                    cell = cell[:widths[i] - 1] + "\u2026"
+                    cell = cell[: widths[i] - 1] + "\u2026"
                 out.append(cell.rjust(widths[i]) if c.justify == "right" else cell.ljust(widths[i]))
             return "  " + "   ".join(out) + "  "
 
@@ -104,15 +105,35 @@ def _fixed_columns(t: Table, rows: list[list[str]], headers: list[tuple[str, str
 
 def gpus_table(record: dict) -> Table:
     t = _ListTable(box=box.SIMPLE_HEAD, header_style="bold")
-    headers = [("id", "left"), ("memory\nGB", "right"), ("bandwidth\nTB/s", "right"), ("bf16\nTFLOP/s", "right"),
-               ("fp8\nTFLOP/s", "right"), ("fp4\nTFLOP/s", "right"), ("scale-up link\nGB/s/dir", "left"),
-               ("TDP\nW", "right"), ("year", "right"), ("name", "left")]
+    headers = [
+        ("id", "left"),
+        ("memory\nGB", "right"),
+        ("bandwidth\nTB/s", "right"),
+        ("bf16\nTFLOP/s", "right"),
+        ("fp8\nTFLOP/s", "right"),
+        ("fp4\nTFLOP/s", "right"),
+        ("scale-up link\nGB/s/dir", "left"),
+        ("TDP\nW", "right"),
+        ("year", "right"),
+        ("name", "left"),
+    ]
     rows = []
     for a in record["accelerators"]:
         p = a["peak_flops_per_s"]
-        rows.append([a["id"], _num(a["memory_bytes"], GB), _num(a["memory_bandwidth_bytes_per_s"], 1e12, 3),
-                     _num(p.get("bf16"), 1e12), _num(p.get("fp8"), 1e12), _num(p.get("fp4"), 1e12),
-                     _link(a["interconnect"]), _num(a["tdp_w"], 1), str(a["year"]), a["name"]])
+        rows.append(
+            [
+                a["id"],
+                _num(a["memory_bytes"], GB),
+                _num(a["memory_bandwidth_bytes_per_s"], 1e12, 3),
+                _num(p.get("bf16"), 1e12),
+                _num(p.get("fp8"), 1e12),
+                _num(p.get("fp4"), 1e12),
+                _link(a["interconnect"]),
+                _num(a["tdp_w"], 1),
+                str(a["year"]),
+                a["name"],
+            ]
+        )
     _fixed_columns(t, rows, headers, flexible="name")
     t.caption = "Dense peaks (no sparsity). GB = 1e9 bytes. Sources: gpuplan gpus show ID"
     return t
@@ -126,10 +147,16 @@ def _figure_rows(a: dict) -> list[tuple[str, str, str]]:
         ("memory (marketed)", f"{_num(a['memory_bytes'], GB)} GB ({a['memory_type']})", "memory_bytes"),
     ]
     if a["memory_reported_bytes"]:
-        rows.append(("memory (driver reports)", f"{a['memory_reported_bytes'] / GiB:.2f} GiB "
-                     f"({a['memory_reported_bytes']:,} bytes)", "memory_reported_bytes"))
-    rows.append(("memory bandwidth", f"{_num(a['memory_bandwidth_bytes_per_s'], 1e12, 3)} TB/s",
-                 "memory_bandwidth_bytes_per_s"))
+        rows.append(
+            (
+                "memory (driver reports)",
+                f"{a['memory_reported_bytes'] / GiB:.2f} GiB ({a['memory_reported_bytes']:,} bytes)",
+                "memory_reported_bytes",
+            )
+        )
+    rows.append(
+        ("memory bandwidth", f"{_num(a['memory_bandwidth_bytes_per_s'], 1e12, 3)} TB/s", "memory_bandwidth_bytes_per_s")
+    )
     for d in DTYPES:
         v = a["peak_flops_per_s"].get(d)
         if v is not None:
@@ -138,8 +165,13 @@ def _figure_rows(a: dict) -> list[tuple[str, str, str]]:
     if a["interconnect"]:
         ic = a["interconnect"]
         links = f", {ic['links']} links" if ic.get("links") else ""
-        rows.append(("scale-up link", f"{ic['kind']}: {_num(ic['bandwidth_bytes_per_s'], GB)} GB/s per direction{links}",
-                     "interconnect"))
+        rows.append(
+            (
+                "scale-up link",
+                f"{ic['kind']}: {_num(ic['bandwidth_bytes_per_s'], GB)} GB/s per direction{links}",
+                "interconnect",
+            )
+        )
     if a["pcie_gen"]:
         rows.append(("PCIe", f"Gen {a['pcie_gen']}", "pcie_gen"))
     rows.append(("TDP", f"{_num(a['tdp_w'], 1)} W" if a["tdp_w"] else "not published", "tdp_w"))
@@ -190,15 +222,35 @@ def gpus_compare(record: dict) -> Table:
 
 def models_table(record: dict) -> Table:
     t = _ListTable(box=box.SIMPLE_HEAD, header_style="bold")
-    headers = [("id", "left"), ("params", "right"), ("active", "right"), ("layers", "right"), ("hidden", "right"),
-               ("heads/kv", "right"), ("experts", "right"), ("context", "right"), ("attention", "left"),
-               ("family", "left")]
+    headers = [
+        ("id", "left"),
+        ("params", "right"),
+        ("active", "right"),
+        ("layers", "right"),
+        ("hidden", "right"),
+        ("heads/kv", "right"),
+        ("experts", "right"),
+        ("context", "right"),
+        ("attention", "left"),
+        ("family", "left"),
+    ]
     rows = []
     for m in record["models"]:
         experts = f"{m['experts_per_token']}/{m['experts']}" if m.get("experts") else _DASH
-        rows.append([m["id"], format_count(m["params"]), format_count(m["active_params"]), str(m["layers"]),
-                     str(m["hidden_size"]), f"{m['attention_heads']}/{m['kv_heads']}", experts,
-                     f"{m['context_length']:,}", m["attention"], m["family"]])
+        rows.append(
+            [
+                m["id"],
+                format_count(m["params"]),
+                format_count(m["active_params"]),
+                str(m["layers"]),
+                str(m["hidden_size"]),
+                f"{m['attention_heads']}/{m['kv_heads']}",
+                experts,
+                f"{m['context_length']:,}",
+                m["attention"],
+                m["family"],
+            ]
+        )
     _fixed_columns(t, rows, headers, flexible="family")
     t.caption = "params: exact counts (as transformers builds them); active: per token, embeddings included."
     return t
@@ -214,35 +266,54 @@ def model_show(record: dict) -> Group:
     parts: list = [Text(f"{m['name']}  ({m['id']})", style="bold")]
     if not m["architecture_known"]:
         parts.append(Text(f"parameters: {m['params']:,} ({format_count(m['params'])})"))
-        parts.append(Text(f"training FLOPs per token: {_flop(fl['training'])} (6N; no attention term without "
-                          f"an architecture)"))
+        parts.append(
+            Text(f"training FLOPs per token: {_flop(fl['training'])} (6N; no attention term without an architecture)")
+        )
         parts.append(Text("needs an architecture for: " + ", ".join(m["cannot_estimate"]), style="dim"))
         return Group(*parts)
     facts = Table(box=None, show_header=False, padding=(0, 2))
     facts.add_column(style="bold")
     facts.add_column()
-    experts = (f"{m['experts']} routed ({m['experts_per_token']} per token), expert FFN {m['expert_ffn_size']}"
-               f"{', shared FFN ' + str(m['shared_expert_ffn_size']) if m['shared_expert_ffn_size'] else ''}"
-               f", {m['moe_layers']} of {m['layers']} layers" if m["experts"] else _DASH)
+    experts = (
+        f"{m['experts']} routed ({m['experts_per_token']} per token), expert FFN {m['expert_ffn_size']}"
+        f"{', shared FFN ' + str(m['shared_expert_ffn_size']) if m['shared_expert_ffn_size'] else ''}"
+        f", {m['moe_layers']} of {m['layers']} layers"
+        if m["experts"]
+        else _DASH
+    )
     rows = [
         ("parameters", f"{m['params']:,} ({format_count(m['params'])})"),
         ("active per token", f"{m['active_params']:,} ({format_count(m['active_params'])})"),
         ("layers", str(m["layers"])),
         ("hidden size", str(m["hidden_size"])),
-        ("attention", f"{m['attention'].upper()}: {m['attention_heads']} heads, {m['kv_heads']} KV heads, "
-                      f"head dim {m['head_dim']}"),
+        (
+            "attention",
+            f"{m['attention'].upper()}: {m['attention_heads']} heads, {m['kv_heads']} KV heads, "
+            f"head dim {m['head_dim']}",
+        ),
         ("FFN size", f"{m['ffn_size']} ({m['mlp']})" if m["ffn_size"] else f"({m['mlp']})"),
         ("experts", experts),
         ("vocabulary", f"{m['vocab_size']:,}"),
-        ("context length", f"{m['context_length']:,}"
-                           + (f" (sliding window {m['sliding_window']:,} on {m['sliding_window_layers']} layers)"
-                              if m["sliding_window"] else "")),
+        (
+            "context length",
+            f"{m['context_length']:,}"
+            + (
+                f" (sliding window {m['sliding_window']:,} on {m['sliding_window_layers']} layers)"
+                if m["sliding_window"]
+                else ""
+            ),
+        ),
         ("embeddings tied", "yes" if m["tie_embeddings"] else "no"),
     ]
     if m["mla"]:
         x = m["mla"]
-        rows.append(("MLA", f"q rank {x['q_lora_rank']}, kv rank {x['kv_lora_rank']}, qk {x['qk_nope_head_dim']}+"
-                            f"{x['qk_rope_head_dim']} (rope), v {x['v_head_dim']}"))
+        rows.append(
+            (
+                "MLA",
+                f"q rank {x['q_lora_rank']}, kv rank {x['kv_lora_rank']}, qk {x['qk_nope_head_dim']}+"
+                f"{x['qk_rope_head_dim']} (rope), v {x['v_head_dim']}",
+            )
+        )
     for k, v in rows:
         facts.add_row(k, v)
     parts.append(facts)
@@ -254,15 +325,20 @@ def model_show(record: dict) -> Group:
         bd.add_row(k, f"{v:,}", f"{100 * v / m['params']:.1f}%")
     bd.add_row(Text("total", style="bold"), Text(f"{m['params']:,}", style="bold"), "100%")
     parts.append(bd)
-    ft = Table(box=box.SIMPLE_HEAD, header_style="bold", title=f"FLOPs per token at sequence length {fl['seq_len']:,}",
-               title_justify="left")
+    ft = Table(
+        box=box.SIMPLE_HEAD,
+        header_style="bold",
+        title=f"FLOPs per token at sequence length {fl['seq_len']:,}",
+        title_justify="left",
+    )
     ft.add_column("")
     ft.add_column("total", justify="right")
     ft.add_column("matmuls (2N/6N)", justify="right")
     ft.add_column("attention", justify="right")
     ft.add_row("training", _flop(fl["training"]), _flop(fl["training_matmul"]), _flop(fl["training_attention"]))
-    ft.add_row("inference", _flop(fl["inference"]), _flop(fl["training_matmul"] / 3),
-               _flop(fl["training_attention"] / 3))
+    ft.add_row(
+        "inference", _flop(fl["inference"]), _flop(fl["training_matmul"] / 3), _flop(fl["training_attention"] / 3)
+    )
     parts.append(ft)
     parts.append(Text(f"N = {fl['matmul_params']:,} matmul params. {fl['convention']}.", style="dim"))
     if m["published_params"]:
@@ -281,28 +357,54 @@ def _fit_advice(record: dict) -> list[Text]:
         return []
     advice = record["fit_advice"]
     if advice is None:
-        return [Text("no single change found that fits (searched recompute, ZeRO, TP/PP, offload, formats and "
-                     "more GPUs): see 'gpuplan gpus list' for larger GPUs", style="red")]
-    return [Text(f"to fit, add: {advice['flags']} (then {advice['total_bytes'] / GiB:.1f} GiB of "
-                 f"{advice['capacity_bytes'] / GiB:.1f} GiB)", style="bold")]
+        return [
+            Text(
+                "no single change found that fits (searched recompute, ZeRO, TP/PP, offload, formats and "
+                "more GPUs): see 'gpuplan gpus list' for larger GPUs",
+                style="red",
+            )
+        ]
+    return [
+        Text(
+            f"to fit, add: {advice['flags']} (then {advice['total_bytes'] / GiB:.1f} GiB of "
+            f"{advice['capacity_bytes'] / GiB:.1f} GiB)",
+            style="bold",
+        )
+    ]
 
 
 def train_report(record: dict) -> Group:
     """``gpuplan train``: the memory of the busiest GPU by part, the verdict, and the rule of thumb."""
     m, lay, job, mem, rule = record["model"], record["layout"], record["job"], record["memory"], record["rule_of_thumb"]
     gpu, recipe = record["gpu"], record["recipe"]
-    layout = f"dp={lay['dp']} tp={lay['tp']} pp={lay['pp']}" + (f" cp={lay['cp']}" if lay["cp"] > 1 else "") + \
-        (f" ep={lay['ep']}" if lay["ep"] > 1 else "") + (" +sp" if lay["sequence_parallel"] else "") + \
-        (f" zero-{lay['zero']}" if lay["zero"] else "") + (f" offload {lay['offload']}" if lay["offload"] != "none" else "")
-    method = job["method"] + (f" r={job['lora_rank']} on {','.join(job['lora_targets'])}" if job["lora_rank"] else "") + \
-        (f" ({job['quant']} base)" if job["quant"] else "")
-    batch = f"micro-batch {job['micro_batch']}" + (f" x {job['grad_accumulation']} accumulation x dp {lay['dp']} = "
-                                                   f"{job['global_batch']}" if job["global_batch"] else "")
+    layout = (
+        f"dp={lay['dp']} tp={lay['tp']} pp={lay['pp']}"
+        + (f" cp={lay['cp']}" if lay["cp"] > 1 else "")
+        + (f" ep={lay['ep']}" if lay["ep"] > 1 else "")
+        + (" +sp" if lay["sequence_parallel"] else "")
+        + (f" zero-{lay['zero']}" if lay["zero"] else "")
+        + (f" offload {lay['offload']}" if lay["offload"] != "none" else "")
+    )
+    method = (
+        job["method"]
+        + (f" r={job['lora_rank']} on {','.join(job['lora_targets'])}" if job["lora_rank"] else "")
+        + (f" ({job['quant']} base)" if job["quant"] else "")
+    )
+    batch = f"micro-batch {job['micro_batch']}" + (
+        f" x {job['grad_accumulation']} accumulation x dp {lay['dp']} = {job['global_batch']}"
+        if job["global_batch"]
+        else ""
+    )
     head = [
-        Text(f"{m['id']} ({format_count(m['params'])} params, {format_count(m['trainable_params'])} trained) on "
-             f"{lay['gpus']} x {gpu['id']}", style="bold"),
-        Text(f"layout {layout}; {batch}; seq {job['seq_len']:,}; {job['precision']}; {job['optimizer']}; {method}; "
-             f"recompute {job['recompute']}; flash attention {'on' if job['flash_attention'] else 'off'}"),
+        Text(
+            f"{m['id']} ({format_count(m['params'])} params, {format_count(m['trainable_params'])} trained) on "
+            f"{lay['gpus']} x {gpu['id']}",
+            style="bold",
+        ),
+        Text(
+            f"layout {layout}; {batch}; seq {job['seq_len']:,}; {job['precision']}; {job['optimizer']}; {method}; "
+            f"recompute {job['recompute']}; flash attention {'on' if job['flash_attention'] else 'off'}"
+        ),
         Text(f"recipe: {recipe['title']} [{recipe['why']}]", style="dim"),
     ]
     stage = f", pipeline stage {mem['pipeline_stage']}" if mem["pipeline_stage"] != "only" else ""
@@ -316,29 +418,49 @@ def train_report(record: dict) -> Group:
         members = [p for p in mem["parts"] if p["group"] == group]
         if not members:
             continue
-        t.add_row(Text(group, style="bold"), Text(f"{total / GiB:.2f}", style="bold"), Text(f"{total / GB:.2f}", style="bold"))
+        t.add_row(
+            Text(group, style="bold"), Text(f"{total / GiB:.2f}", style="bold"), Text(f"{total / GB:.2f}", style="bold")
+        )
         if len(members) > 1 or members[0]["name"] != group:
             for p in members:
                 t.add_row(f"  {p['name']}", f"{p['bytes'] / GiB:.2f}", f"{p['bytes'] / GB:.2f}")
-    t.add_row(Text("total", style="bold"), Text(f"{mem['total_bytes'] / GiB:.2f}", style="bold"),
-              Text(f"{mem['total_bytes'] / GB:.2f}", style="bold"))
+    t.add_row(
+        Text("total", style="bold"),
+        Text(f"{mem['total_bytes'] / GiB:.2f}", style="bold"),
+        Text(f"{mem['total_bytes'] / GB:.2f}", style="bold"),
+    )
     share = 100 * mem["total_bytes"] / mem["capacity_bytes"]
-    verdict = (Text(f"fits: {mem['total_bytes'] / GiB:.1f} GiB of {mem['capacity_bytes'] / GiB:.1f} GiB usable "
-                    f"({share:.0f}%)", style="bold green") if mem["fits"] else
-               Text("does not fit: " + "; ".join(mem["reasons"]), style="bold red"))
+    verdict = (
+        Text(
+            f"fits: {mem['total_bytes'] / GiB:.1f} GiB of {mem['capacity_bytes'] / GiB:.1f} GiB usable ({share:.0f}%)",
+            style="bold green",
+        )
+        if mem["fits"]
+        else Text("does not fit: " + "; ".join(mem["reasons"]), style="bold red")
+    )
     parts: list = [*head, t, verdict, *_fit_advice(record)]
     mb = mem["max_micro_batch"]
     if mb is None:
         parts.append(Text("largest micro-batch: not estimated (activations need the architecture)"))
     else:
-        parts.append(Text(f"largest micro-batch that fits: {mb}" if mb else
-                          "no micro-batch fits with this layout: add GPUs, shard more (--zero, --tp, --pp), recompute "
-                          "(--recompute full), or use LoRA/QLoRA"))
+        parts.append(
+            Text(
+                f"largest micro-batch that fits: {mb}"
+                if mb
+                else "no micro-batch fits with this layout: add GPUs, shard more (--zero, --tp, --pp), recompute "
+                "(--recompute full), or use LoRA/QLoRA"
+            )
+        )
     if mem["cpu_offload_bytes"]:
         parts.append(Text(f"offloaded to CPU memory: {mem['cpu_offload_bytes'] / GiB:.1f} GiB per GPU"))
-    parts.append(Text(f"rule of thumb ({rule['formula']}): {rule['total_bytes'] / GB:,.0f} GB for the job, "
-                      f"{rule['per_gpu_bytes'] / GB:,.1f} GB per GPU over {lay['gpus']}; at least {rule['min_gpus']} "
-                      f"x {gpu['id']}. {rule['explanation']}", style="dim"))
+    parts.append(
+        Text(
+            f"rule of thumb ({rule['formula']}): {rule['total_bytes'] / GB:,.0f} GB for the job, "
+            f"{rule['per_gpu_bytes'] / GB:,.1f} GB per GPU over {lay['gpus']}; at least {rule['min_gpus']} "
+            f"x {gpu['id']}. {rule['explanation']}",
+            style="dim",
+        )
+    )
     if "time" in record:
         parts += _time_and_cost(record)
     parts += _machine_lines(record)
@@ -354,10 +476,15 @@ def serve_report(record: dict) -> Group:
     m, lay, job, mem = record["model"], record["layout"], record["job"], record["memory"]
     lat, thr, fleet, cost, gpu = record["latency"], record["throughput"], record["fleet"], record["cost"], record["gpu"]
     parts: list = [
-        Text(f"{m['id']} ({format_count(m['params'])} params) on {gpu['id']}, tp={lay['tp']} pp={lay['pp']} "
-             f"({lay['gpus_per_replica']} GPU{'s' if lay['gpus_per_replica'] > 1 else ''} per replica)", style="bold"),
-        Text(f"weights {job['weights']}, KV cache {job['kv_cache']}; {job['prompt_tokens']:,} prompt + "
-             f"{job['output_tokens']:,} output tokens; {job['batching']} batch {job['batch']}; engine {job['engine']}"),
+        Text(
+            f"{m['id']} ({format_count(m['params'])} params) on {gpu['id']}, tp={lay['tp']} pp={lay['pp']} "
+            f"({lay['gpus_per_replica']} GPU{'s' if lay['gpus_per_replica'] > 1 else ''} per replica)",
+            style="bold",
+        ),
+        Text(
+            f"weights {job['weights']}, KV cache {job['kv_cache']}; {job['prompt_tokens']:,} prompt + "
+            f"{job['output_tokens']:,} output tokens; {job['batching']} batch {job['batch']}; engine {job['engine']}"
+        ),
         Text("memory per GPU", style="bold"),
     ]
     t = Table(box=box.SIMPLE_HEAD, header_style="bold")
@@ -366,34 +493,61 @@ def serve_report(record: dict) -> Group:
     t.add_column("GB", justify="right")
     for p in mem["parts"]:
         t.add_row(p["name"], f"{p['bytes'] / GiB:.2f}", f"{p['bytes'] / GB:.2f}")
-    t.add_row(Text("total", style="bold"), Text(f"{mem['total_bytes'] / GiB:.2f}", style="bold"),
-              Text(f"{mem['total_bytes'] / GB:.2f}", style="bold"))
+    t.add_row(
+        Text("total", style="bold"),
+        Text(f"{mem['total_bytes'] / GiB:.2f}", style="bold"),
+        Text(f"{mem['total_bytes'] / GB:.2f}", style="bold"),
+    )
     parts.append(t)
     if mem["fits"]:
-        parts.append(Text(f"fits: {mem['total_bytes'] / GiB:.1f} GiB of {mem['planning_bytes'] / GiB:.1f} GiB planned "
-                          f"({mem['capacity_bytes'] / GiB:.1f} GiB usable); room for {mem['max_concurrent_sequences']:,} "
-                          f"sequences of {job['sequence_tokens']:,} tokens", style="bold green"))
+        parts.append(
+            Text(
+                f"fits: {mem['total_bytes'] / GiB:.1f} GiB of {mem['planning_bytes'] / GiB:.1f} GiB planned "
+                f"({mem['capacity_bytes'] / GiB:.1f} GiB usable); room for {mem['max_concurrent_sequences']:,} "
+                f"sequences of {job['sequence_tokens']:,} tokens",
+                style="bold green",
+            )
+        )
     else:
         parts.append(Text("does not fit: " + "; ".join(mem["reasons"]), style="bold red"))
         parts.extend(_fit_advice(record))
     lt = Table(box=box.SIMPLE_HEAD, header_style="bold")
-    for col in ("time to first token", "time per output token", "request latency", "tokens/s per replica",
-                "tokens/s per GPU", "requests/s per replica"):
+    for col in (
+        "time to first token",
+        "time per output token",
+        "request latency",
+        "tokens/s per replica",
+        "tokens/s per GPU",
+        "requests/s per replica",
+    ):
         lt.add_column(col, justify="right")
-    lt.add_row(f"{lat['ttft_s'] * 1e3:,.1f} ms", f"{lat['tpot_s'] * 1e3:,.2f} ms ({lat['decode_bound']}-bound)",
-               f"{lat['request_latency_s']:,.2f} s", f"{thr['tokens_per_s']:,.1f}", f"{thr['tokens_per_s_per_gpu']:,.1f}",
-               f"{thr['requests_per_s']:,.3g}")
+    lt.add_row(
+        f"{lat['ttft_s'] * 1e3:,.1f} ms",
+        f"{lat['tpot_s'] * 1e3:,.2f} ms ({lat['decode_bound']}-bound)",
+        f"{lat['request_latency_s']:,.2f} s",
+        f"{thr['tokens_per_s']:,.1f}",
+        f"{thr['tokens_per_s_per_gpu']:,.1f}",
+        f"{thr['requests_per_s']:,.3g}",
+    )
     parts.append(lt)
     if fleet["qps"] and fleet["rule_of_thumb_gpus"] is not None:
         rule = fleet["rule_of_thumb_gpus"]
-        parts.append(Text(f"fleet for {fleet['qps']:g} requests/s: {fleet['replicas']} replicas = {fleet['gpus']} GPUs "
-                          f"(seed rule output_tokens / throughput x qpm / 60: {rule:.1f} GPUs)"))
+        parts.append(
+            Text(
+                f"fleet for {fleet['qps']:g} requests/s: {fleet['replicas']} replicas = {fleet['gpus']} GPUs "
+                f"(seed rule output_tokens / throughput x qpm / 60: {rule:.1f} GPUs)"
+            )
+        )
     parts += _calibration_lines(record)
     parts += _machine_lines(record)
     if cost:
-        parts.append(Text(f"cost at ${cost['usd_per_gpu_hour']:g}/GPU-hour: ${cost['usd_per_hour']:,.2f}/h per replica; "
-                          f"${cost['usd_per_million_output_tokens']:,.2f} per million output tokens, "
-                          f"${cost['usd_per_million_input_tokens']:,.2f} per million input tokens"))
+        parts.append(
+            Text(
+                f"cost at ${cost['usd_per_gpu_hour']:g}/GPU-hour: ${cost['usd_per_hour']:,.2f}/h per replica; "
+                f"${cost['usd_per_million_output_tokens']:,.2f} per million output tokens, "
+                f"${cost['usd_per_million_input_tokens']:,.2f} per million input tokens"
+            )
+        )
     for n in record["notes"]:
         parts.append(Text(f"note: {n}", style="dim"))
     parts.append(_assumptions_line(record))
@@ -406,41 +560,63 @@ def _machine_lines(record: dict) -> list[Text]:
     if not m:
         return []
     if "cold_start_s" in m:  # serve
-        return [Text(f"machine: cold start {m['cold_start_s']:,.1f} s ({m['weights_bytes_per_node'] / GB:,.1f} GB of "
-                     f"weights from {m['storage']['class']}, then over PCIe); host RAM {m['host_ram_bytes_per_node'] / GB:,.0f} "
-                     f"GB per node; disk {m['disk_bytes_per_node'] / GB:,.1f} GB for the weights", style="bold")]
+        return [
+            Text(
+                f"machine: cold start {m['cold_start_s']:,.1f} s ({m['weights_bytes_per_node'] / GB:,.1f} GB of "
+                f"weights from {m['storage']['class']}, then over PCIe); "
+                f"host RAM {m['host_ram_bytes_per_node'] / GB:,.0f} "
+                f"GB per node; disk {m['disk_bytes_per_node'] / GB:,.1f} GB for the weights",
+                style="bold",
+            )
+        ]
     p = m["checkpoint_parts_bytes"]
-    out = [Text("machine", style="bold"),
-           Text(f"  checkpoint {m['checkpoint_bytes'] / GB:,.1f} GB (weights {p['weights_bytes'] / GB:,.1f} + master "
-                f"{p['master_weights_bytes'] / GB:,.1f} + optimizer {p['optimizer_bytes'] / GB:,.1f}; "
-                f"{m['checkpoint_bytes_per_rank'] / GB:,.2f} GB per rank), written in {m['checkpoint_write_s']:,.1f} s to "
-                f"{m['storage']['class']} at {m['storage']['write_bytes_per_s'] / GB:,.1f} GB/s; training blocks "
-                f"{m['checkpoint_blocking_s']:,.1f} s ({'asynchronous' if m['async_checkpoint'] else 'synchronous'})")]
+    out = [
+        Text("machine", style="bold"),
+        Text(
+            f"  checkpoint {m['checkpoint_bytes'] / GB:,.1f} GB (weights {p['weights_bytes'] / GB:,.1f} + master "
+            f"{p['master_weights_bytes'] / GB:,.1f} + optimizer {p['optimizer_bytes'] / GB:,.1f}; "
+            f"{m['checkpoint_bytes_per_rank'] / GB:,.2f} GB per rank), written in {m['checkpoint_write_s']:,.1f} s to "
+            f"{m['storage']['class']} at {m['storage']['write_bytes_per_s'] / GB:,.1f} GB/s; training blocks "
+            f"{m['checkpoint_blocking_s']:,.1f} s ({'asynchronous' if m['async_checkpoint'] else 'synchronous'})"
+        ),
+    ]
     every = f"every {_duration(m['checkpoint_interval_s'])}" + (
-        f" ({m['checkpoint_interval_steps']:,} steps)" if "checkpoint_interval_steps" in m else "")
-    line = (f"  failures {m['failures_per_gpu_hour']:.3g} per GPU-hour: cluster MTBF {_duration(m['cluster_mtbf_s'])}; "
-            f"checkpoint {every}")
+        f" ({m['checkpoint_interval_steps']:,} steps)" if "checkpoint_interval_steps" in m else ""
+    )
+    line = (
+        f"  failures {m['failures_per_gpu_hour']:.3g} per GPU-hour: cluster MTBF {_duration(m['cluster_mtbf_s'])}; "
+        f"checkpoint {every}"
+    )
     if "goodput" in m:
-        line += (f"; {m['expected_interruptions']:,.1f} interruptions, goodput {m['goodput']:.1%}: "
-                 f"{_duration(m['wall_time_with_failures_s'])} instead of {_duration(m['wall_time_s'])}")
+        line += (
+            f"; {m['expected_interruptions']:,.1f} interruptions, goodput {m['goodput']:.1%}: "
+            f"{_duration(m['wall_time_with_failures_s'])} instead of {_duration(m['wall_time_s'])}"
+        )
         if "cost_with_failures_usd" in m:
             line += f", ${m['cost_with_failures_usd']:,.0f} instead of ${m['cost_usd']:,.0f}"
     out.append(Text(line))
-    host = (f"  host {m['cpu_cores_per_gpu']:g} CPU cores per GPU, {m['host_ram_bytes_per_node'] / GB:,.0f} GB RAM per "
-            "node")
+    host = (
+        f"  host {m['cpu_cores_per_gpu']:g} CPU cores per GPU, {m['host_ram_bytes_per_node'] / GB:,.0f} GB RAM per node"
+    )
     if "dataset_bytes" in m:
-        host += (f"; data {m['dataset_bytes'] / GB:,.1f} GB, read at {m['storage_read_bytes_per_s'] / 1e6:,.3g} MB/s "
-                 f"({m['storage_read_bytes_per_s_per_node'] / 1e6:,.3g} MB/s per node)")
+        host += (
+            f"; data {m['dataset_bytes'] / GB:,.1f} GB, read at {m['storage_read_bytes_per_s'] / 1e6:,.3g} MB/s "
+            f"({m['storage_read_bytes_per_s_per_node'] / 1e6:,.3g} MB/s per node)"
+        )
     out.append(Text(host))
     tail = []
     if "network_bytes_per_s_per_gpu" in m:
         exposed = m["network_exposed_s_per_step"]
-        tail.append(f"network {m['network_bytes_per_s_per_gpu'] / GB:,.1f} GB/s per GPU to hide the traffic vs "
-                    f"{m['nic_bytes_per_s_per_gpu'] / GB:,.0f} GB/s NIC" + (f" ({exposed:,.3f} s exposed per step)"
-                                                                             if exposed else ""))
+        tail.append(
+            f"network {m['network_bytes_per_s_per_gpu'] / GB:,.1f} GB/s per GPU to hide the traffic vs "
+            f"{m['nic_bytes_per_s_per_gpu'] / GB:,.0f} GB/s NIC"
+            + (f" ({exposed:,.3f} s exposed per step)" if exposed else "")
+        )
     if "energy_kwh" in m:
-        tail.append(f"energy {m['energy_kwh'] / 1000:,.1f} MWh, {m['co2eq_kg'] / 1000:,.1f} t CO2eq at "
-                    f"{m['grid_gco2_per_kwh']:g} g/kWh")
+        tail.append(
+            f"energy {m['energy_kwh'] / 1000:,.1f} MWh, {m['co2eq_kg'] / 1000:,.1f} t CO2eq at "
+            f"{m['grid_gco2_per_kwh']:g} g/kWh"
+        )
     if tail:
         out.append(Text("  " + "; ".join(tail)))
     return out
@@ -456,53 +632,110 @@ def _calibration_lines(record: dict) -> list[Text]:
     if c["nothing_applicable"]:
         out = [Text(f"{head}: nothing applicable ({c['nothing_applicable']})", style="cyan")]
     else:
-        out = [Text(f"{head} (measured on {c['measured_on']}, {c['created']}): " + "; ".join(c["replaced"]), style="cyan")
-               ] if c["replaced"] else []
+        out = (
+            [
+                Text(
+                    f"{head} (measured on {c['measured_on']}, {c['created']}): " + "; ".join(c["replaced"]),
+                    style="cyan",
+                )
+            ]
+            if c["replaced"]
+            else []
+        )
     out += [Text(f"{head}: {o}", style="cyan") for o in c["overridden"]]
     groups: dict[str, list[str]] = {}
     for x in c["not_applied"]:
         groups.setdefault(x["why"], []).append(x["result"])
     if groups and list(groups) != [c["nothing_applicable"]]:
-        out.append(Text(f"{head}: not used: " + "; ".join(f"{', '.join(names)} ({why})" for why, names in groups.items()),
-                        style="dim"))
+        out.append(
+            Text(
+                f"{head}: not used: " + "; ".join(f"{', '.join(names)} ({why})" for why, names in groups.items()),
+                style="dim",
+            )
+        )
     return out
 
 
 def _assumptions_line(record: dict) -> Text:
     """One dim line naming every assumption and its value (sizes with their unit)."""
+
     def shown(x: dict) -> str:
         value = format_bytes(x["value"], binary=True) if x["unit"] == "bytes" else f"{x['value']:g}"
         return f"{x['name']}={value}"
 
-    return Text("assumptions: " + ", ".join(shown(x) for x in record["assumptions"])
-                + " (sources: --json; change with --assume NAME=VALUE)", style="dim")
+    return Text(
+        "assumptions: "
+        + ", ".join(shown(x) for x in record["assumptions"])
+        + " (sources: --json; change with --assume NAME=VALUE)",
+        style="dim",
+    )
 
 
 def serve_rank(record: dict) -> Group:
     """``gpuplan serve --rank``: one row per GPU x format that fits, best throughput per GPU first."""
     job = record["job"]
     t = Table(box=box.SIMPLE_HEAD, header_style="bold")
-    for col, just in (("#", "right"), ("gpu", "left"), ("weights", "left"), ("tp", "right"), ("batch", "right"),
-                      ("TTFT ms", "right"), ("TPOT ms", "right"), ("tokens/s", "right"), ("tokens/s/GPU", "right"),
-                      ("$/GPU-h", "right"), ("$/M out all-in", "right")):
+    for col, just in (
+        ("#", "right"),
+        ("gpu", "left"),
+        ("weights", "left"),
+        ("tp", "right"),
+        ("batch", "right"),
+        ("TTFT ms", "right"),
+        ("TPOT ms", "right"),
+        ("tokens/s", "right"),
+        ("tokens/s/GPU", "right"),
+        ("$/GPU-h", "right"),
+        ("$/M out all-in", "right"),
+    ):
         t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     for i, o in enumerate(record["options"], 1):
         price = f"{o['usd_per_gpu_hour']:.2f}" if o["usd_per_gpu_hour"] else _DASH
-        per_m = f"{o['usd_per_million_output_tokens_all_in']:.3f}" if o["usd_per_million_output_tokens_all_in"] else _DASH
-        t.add_row(str(i), o["gpu"], o["weights"], str(o["tp"]), str(o["batch"]), f"{o['ttft_s'] * 1e3:,.0f}",
-                  f"{o['tpot_s'] * 1e3:,.1f}", f"{o['tokens_per_s']:,.0f}", f"{o['tokens_per_s_per_gpu']:,.0f}",
-                  price, per_m)
-    targets = ", ".join(x for x in (f"TPOT <= {job['max_tpot_s'] * 1e3:g} ms" if job["max_tpot_s"] else "",
-                                    f"TTFT <= {job['max_ttft_s'] * 1e3:g} ms" if job["max_ttft_s"] else "") if x)
-    head = Text(f"{record['model']['id']}: {job['prompt_tokens']:,} + {job['output_tokens']:,} tokens, engine "
-                f"{job['engine']}" + (f", {targets}" if targets else "") + "; smallest TP that fits", style="bold")
+        per_m = (
+            f"{o['usd_per_million_output_tokens_all_in']:.3f}" if o["usd_per_million_output_tokens_all_in"] else _DASH
+        )
+        t.add_row(
+            str(i),
+            o["gpu"],
+            o["weights"],
+            str(o["tp"]),
+            str(o["batch"]),
+            f"{o['ttft_s'] * 1e3:,.0f}",
+            f"{o['tpot_s'] * 1e3:,.1f}",
+            f"{o['tokens_per_s']:,.0f}",
+            f"{o['tokens_per_s_per_gpu']:,.0f}",
+            price,
+            per_m,
+        )
+    targets = ", ".join(
+        x
+        for x in (
+            f"TPOT <= {job['max_tpot_s'] * 1e3:g} ms" if job["max_tpot_s"] else "",
+            f"TTFT <= {job['max_ttft_s'] * 1e3:g} ms" if job["max_ttft_s"] else "",
+        )
+        if x
+    )
+    head = Text(
+        f"{record['model']['id']}: {job['prompt_tokens']:,} + {job['output_tokens']:,} tokens, engine "
+        f"{job['engine']}" + (f", {targets}" if targets else "") + "; smallest TP that fits",
+        style="bold",
+    )
     parts: list = [head, t]
     if record["not_possible"]:
-        parts.append(Text(f"{len(record['not_possible'])} GPU x format combinations do not fit or miss the targets "
-                          "(listed in --json under not_possible)", style="dim"))
-    parts.append(Text("Ranked by $ per million output tokens, all in (the replica's whole time, prefill included), "
-                      "at each GPU's cheapest on-demand offer; GPUs without an offer come last, by throughput.",
-                      style="dim"))
+        parts.append(
+            Text(
+                f"{len(record['not_possible'])} GPU x format combinations do not fit or miss the targets "
+                "(listed in --json under not_possible)",
+                style="dim",
+            )
+        )
+    parts.append(
+        Text(
+            "Ranked by $ per million output tokens, all in (the replica's whole time, prefill included), "
+            "at each GPU's cheapest on-demand offer; GPUs without an offer come last, by throughput.",
+            style="dim",
+        )
+    )
     return Group(*parts)
 
 
@@ -517,8 +750,13 @@ def _duration(seconds: float) -> str:
 def _time_and_cost(record: dict) -> list:
     """The --tokens part of ``train``: FLOPs, step time by part, MFU, time, GPU-hours, cost, seed rule."""
     c, t, cost, seed = record["compute"], record["time"], record["cost"], record["seed_rule"]
-    out: list = [Text(f"compute: {c['tokens']:.3g} tokens x {c['epochs']:g} epochs x {c['flops_per_token']:.4g} "
-                      f"FLOPs/token = {c['total_flops']:.4g} FLOPs ({c['convention']})", style="bold")]
+    out: list = [
+        Text(
+            f"compute: {c['tokens']:.3g} tokens x {c['epochs']:g} epochs x {c['flops_per_token']:.4g} "
+            f"FLOPs/token = {c['total_flops']:.4g} FLOPs ({c['convention']})",
+            style="bold",
+        )
+    ]
     if t["step_parts_s"]:
         out.append(Text(f"one step: {t['step_s']:,.2f} s ({t['tokens_per_s']:,.0f} tokens/s)", style="bold"))
         st = Table(box=box.SIMPLE_HEAD, header_style="bold")
@@ -528,25 +766,57 @@ def _time_and_cost(record: dict) -> list:
         for k, v in t["step_parts_s"].items():
             st.add_row(k, f"{v:,.3f}", f"{100 * v / t['step_s']:.1f}%")
         out.append(st)
-        out.append(Text(f"matmul efficiency {t['matmul_efficiency']:.1%}: {t['matmul_efficiency_source']}", style="dim"))
-    out.append(Text(f"MFU {t['mfu']:.1%} ({t['mfu_source']}); time to train {_duration(t['seconds'])} on "
-                    f"{t['gpus']:,} GPUs = {t['gpu_hours']:,.0f} GPU-hours", style="bold green"))
+        out.append(
+            Text(f"matmul efficiency {t['matmul_efficiency']:.1%}: {t['matmul_efficiency_source']}", style="dim")
+        )
+    out.append(
+        Text(
+            f"MFU {t['mfu']:.1%} ({t['mfu_source']}); time to train {_duration(t['seconds'])} on "
+            f"{t['gpus']:,} GPUs = {t['gpu_hours']:,.0f} GPU-hours",
+            style="bold green",
+        )
+    )
     if cost["usd"] is not None:
         o = cost["offer"]
         where = f" ({o['provider']} {o['instance']}, {o['pricing']}, {o['price_date']})" if o else ""
         out.append(Text(f"cost ${cost['usd']:,.0f} at ${cost['usd_per_gpu_hour']:.2f}/GPU-hour{where}", style="bold"))
     rule = f"; for this deadline the rule says {seed['gpus']:.1f} GPUs" if seed["gpus"] else ""
-    out.append(Text(f"seed rule constant for this GPU and MFU: {seed['constant']:.2f} (13.3 for A100 at 40 %){rule}",
-                    style="dim"))
+    out.append(
+        Text(
+            f"seed rule constant for this GPU and MFU: {seed['constant']:.2f} (13.3 for A100 at 40 %){rule}",
+            style="dim",
+        )
+    )
     return out
 
 
 def offers_table(record: dict) -> Table:
     t = _ListTable(box=box.SIMPLE_HEAD, header_style="bold")
-    headers = [("provider", "left"), ("instance", "left"), ("gpu", "left"), ("n", "right"), ("$/h", "right"),
-               ("$/GPU-h", "right"), ("pricing", "left"), ("date", "left"), ("region", "left")]
-    rows = [[o["provider"], o["instance"], o["gpu"], str(o["gpu_count"]), f"{o['usd_per_hour']:,.2f}",
-             f"{o['usd_per_gpu_hour']:,.2f}", o["pricing"], o["price_date"], o["region"]] for o in record["offers"]]
+    headers = [
+        ("provider", "left"),
+        ("instance", "left"),
+        ("gpu", "left"),
+        ("n", "right"),
+        ("$/h", "right"),
+        ("$/GPU-h", "right"),
+        ("pricing", "left"),
+        ("date", "left"),
+        ("region", "left"),
+    ]
+    rows = [
+        [
+            o["provider"],
+            o["instance"],
+            o["gpu"],
+            str(o["gpu_count"]),
+            f"{o['usd_per_hour']:,.2f}",
+            f"{o['usd_per_gpu_hour']:,.2f}",
+            o["pricing"],
+            o["price_date"],
+            o["region"],
+        ]
+        for o in record["offers"]
+    ]
     _fixed_columns(t, rows, headers, flexible="region")
     t.caption = "Prices change: each row carries its date and source (--json)."
     return t
@@ -554,55 +824,117 @@ def offers_table(record: dict) -> Table:
 
 def offer_ranking(record: dict) -> Group:
     t = _ListTable(box=box.SIMPLE_HEAD, header_style="bold")
-    headers = [("#", "right"), ("provider", "left"), ("instance", "left"), ("gpu", "left"), ("GPUs", "right"),
-               ("MFU", "right"), ("time", "right"), ("GPU-hours", "right"), ("cost $", "right"), ("pareto", "left")]
-    rows = [[str(i), o["offer"]["provider"], o["offer"]["instance"] + ("" if o["offer"]["pricing"] == "on-demand"
-                                                                       else f" ({o['offer']['pricing']})"),
-             o["gpu"], str(o["gpus"]), f"{o['mfu']:.0%}", _duration(o["seconds"]), f"{o['gpu_hours']:,.0f}",
-             f"{o['usd']:,.0f}", "*" if o["pareto"] else ""] for i, o in enumerate(record["options"], 1)]
+    headers = [
+        ("#", "right"),
+        ("provider", "left"),
+        ("instance", "left"),
+        ("gpu", "left"),
+        ("GPUs", "right"),
+        ("MFU", "right"),
+        ("time", "right"),
+        ("GPU-hours", "right"),
+        ("cost $", "right"),
+        ("pareto", "left"),
+    ]
+    rows = [
+        [
+            str(i),
+            o["offer"]["provider"],
+            o["offer"]["instance"] + ("" if o["offer"]["pricing"] == "on-demand" else f" ({o['offer']['pricing']})"),
+            o["gpu"],
+            str(o["gpus"]),
+            f"{o['mfu']:.0%}",
+            _duration(o["seconds"]),
+            f"{o['gpu_hours']:,.0f}",
+            f"{o['usd']:,.0f}",
+            "*" if o["pareto"] else "",
+        ]
+        for i, o in enumerate(record["options"], 1)
+    ]
     _fixed_columns(t, rows, headers, flexible="instance")
-    parts: list = [Text(f"{record['model']['id']}: {record['tokens']:.3g} tokens; cheapest first; * = on the "
-                        "time/cost Pareto front", style="bold"), t]
+    parts: list = [
+        Text(
+            f"{record['model']['id']}: {record['tokens']:.3g} tokens; cheapest first; * = on the "
+            "time/cost Pareto front",
+            style="bold",
+        ),
+        t,
+    ]
     if record["cannot_run"]:
-        parts.append(Text(f"{len(record['cannot_run'])} offers cannot run it as laid out (reasons in --json "
-                          "under cannot_run)", style="dim"))
+        parts.append(
+            Text(
+                f"{len(record['cannot_run'])} offers cannot run it as laid out (reasons in --json under cannot_run)",
+                style="dim",
+            )
+        )
     return Group(*parts)
 
 
 def tco_report(record: dict) -> Group:
     """``gpuplan tco``: the owned cost per GPU and the comparison with every rental offer."""
     inp, own, gpu = record["inputs"], record["owned"], record["gpu"]
-    head = Text(f"{record['gpus']} x {gpu['id']} over {record['period_years']:g} years at {inp['utilization']:.0%} "
-                f"utilization ({own['used_gpu_hours']:,.0f} used GPU-hours); purchase paid off over {inp['years']:g} "
-                "years", style="bold")
+    head = Text(
+        f"{record['gpus']} x {gpu['id']} over {record['period_years']:g} years at {inp['utilization']:.0%} "
+        f"utilization ({own['used_gpu_hours']:,.0f} used GPU-hours); purchase paid off over {inp['years']:g} "
+        "years",
+        style="bold",
+    )
     t = Table(box=box.SIMPLE_HEAD, header_style="bold")
     t.add_column("owning, per GPU")
     t.add_column("USD", justify="right")
     t.add_row("purchase (GPU + server share)", f"{inp['purchase_usd'] + inp['server_usd']:,.0f}")
-    t.add_row(f"capital per year ({inp['cost_of_capital']:.1%} over {inp['years']:g} years)",
-              f"{own['capital_usd_per_gpu_year']:,.0f}")
-    t.add_row(f"colocation per year (${inp['hosting_usd_per_kw_month']:g}/kW-month)", f"{own['hosting_usd_per_gpu_year']:,.0f}")
+    t.add_row(
+        f"capital per year ({inp['cost_of_capital']:.1%} over {inp['years']:g} years)",
+        f"{own['capital_usd_per_gpu_year']:,.0f}",
+    )
+    t.add_row(
+        f"colocation per year (${inp['hosting_usd_per_kw_month']:g}/kW-month)",
+        f"{own['hosting_usd_per_gpu_year']:,.0f}",
+    )
     t.add_row("staff per year", f"{own['staff_usd_per_gpu_year']:,.0f}")
-    t.add_row(f"energy per used hour (PUE {inp['pue']:g}, ${inp['usd_per_kwh']:g}/kWh)",
-              f"{own['energy_usd_per_used_gpu_hour']:,.3f}")
+    t.add_row(
+        f"energy per used hour (PUE {inp['pue']:g}, ${inp['usd_per_kwh']:g}/kWh)",
+        f"{own['energy_usd_per_used_gpu_hour']:,.3f}",
+    )
     t.add_row(Text("cost per used GPU-hour", style="bold"), Text(f"{own['usd_per_used_gpu_hour']:,.2f}", style="bold"))
     t.add_row(Text(f"total for {record['gpus']} GPUs", style="bold"), Text(f"{own['total_usd']:,.0f}", style="bold"))
     r = Table(box=box.SIMPLE_HEAD, header_style="bold", title="renting instead", title_justify="left")
-    for col, just in (("provider", "left"), ("instance", "left"), ("pricing", "left"), ("$/GPU-h", "right"),
-                      ("rent total $", "right"), ("owning saves $", "right"), ("break-even use", "right")):
+    for col, just in (
+        ("provider", "left"),
+        ("instance", "left"),
+        ("pricing", "left"),
+        ("$/GPU-h", "right"),
+        ("rent total $", "right"),
+        ("owning saves $", "right"),
+        ("break-even use", "right"),
+    ):
         r.add_column(col, justify=just)  # type: ignore[arg-type]
     for x in record["rentals"]:
         be = f"{x['break_even_utilization']:.0%}" if x["break_even_utilization"] is not None else "never"
-        r.add_row(x["provider"], x["instance"], x["pricing"], f"{x['usd_per_gpu_hour']:.2f}", f"{x['rent_usd']:,.0f}",
-                  f"{x['owning_saves_usd']:,.0f}", be)
+        r.add_row(
+            x["provider"],
+            x["instance"],
+            x["pricing"],
+            f"{x['usd_per_gpu_hour']:.2f}",
+            f"{x['rent_usd']:,.0f}",
+            f"{x['owning_saves_usd']:,.0f}",
+            be,
+        )
     src = record["purchase_source"]
-    note = (f"purchase price: {src.get('kind', 'given')}" + (f", {src['source']['title']} ({src['date']})"
-                                                              if src.get("source") else ""))
+    note = f"purchase price: {src.get('kind', 'given')}" + (
+        f", {src['source']['title']} ({src['date']})" if src.get("source") else ""
+    )
     parts: list = [head, t]
     parts.append(r if record["rentals"] else Text("no rental offers on file for this GPU", style="dim"))
-    parts += [Text(note, style="dim"), Text("method: " + record["method"], style="dim"),
-              Text("staff: no sourced default, 0 unless --staff-usd-per-gpu-year is given; colocation may already "
-                   "include power in some contracts (then pass --usd-per-kwh 0)", style="dim")]
+    parts += [
+        Text(note, style="dim"),
+        Text("method: " + record["method"], style="dim"),
+        Text(
+            "staff: no sourced default, 0 unless --staff-usd-per-gpu-year is given; colocation may already "
+            "include power in some contracts (then pass --usd-per-kwh 0)",
+            style="dim",
+        ),
+    ]
     return Group(*parts)
 
 
@@ -631,31 +963,66 @@ def detect_report(record: dict) -> Group:
     facts.add_column(style="bold")
     facts.add_column()
     facts.add_row("host", f"{h['hostname']} ({h['os']}, Python {h['python']})")
-    facts.add_row("CPU", f"{h['cpu_model']}: {h['cores_physical']} cores, {h['cores_logical']} threads, "
-                         f"{h['numa_nodes']} NUMA node{'s' if h['numa_nodes'] > 1 else ''}")
+    facts.add_row(
+        "CPU",
+        f"{h['cpu_model']}: {h['cores_physical']} cores, {h['cores_logical']} threads, "
+        f"{h['numa_nodes']} NUMA node{'s' if h['numa_nodes'] > 1 else ''}",
+    )
     facts.add_row("memory", f"{h['memory_bytes'] / GiB:.1f} GiB")
     for d in h["disks"]:
-        facts.add_row("disk", f"{d['mount']} ({d['fstype']}): {d['free_bytes'] / GB:,.0f} GB free of "
-                              f"{d['total_bytes'] / GB:,.0f} GB")
-    facts.add_row("GPUs", record["gpu_status"] + (f"; driver {record['driver_version']}, "
-                                                  f"CUDA {_detect_unknown(record['cuda_version'])}"
-                                                  if record["driver_version"] else ""))
+        facts.add_row(
+            "disk",
+            f"{d['mount']} ({d['fstype']}): {d['free_bytes'] / GB:,.0f} GB free of {d['total_bytes'] / GB:,.0f} GB",
+        )
+    facts.add_row(
+        "GPUs",
+        record["gpu_status"]
+        + (
+            f"; driver {record['driver_version']}, CUDA {_detect_unknown(record['cuda_version'])}"
+            if record["driver_version"]
+            else ""
+        ),
+    )
     parts: list = [facts]
     if record["gpus"]:
         t = Table(box=box.SIMPLE_HEAD, header_style="bold")
-        for col in ("#", "name", "catalog id", "memory GiB", "free GiB", "CC", "bf16", "fp8", "SM MHz", "power W",
-                    "PCIe", "NVLink"):
+        for col in (
+            "#",
+            "name",
+            "catalog id",
+            "memory GiB",
+            "free GiB",
+            "CC",
+            "bf16",
+            "fp8",
+            "SM MHz",
+            "power W",
+            "PCIe",
+            "NVLink",
+        ):
             t.add_column(col)
         for g in record["gpus"]:
             cc = ".".join(map(str, g["compute_capability"])) if g["compute_capability"] else "?"
-            clocks = (f"{_detect_unknown(g['sm_clock_mhz'])}/{_detect_unknown(g['sm_clock_max_mhz'])}"
-                      if g["sm_clock_mhz"] is not None or g["sm_clock_max_mhz"] is not None else "?")
+            clocks = (
+                f"{_detect_unknown(g['sm_clock_mhz'])}/{_detect_unknown(g['sm_clock_max_mhz'])}"
+                if g["sm_clock_mhz"] is not None or g["sm_clock_max_mhz"] is not None
+                else "?"
+            )
             free = g.get("memory_free_bytes")
-            t.add_row(str(g["index"]), g["name"], g["catalog_id"] or "unknown", f"{g['memory_total_bytes'] / GiB:.1f}",
-                      f"{free / GiB:.1f}" if free is not None else "?", cc,
-                      _detect_yes_no(g.get("supports_bf16")), _detect_yes_no(g.get("supports_fp8")), clocks,
-                      f"{g['power_limit_w']:.0f}" if g["power_limit_w"] else "?", _detect_pcie(g),
-                      _detect_unknown(g["nvlink_active_links"]))
+            t.add_row(
+                str(g["index"]),
+                g["name"],
+                g["catalog_id"] or "unknown",
+                f"{g['memory_total_bytes'] / GiB:.1f}",
+                f"{free / GiB:.1f}" if free is not None else "?",
+                cc,
+                _detect_yes_no(g.get("supports_bf16")),
+                _detect_yes_no(g.get("supports_fp8")),
+                clocks,
+                f"{g['power_limit_w']:.0f}" if g["power_limit_w"] else "?",
+                _detect_pcie(g),
+                _detect_unknown(g["nvlink_active_links"]),
+            )
         parts.append(t)
         for g in record["gpus"]:
             parts.append(Text(f"GPU {g['index']}: {g['match']}", style="dim"))
@@ -665,12 +1032,16 @@ def detect_report(record: dict) -> Group:
                 parts.append(Text(f"GPU {g['index']}: {w}", style="yellow"))
     if len(record["topology"]) > 1:
         labels = record.get("topology_gpus") or [g["index"] for g in record["gpus"]]
-        topo = Table(box=box.SIMPLE_HEAD, header_style="bold", title="topology (like nvidia-smi topo -m; NVML indices)",
-                     title_justify="left")
+        topo = Table(
+            box=box.SIMPLE_HEAD,
+            header_style="bold",
+            title="topology (like nvidia-smi topo -m; NVML indices)",
+            title_justify="left",
+        )
         topo.add_column("")
         for i in labels:
             topo.add_column(f"GPU{i}")
-        for i, row in zip(labels, record["topology"]):
+        for i, row in zip(labels, record["topology"], strict=False):
             topo.add_row(f"GPU{i}", *row)
         parts.append(topo)
     for n in record["notes"]:
@@ -688,34 +1059,210 @@ def _sig3(x: float) -> str:
 def bench_report(record: dict) -> Group:
     """``gpuplan local bench``: each result (best and median run) beside the datasheet, and how long it took."""
     t = Table(box=box.SIMPLE_HEAD, header_style="bold")
-    for col, just in (("benchmark", "left"), ("best", "right"), ("median", "right"), ("unit", "left"),
-                      ("datasheet", "right"), ("achieved", "right"), ("took", "right"), ("detail", "left")):
+    for col, just in (
+        ("benchmark", "left"),
+        ("best", "right"),
+        ("median", "right"),
+        ("unit", "left"),
+        ("datasheet", "right"),
+        ("achieved", "right"),
+        ("took", "right"),
+        ("detail", "left"),
+    ):
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for r in record["results"]:
         d = r["detail"]
-        detail = ", ".join(f"{k}={v}" for k, v in d.items() if v is not None and k in
-                           ("best_shape_mnk", "shapes_tried", "model", "ranks", "nodes", "writers", "read_mode",
-                            "path"))
+        detail = ", ".join(
+            f"{k}={v}"
+            for k, v in d.items()
+            if v is not None
+            and k in ("best_shape_mnk", "shapes_tried", "model", "ranks", "nodes", "writers", "read_mode", "path")
+        )
         if d.get("dtype_run") and d.get("dtype_run") != d.get("dtype"):
             detail = f"runs as {d['dtype_run']}, " + detail
         median = r.get("median")
-        t.add_row(r["name"], _sig3(r["value"]), _sig3(median) if median is not None else _DASH, r["unit"],
-                  _sig3(r["datasheet"]) if r["datasheet"] else _DASH,
-                  f"{r['fraction_of_datasheet']:.1%}" if r["fraction_of_datasheet"] else _DASH,
-                  f"{r['seconds']:.2f} s", detail)
+        t.add_row(
+            r["name"],
+            _sig3(r["value"]),
+            _sig3(median) if median is not None else _DASH,
+            r["unit"],
+            _sig3(r["datasheet"]) if r["datasheet"] else _DASH,
+            f"{r['fraction_of_datasheet']:.1%}" if r["fraction_of_datasheet"] else _DASH,
+            f"{r['seconds']:.2f} s",
+            detail,
+        )
     gpu = record["gpu"]
     cpu_rows = any(r["detail"].get("device") == "cpu" for r in record["results"])
-    head = Text(f"{gpu['name']} ({gpu['catalog_id'] or 'not in the catalog'})" if gpu else
-                "no GPU" + (": the (cpu) rows test the harness, not a GPU" if cpu_rows else ""), style="bold")
+    head = Text(
+        f"{gpu['name']} ({gpu['catalog_id'] or 'not in the catalog'})"
+        if gpu
+        else "no GPU" + (": the (cpu) rows test the harness, not a GPU" if cpu_rows else ""),
+        style="bold",
+    )
     took = f"; {record['seconds']:.0f} s in all" if isinstance(record.get("seconds"), (int, float)) else ""
-    parts: list = [head, t, Text("GB/s = 1e9 bytes per second; achieved = best / datasheet; copy bandwidth counts "
-                                 f"bytes read + written{took}", style="dim")]
+    parts: list = [
+        head,
+        t,
+        Text(
+            "GB/s = 1e9 bytes per second; achieved = best / datasheet; copy bandwidth counts "
+            f"bytes read + written{took}",
+            style="dim",
+        ),
+    ]
     for r in record["results"]:
         c = r["detail"].get("clocks")
         if c and c["throttled"]:
-            parts.append(Text(f"{r['name']}: throttled ({', '.join(c['throttled_by'])}); SM clock "
-                              f"{c['sm_clock_min_mhz']}-{c['sm_clock_max_mhz']} MHz, up to {c['power_max_w']:.0f} W",
-                              style="yellow"))
+            parts.append(
+                Text(
+                    f"{r['name']}: throttled ({', '.join(c['throttled_by'])}); SM clock "
+                    f"{c['sm_clock_min_mhz']}-{c['sm_clock_max_mhz']} MHz, up to {c['power_max_w']:.0f} W",
+                    style="yellow",
+                )
+            )
     for line in record.get("skipped") or []:
         parts.append(Text(f"skipped {line}", style="yellow"))
+    return Group(*parts)
+
+
+# ------------------------------------------------------------------------------------------- validate
+
+
+def _pct(value: float | None) -> str:
+    return _DASH if value is None else f"{100 * value:+.1f}%"
+
+
+def _mae(value: float | None) -> str:
+    return _DASH if value is None else f"{100 * value:.1f}%"
+
+
+def validate_report(record: dict) -> Group:
+    """``gpuplan validate``: predicted vs published per value, the summary by category and group, the
+    leave-one-source-out figures of the fitted constants, and the skipped records by reason."""
+    counts = record["counts"]
+    parts: list = [
+        Text(
+            f"validate{': ' + record['category'] if record['category'] else ''}: {counts['values_scored']} values "
+            f"from {counts['records_scored']} records scored; {counts['records_skipped']} records skipped; "
+            f"{counts['measured_runs_does_not_fit']} of {counts['measured_runs']} measured runs gpuplan says do "
+            "not fit",
+            style="bold",
+        ),
+        Text(record["error_definition"], style="dim"),
+    ]
+    for category in ("training", "inference", "memory"):
+        rows = [r for r in record["rows"] if r["category"] == category]
+        if not rows:
+            continue
+        t = Table(
+            box=box.SIMPLE_HEAD, header_style="bold", title=f"{category}: predicted vs published", title_justify="left"
+        )
+        t.add_column("record", overflow="fold")
+        t.add_column("metric", overflow="fold")
+        for name in ("unit", "published", "predicted", "error"):
+            t.add_column(name, justify="right", no_wrap=True)
+        t.add_column("fits", no_wrap=True)
+        t.add_column("GPU", no_wrap=True)
+        for r in rows:
+            unit = {"bytes": "GiB", "s": "ms"}.get(r["unit"], r["unit"])
+            scale = {"bytes": GiB, "s": 1e-3}.get(r["unit"], 1.0)
+            t.add_row(
+                r["id"],
+                r["metric"],
+                unit,
+                _num(r["published"], scale),
+                _num(r["predicted"], scale),
+                _pct(r["error"]),
+                "yes" if r["fits"] else ("NO" if r["measured"] else "no (table)"),
+                r["arguments"].get("gpu", _DASH),
+            )
+        parts.append(t)
+    s = Table(
+        box=box.SIMPLE_HEAD,
+        header_style="bold",
+        title="summary (MAE: mean |error|; median of the signed "
+        "error; does not fit: measured runs gpuplan says do not fit)",
+        title_justify="left",
+    )
+    for name, justify in (
+        ("category", "left"),
+        ("group", "left"),
+        ("value", "left"),
+        ("count", "right"),
+        ("MAE", "right"),
+        ("median error", "right"),
+        ("does not fit", "right"),
+    ):
+        s.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for category, block in record["summary"].items():
+        a = block["all"]
+        s.add_row(
+            Text(category, style="bold"),
+            "all",
+            "",
+            str(a["count"]),
+            _mae(a["mae"]),
+            _pct(a["median_signed_error"]),
+            f"{a['does_not_fit']} of {a['measured_runs']}",
+        )
+        for dim in ("quantity", "gpu_generation", "precision", "stack", "architecture"):
+            for value, g in block[dim].items():
+                s.add_row(
+                    "",
+                    dim.replace("_", " "),
+                    value,
+                    str(g["count"]),
+                    _mae(g["mae"]),
+                    _pct(g["median_signed_error"]),
+                    f"{g['does_not_fit']} of {g['measured_runs']}",
+                )
+    parts.append(s)
+    loso = record["loso"]
+    if loso["constants"]:
+        parts.append(Text("fitted constants, leave one source out (the tool's defaults are unchanged)", style="bold"))
+        for c in loso["constants"]:
+            parts.append(
+                Text(
+                    f"  {c['name']}: default {c['default']:g}, fitted on every source "
+                    f"{c['fitted_in_sample']:.4g} ({c['category']}, {c['quantity']})"
+                )
+            )
+        for category, f in loso["categories"].items():
+            parts.append(
+                Text(
+                    f"  {category} MAE: {_mae(f['default']['mae'])} at the defaults, "
+                    f"{_mae(f['in_sample']['mae'])} in sample, {_mae(f['loso']['mae'])} leave-one-source-out "
+                    f"(median error {_pct(f['loso']['median_signed_error'])}, {f['loso']['count']} values)"
+                )
+            )
+        folds = Table(box=box.SIMPLE_HEAD, header_style="bold")
+        for name, justify in (
+            ("held-out source", "left"),
+            ("values", "right"),
+            ("refitted", "left"),
+            ("held-out MAE", "right"),
+        ):
+            folds.add_column(name, justify=justify)  # type: ignore[arg-type]
+        for fold in loso["folds"]:
+            folds.add_row(
+                fold["source"],
+                str(fold["held_out"]),
+                ", ".join(f"{k}={v:.4g}" for k, v in fold["constants"].items()),
+                _mae(fold["held_out_mae"]),
+            )
+        parts.append(folds)
+    if record["skipped"]:
+        k = Table(
+            box=box.SIMPLE_HEAD, header_style="bold", title="skipped (not mapped yet), by reason", title_justify="left"
+        )
+        k.add_column("count", justify="right")
+        k.add_column("reason")
+        k.add_column("records")
+        by_reason: dict[str, list[str]] = {}
+        for sk in record["skipped"]:
+            by_reason.setdefault(sk["reason"], []).append(sk["record"])
+        for reason, count in record["skipped_by_reason"].items():
+            k.add_row(str(count), reason, ", ".join(dict.fromkeys(by_reason.get(reason, []))))
+        parts.append(k)
+    for stem, why in record["not_scored_files"].items():
+        parts.append(Text(f"not scored: {stem}.json: {why}", style="dim"))
     return Group(*parts)

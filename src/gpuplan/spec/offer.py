@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .accelerator import Source
 
 
 @dataclass(frozen=True)
 class Offer:
+    """One dated, sourced price: an instance of ``gpu_count`` GPUs from a provider in a region."""
+
     id: str
     provider: str
     instance: str
@@ -34,12 +37,23 @@ class Offer:
     def aliases(self) -> tuple[str, ...]:
         return ()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "provider": self.provider, "instance": self.instance, "region": self.region,
-            "gpu": self.gpu, "gpu_count": self.gpu_count, "vcpus": self.vcpus,
-            "host_memory_bytes": self.host_memory_bytes, "scale_up": self.scale_up,
-            "scale_out_bytes_per_s": self.scale_out_bytes_per_s, "usd_per_hour": self.usd_per_hour,
-            "usd_per_gpu_hour": self.usd_per_gpu_hour, "pricing": self.pricing, "price_date": self.price_date,
-            "source": self.source.to_dict(), "notes": self.notes, "origin": self.origin,
+            "id": self.id,
+            "provider": self.provider,
+            "instance": self.instance,
+            "region": self.region,
+            "gpu": self.gpu,
+            "gpu_count": self.gpu_count,
+            "vcpus": self.vcpus,
+            "host_memory_bytes": self.host_memory_bytes,
+            "scale_up": self.scale_up,
+            "scale_out_bytes_per_s": self.scale_out_bytes_per_s,
+            "usd_per_hour": self.usd_per_hour,
+            "usd_per_gpu_hour": self.usd_per_gpu_hour,
+            "pricing": self.pricing,
+            "price_date": self.price_date,
+            "source": self.source.to_dict(),
+            "notes": self.notes,
+            "origin": self.origin,
         }

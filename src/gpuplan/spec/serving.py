@@ -5,9 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import JobError, LayoutError
+from .choices import Engine, KvCache, Weights, values
 
-KV_DTYPES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0}
-ENGINES = ("server", "compiled")
+#: Bytes per KV-cache element of each --kv-cache choice.
+KV_DTYPES = {KvCache.BF16.value: 2.0, KvCache.FP16.value: 2.0, KvCache.FP8.value: 1.0, KvCache.INT8.value: 1.0}
+ENGINES = values(Engine)
+WEIGHTS = values(Weights)
 
 
 @dataclass(frozen=True)
@@ -50,10 +53,8 @@ class ServingJob:
     engine: str = "server"
 
     def __post_init__(self) -> None:
-        from ..estimate.quant import WEIGHT_FORMATS
-
-        if self.weights not in WEIGHT_FORMATS:
-            raise JobError(f"--weights must be one of {', '.join(WEIGHT_FORMATS)}, got {self.weights!r}")
+        if self.weights not in WEIGHTS:
+            raise JobError(f"--weights must be one of {', '.join(WEIGHTS)}, got {self.weights!r}")
         if self.kv_cache not in KV_DTYPES:
             raise JobError(f"--kv-cache must be one of {', '.join(KV_DTYPES)}, got {self.kv_cache!r}")
         if self.engine not in ENGINES:
@@ -69,8 +70,10 @@ class ServingJob:
         if self.batch is not None and self.concurrency is not None:
             raise JobError("give --batch (static batching) or --concurrency (continuous batching), not both")
         if self.context is not None and self.context < self.prompt_tokens + self.output_tokens:
-            raise JobError(f"--context {self.context} is shorter than prompt + output = "
-                           f"{self.prompt_tokens + self.output_tokens} tokens")
+            raise JobError(
+                f"--context {self.context} is shorter than prompt + output = "
+                f"{self.prompt_tokens + self.output_tokens} tokens"
+            )
         for name in ("max_tpot_s", "max_ttft_s"):
             value = getattr(self, name)
             if value is not None and value <= 0:

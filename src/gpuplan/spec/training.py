@@ -9,14 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import JobError, LayoutError
+from .choices import Method, Offload, Optimizer, Precision, Quant, Recipe, Recompute, values
 
-PRECISIONS = ("fp32", "fp16-mixed", "bf16-mixed", "bf16", "fp8-mixed")
-RECIPES = ("auto", "amp", "megatron", "deepspeed", "fsdp", "zero")
-OPTIMIZERS = ("adamw", "adamw-8bit", "sgd", "adafactor", "lion")
-METHODS = ("full", "lora", "qlora")
-RECOMPUTE = ("none", "selective", "full")
-OFFLOAD = ("none", "optimizer", "params")
-QUANT = ("nf4", "int8")
+# the choice lists as tuples of strings (the classes in choices.py are the single source)
+PRECISIONS = values(Precision)
+RECIPES = values(Recipe)
+OPTIMIZERS = values(Optimizer)
+METHODS = values(Method)
+RECOMPUTE = values(Recompute)
+OFFLOAD = values(Offload)
+QUANT = values(Quant)
 
 #: Module names LoRA can target, as PEFT calls them on Llama-style models.
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -44,23 +46,33 @@ class Parallelism:
         model_parallel = self.tp * self.pp * self.cp
         if self.gpus % model_parallel:
             raise LayoutError(
-                f"gpus({self.gpus}) is not divisible by tp({self.tp}) * pp({self.pp}) * cp({self.cp}) = {model_parallel}; "
-                f"data parallelism dp = gpus / (tp * pp * cp) must be whole")
+                f"gpus({self.gpus}) is not divisible by tp({self.tp}) * pp({self.pp}) * cp({self.cp}) = "
+                f"{model_parallel}; "
+                f"data parallelism dp = gpus / (tp * pp * cp) must be whole"
+            )
         if self.dp % self.ep:
-            raise LayoutError(f"ep({self.ep}) must divide dp({self.dp}) = gpus({self.gpus}) / (tp({self.tp}) * "
-                              f"pp({self.pp}) * cp({self.cp})): experts are spread over the data-parallel ranks")
+            raise LayoutError(
+                f"ep({self.ep}) must divide dp({self.dp}) = gpus({self.gpus}) / (tp({self.tp}) * "
+                f"pp({self.pp}) * cp({self.cp})): experts are spread over the data-parallel ranks"
+            )
         if self.zero not in (0, 1, 2, 3):
             raise LayoutError(f"--zero must be 0, 1, 2 or 3, got {self.zero}")
         if self.offload not in OFFLOAD:
             raise LayoutError(f"--offload must be one of {', '.join(OFFLOAD)}, got {self.offload!r}")
         if self.offload == "params" and self.zero != 3:
-            raise LayoutError("--offload params needs --zero 3 (parameters are only partitioned, and so only "
-                              "offloadable, in ZeRO-3/FSDP)")
+            raise LayoutError(
+                "--offload params needs --zero 3 (parameters are only partitioned, and so only "
+                "offloadable, in ZeRO-3/FSDP)"
+            )
         if self.offload == "optimizer" and self.zero == 0:
-            raise LayoutError("--offload optimizer needs --zero 1, 2 or 3 (ZeRO-Offload moves the partitioned "
-                              "optimizer states to the CPU)")
+            raise LayoutError(
+                "--offload optimizer needs --zero 1, 2 or 3 (ZeRO-Offload moves the partitioned "
+                "optimizer states to the CPU)"
+            )
         if self.sequence_parallel and self.tp == 1:
-            raise LayoutError("--sequence-parallel splits activations along the tensor-parallel group: it needs --tp > 1")
+            raise LayoutError(
+                "--sequence-parallel splits activations along the tensor-parallel group: it needs --tp > 1"
+            )
 
     @property
     def dp(self) -> int:
@@ -107,8 +119,13 @@ class TrainingJob:
                 raise JobError(f"--{name.replace('_', '-')} must be a whole number >= 1, got {value!r}")
         if self.global_batch is not None and (not isinstance(self.global_batch, int) or self.global_batch < 1):
             raise JobError(f"--global-batch must be a whole number >= 1, got {self.global_batch!r}")
-        for name, allowed in (("precision", PRECISIONS), ("recipe", RECIPES), ("optimizer", OPTIMIZERS),
-                              ("method", METHODS), ("recompute", RECOMPUTE)):
+        for name, allowed in (
+            ("precision", PRECISIONS),
+            ("recipe", RECIPES),
+            ("optimizer", OPTIMIZERS),
+            ("method", METHODS),
+            ("recompute", RECOMPUTE),
+        ):
             if getattr(self, name) not in allowed:
                 raise JobError(f"--{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         if self.quant is not None and self.quant not in QUANT:
@@ -116,11 +133,15 @@ class TrainingJob:
         if self.method == "qlora" and self.quant is None:
             object.__setattr__(self, "quant", "nf4")
         if self.method == "full" and self.quant is not None:
-            raise JobError("--quant quantizes the frozen base of --method lora/qlora; full training updates every "
-                           "weight and cannot keep them quantized")
+            raise JobError(
+                "--quant quantizes the frozen base of --method lora/qlora; full training updates every "
+                "weight and cannot keep them quantized"
+            )
         bad = [t for t in self.lora_targets if t not in (*LORA_TARGETS, "all-linear")]
         if bad:
-            raise JobError(f"unknown --lora-targets {', '.join(bad)}; choose from {', '.join(LORA_TARGETS)} or all-linear")
+            raise JobError(
+                f"unknown --lora-targets {', '.join(bad)}; choose from {', '.join(LORA_TARGETS)} or all-linear"
+            )
         if not self.lora_targets:
             raise JobError("--lora-targets is empty; name at least one module (e.g. q_proj,v_proj) or all-linear")
 
@@ -130,8 +151,10 @@ class TrainingJob:
             return 1
         per_step = self.micro_batch * dp
         if self.global_batch % per_step:
-            raise JobError(f"--global-batch {self.global_batch} is not divisible by micro-batch({self.micro_batch}) * "
-                           f"dp({dp}) = {per_step}; gradient accumulation steps must be whole")
+            raise JobError(
+                f"--global-batch {self.global_batch} is not divisible by micro-batch({self.micro_batch}) * "
+                f"dp({dp}) = {per_step}; gradient accumulation steps must be whole"
+            )
         return self.global_batch // per_step
 
     @property

@@ -1,0 +1,472 @@
+"""The public Python API: one function per command, keyword names equal to the CLI's flags (underscores
+for dashes), each returning a typed report whose ``to_dict()`` is exactly the command's ``--json``.
+
+>>> import gpuplan
+>>> r = gpuplan.train("llama-3.1-8b", gpu="h100", gpus=8, zero=3, recompute="full")
+>>> r.fits, r.to_dict()["kind"]
+(True, 'train')
+
+Values may be numbers or the text the CLI takes (``tokens="1T"`` or ``tokens=1e12``, ``deadline="30d"``,
+``usd_per_gpu_hour="$2.5/h"``); ``assume`` is a dict ``{"name": value}``; ``catalog`` adds catalog files
+(or shares a :class:`~gpuplan.catalog.session.Catalogs` between calls). Bad input raises a
+:class:`~gpuplan.errors.GpuplanError` whose message is the CLI's error line. Heavy modules load on the first
+call, so ``import gpuplan`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .spec import choices as C
+from .units import BOUNDS
+
+if TYPE_CHECKING:
+    from .catalog.session import Catalogs
+    from .plan import reports
+
+Number = int | float | str
+T = TypeVar("T")
+
+
+def _catalogs(catalog: Any) -> Catalogs:
+    from .catalog.session import Catalogs
+
+    if isinstance(catalog, Catalogs):
+        return catalog
+    if isinstance(catalog, (str, os.PathLike)):
+        return Catalogs((catalog,))
+    return Catalogs(catalog or ())
+
+
+def _num(name: str, value: Any) -> Any:
+    """A numeric keyword read through its bound (None stays None: "derive it")."""
+    return None if value is None else BOUNDS[name].read(value, "--" + name.replace("_", "-"))
+
+
+def _text(name: str, value: T) -> T:
+    """A quantity given as text must not be blank (a blank flag is an error, not the flag left out)."""
+    from .errors import QuantityError
+
+    if isinstance(value, str) and not value.strip():
+        raise QuantityError(f"--{name.replace('_', '-')} is empty; give a value (see --help)")
+    return value
+
+
+def _assume(assume: Mapping[str, Any] | None) -> dict[str, Any]:
+    from .errors import InputError
+
+    if assume is None:
+        return {}
+    if not isinstance(assume, Mapping):
+        raise InputError("--assume", "give a mapping of assumption names to values, e.g. {'mfu': 0.4}")
+    return dict(assume)
+
+
+# ---------------------------------------------------------------------------------------------- catalogs
+
+
+def gpus(
+    *,
+    vendor: str | None = None,
+    min_memory: Number | None = None,
+    dtype: str | None = None,
+    sort: str = C.GpuSort.VENDOR,
+    catalog: Any = (),
+) -> reports.GpusReport:
+    """``gpuplan gpus list``: accelerators filtered by vendor, memory (``"80GB"``) and dtype, sorted."""
+    from .plan import commands
+    from .units import parse_bytes
+
+    floor = parse_bytes(_text("min_memory", min_memory), "--min-memory") if min_memory is not None else None
+    return commands.gpus(
+        _catalogs(catalog), vendor=vendor, min_memory_bytes=floor, dtype=dtype, sort=C.check(C.GpuSort, sort, "--sort")
+    )
+
+
+def gpu(gpu: str, *, catalog: Any = ()) -> reports.GpuReport:
+    """``gpuplan gpus show GPU``: one accelerator, every figure with its source and date."""
+    from .plan import reports
+
+    cat = _catalogs(catalog)
+    return reports.GpuReport(cat.accelerators().get(gpu), warnings=tuple(cat.warnings))
+
+
+def compare_gpus(gpus: Iterable[str], *, catalog: Any = ()) -> reports.GpusReport:
+    """``gpuplan gpus compare GPU...``: accelerators side by side."""
+    from .plan import commands, reports
+
+    cat = _catalogs(catalog)
+    return reports.GpusReport(tuple(commands.gpus_named(cat, list(gpus))), compare=True, warnings=tuple(cat.warnings))
+
+
+def offers(
+    *,
+    gpu: str | None = None,
+    provider: str | None = None,
+    pricing: str | None = None,
+    sort: str = C.OfferSort.GPU_HOUR,
+    catalog: Any = (),
+) -> reports.OffersReport:
+    """``gpuplan offers list``: cloud offers, filtered, cheapest GPU-hour first."""
+    from .plan import commands
+
+    return commands.offers(
+        _catalogs(catalog),
+        gpu=gpu,
+        provider=provider,
+        pricing=C.check(C.Pricing, pricing, "--pricing") if pricing is not None else None,
+        sort=C.check(C.OfferSort, sort, "--sort"),
+    )
+
+
+def models(*, family: str | None = None, catalog: Any = ()) -> reports.ModelsReport:
+    """``gpuplan model list``: the built-in models (and the user's)."""
+    from .plan import commands
+
+    return commands.models(_catalogs(catalog), family=family)
+
+
+def model(model: str, *, seq_len: int | None = None, offline: bool = False, catalog: Any = ()) -> reports.ModelReport:
+    """``gpuplan model show MODEL``: a catalog id, a config.json (or its folder), a Hub id or a count (``7B``)."""
+    from .plan import commands
+
+    return commands.model_show(_catalogs(catalog), model, seq_len=_num("seq_len", seq_len), offline=offline)
+
+
+# ------------------------------------------------------------------------------------------------- train
+
+
+def train(
+    model: str,
+    *,
+    gpu: str,
+    gpus: int | None = None,
+    tp: int = 1,
+    pp: int = 1,
+    cp: int = 1,
+    ep: int = 1,
+    sequence_parallel: bool = False,
+    zero: int = 0,
+    fsdp: bool = False,
+    offload: str = C.Offload.NONE,
+    micro_batch: int = 1,
+    global_batch: int | None = None,
+    seq_len: int | None = None,
+    recompute: str = C.Recompute.NONE,
+    flash_attention: bool = True,
+    dropout: bool = False,
+    precision: str = C.Precision.BF16_MIXED,
+    recipe: str = C.Recipe.AUTO,
+    optimizer: str = C.Optimizer.ADAMW,
+    method: str = C.Method.FULL,
+    lora_rank: int = 16,
+    lora_targets: str | Iterable[str] = "q_proj,k_proj,v_proj,o_proj",
+    quant: str | None = None,
+    assume: Mapping[str, Any] | None = None,
+    tokens: Number | None = None,
+    epochs: float = 1.0,
+    mfu: float | None = None,
+    deadline: Number | None = None,
+    offer: str | None = None,
+    usd_per_gpu_hour: Number | None = None,
+    virtual_stages: int = 1,
+    calibration: str | os.PathLike[str] | None = None,
+    rank: bool = False,
+    bytes_per_token: Number | None = None,
+    storage: str = C.TRAIN_STORAGE_DEFAULT,
+    storage_write: Number | None = None,
+    async_checkpoint: bool = False,
+    mtbf_per_gpu_hours: Number | None = None,
+    grid_gco2_per_kwh: Number | None = None,
+    offline: bool = False,
+    catalog: Any = (),
+) -> reports.TrainReport | reports.TrainRankReport:
+    """``gpuplan train MODEL``: memory per GPU, itemized; with ``tokens`` the FLOPs, step time, MFU, time,
+    GPU-hours, cost and the whole machine; ``deadline`` picks the GPU count; ``rank=True`` compares offers."""
+    from pathlib import Path
+
+    from .errors import InputError
+    from .plan import commands
+    from .plan.machine import MachineOptions
+    from .spec.training import Parallelism
+    from .units import parse_duration, parse_tokens, parse_usd_per_hour
+
+    tp, pp, cp, ep = (_num(n, v) for n, v in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep)))
+    gpus, zero, virtual_stages = _num("gpus", gpus), _num("zero", zero), _num("virtual_stages", virtual_stages)
+    mfu, epochs = _num("mfu", mfu), _num("epochs", epochs)
+    machine = MachineOptions.from_flags(
+        C.check(C.Storage, storage, "--storage"),
+        _text("storage_write", storage_write),
+        _text("bytes_per_token", bytes_per_token),
+        async_checkpoint,
+        _text("mtbf_per_gpu_hours", mtbf_per_gpu_hours),
+        _text("grid_gco2_per_kwh", grid_gco2_per_kwh),
+    )
+    if deadline is not None and gpus is not None:
+        raise InputError("--deadline", "give --gpus or --deadline (which picks the GPU count), not both")
+    if fsdp:
+        if zero not in (0, 3):
+            raise InputError("--fsdp", "--fsdp is ZeRO-3 sharding; drop --zero or use --zero 3")
+        zero = 3
+    layout = Parallelism(
+        gpus=gpus if gpus is not None else tp * pp * cp,
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        ep=ep,
+        sequence_parallel=sequence_parallel,
+        zero=zero,
+        offload=offload,
+    )
+    targets = lora_targets.split(",") if isinstance(lora_targets, str) else list(lora_targets)
+    job = dict(
+        micro_batch=_num("micro_batch", micro_batch),
+        seq_len=_num("seq_len", seq_len),
+        global_batch=_num("global_batch", global_batch),
+        precision=precision,
+        recipe=recipe,
+        optimizer=optimizer,
+        method=method,
+        lora_rank=_num("lora_rank", lora_rank),
+        lora_targets=tuple(t.strip() for t in targets if t.strip()),
+        quant=quant,
+        recompute=recompute,
+        flash_attention=flash_attention,
+        dropout=dropout,
+        fsdp=fsdp,
+    )
+    req = commands.TrainRequest(
+        model=model,
+        gpu=gpu,
+        layout=layout,
+        job=job,
+        assume=_assume(assume),
+        tokens=parse_tokens(_text("tokens", tokens)) if tokens is not None else None,
+        epochs=epochs,
+        mfu=mfu,
+        deadline_s=parse_duration(_text("deadline", deadline), "--deadline") if deadline is not None else None,
+        offer=offer,
+        usd_per_gpu_hour=parse_usd_per_hour(_text("usd_per_gpu_hour", usd_per_gpu_hour), "--usd-per-gpu-hour")
+        if usd_per_gpu_hour is not None
+        else None,
+        virtual_stages=virtual_stages,
+        calibration=Path(calibration) if calibration is not None else None,
+        rank=rank,
+        machine=machine,
+        offline=offline,
+    )
+    return commands.train(_catalogs(catalog), req)
+
+
+# ------------------------------------------------------------------------------------------------- serve
+
+
+def serve(
+    model: str,
+    *,
+    gpu: str,
+    tp: int = 1,
+    pp: int = 1,
+    replicas: int = 1,
+    weights: str = C.Weights.BF16,
+    kv_cache: str = C.KvCache.BF16,
+    prompt_tokens: int = 512,
+    output_tokens: int = 256,
+    batch: int | None = None,
+    concurrency: int | None = None,
+    context: int | None = None,
+    max_tpot: Number | None = None,
+    max_ttft: Number | None = None,
+    qps: Number | None = None,
+    qpm: Number | None = None,
+    usd_per_gpu_hour: Number | None = None,
+    offer: str | None = None,
+    calibration: str | os.PathLike[str] | None = None,
+    engine: str = C.Engine.SERVER,
+    assume: Mapping[str, Any] | None = None,
+    storage: str = C.SERVE_STORAGE_DEFAULT,
+    rank: bool = False,
+    offline: bool = False,
+    catalog: Any = (),
+) -> reports.ServeReport | reports.ServeRankReport:
+    """``gpuplan serve MODEL``: memory, TTFT and TPOT, throughput, the fleet for ``qps`` (or ``qpm``) and
+    $ per million tokens; ``rank=True`` compares GPUs (``gpu="all"`` or a comma list) x weight formats."""
+    from pathlib import Path
+
+    from .errors import InputError
+    from .plan import commands
+    from .spec.serving import ServingJob, ServingLayout
+    from .units import MAX_QPS, MIN_QPS, check_range, parse_count, parse_duration, parse_usd_per_hour
+
+    if qps is not None and qpm is not None:
+        raise InputError("--qps", "give --qps or --qpm, not both")
+    rate = None
+    if qps is not None:
+        rate = check_range(
+            parse_count(_text("qps", qps), "--qps"), "--qps", MIN_QPS, MAX_QPS, why="requests per second"
+        )
+    elif qpm is not None:
+        rate = (
+            check_range(
+                parse_count(_text("qpm", qpm), "--qpm"), "--qpm", 60 * MIN_QPS, 60 * MAX_QPS, why="requests per minute"
+            )
+            / 60
+        )
+    job = ServingJob(
+        weights=weights,
+        kv_cache=kv_cache,
+        prompt_tokens=_num("prompt_tokens", prompt_tokens),
+        output_tokens=_num("output_tokens", output_tokens),
+        batch=_num("batch", batch),
+        concurrency=_num("concurrency", concurrency),
+        context=_num("context", context),
+        max_tpot_s=parse_duration(_text("max_tpot", max_tpot), "--max-tpot") if max_tpot is not None else None,
+        max_ttft_s=parse_duration(_text("max_ttft", max_ttft), "--max-ttft") if max_ttft is not None else None,
+        engine=engine,
+    )
+    layout = ServingLayout(tp=_num("tp", tp), pp=_num("pp", pp), replicas=_num("replicas", replicas))
+    req = commands.ServeRequest(
+        model=model,
+        gpu=gpu,
+        layout=layout,
+        job=job,
+        assume=_assume(assume),
+        qps=rate,
+        usd_per_gpu_hour=parse_usd_per_hour(_text("usd_per_gpu_hour", usd_per_gpu_hour), "--usd-per-gpu-hour")
+        if usd_per_gpu_hour is not None
+        else None,
+        offer=offer,
+        calibration=Path(calibration) if calibration is not None else None,
+        storage=C.check(C.Storage, storage, "--storage"),
+        rank=rank,
+        offline=offline,
+    )
+    return commands.serve(_catalogs(catalog), req)
+
+
+# --------------------------------------------------------------------------------------------------- tco
+
+
+def tco(
+    *,
+    gpu: str,
+    gpus: int = 8,
+    years: float | None = None,
+    life_years: float | None = None,
+    utilization: float = 0.7,
+    purchase_usd_per_gpu: Number | None = None,
+    server_usd_per_gpu: Number | None = None,
+    pue: float | None = None,
+    usd_per_kwh: float | None = None,
+    hosting_usd_per_kw_month: float | None = None,
+    staff_usd_per_gpu_year: float = 0.0,
+    cost_of_capital: float | None = None,
+    catalog: Any = (),
+) -> reports.TcoReport:
+    """``gpuplan tco``: the yearly cost of owning ``gpus`` GPUs against every rental offer, and the
+    break-even utilization (``None``: the sourced default of the ownership data file)."""
+    from .plan import commands
+    from .units import parse_usd
+
+    return commands.tco(
+        _catalogs(catalog),
+        gpu=gpu,
+        gpus=_num("gpus", gpus),
+        years=_num("years", years),
+        life_years=_num("life_years", life_years),
+        utilization=_num("utilization", utilization),
+        purchase_usd_per_gpu=parse_usd(_text("purchase_usd_per_gpu", purchase_usd_per_gpu), "--purchase-usd-per-gpu")
+        if purchase_usd_per_gpu is not None
+        else None,
+        server_usd_per_gpu=parse_usd(_text("server_usd_per_gpu", server_usd_per_gpu), "--server-usd-per-gpu")
+        if server_usd_per_gpu is not None
+        else None,
+        pue=_num("pue", pue),
+        usd_per_kwh=_num("usd_per_kwh", usd_per_kwh),
+        hosting_usd_per_kw_month=_num("hosting_usd_per_kw_month", hosting_usd_per_kw_month),
+        staff_usd_per_gpu_year=_num("staff_usd_per_gpu_year", staff_usd_per_gpu_year),
+        cost_of_capital=_num("cost_of_capital", cost_of_capital),
+    )
+
+
+# ---------------------------------------------------------------------------------------------- validate
+
+
+def validate(*, category: str | None = None, catalog: Any = ()) -> Any:
+    """``gpuplan validate``: every bundled published figure (``data/validation/*.json``) run through
+    :func:`train` / :func:`serve` with the record's configuration, the signed error of each, a summary by
+    category, GPU generation, precision, stack and dense/MoE, the skipped records with their reasons, and
+    the leave-one-source-out figures of the fitted constants (``plan/validate.py``). ``category``:
+    ``training``, ``inference`` or ``memory`` (None: all). Models built from a record's architecture are added
+    to ``catalog``'s model registry as ``validation:<record id>``. Returns a ``plan.validate.ValidateReport``."""
+    from .plan import validate as v
+
+    cat = _catalogs(catalog)
+    chosen = C.check(C.ValidateCategory, category, "--category") if category is not None else None
+
+    def run(call: str, kwargs: Mapping[str, Any], assume: Mapping[str, Any]) -> Any:
+        fn = train if call == "train" else serve
+        return fn(**kwargs, assume=dict(assume), offline=True, catalog=cat)
+
+    return v.validate(cat, run, category=chosen)
+
+
+# ------------------------------------------------------------------------------------------------- local
+
+
+def local_detect(*, catalog: Any = ()) -> Any:
+    """``gpuplan local detect``: GPUs (NVML), links, topology and driver; CPU, RAM, NUMA nodes and disks."""
+    from .local.suite import detect_report
+
+    return detect_report(_catalogs(catalog).accelerators())
+
+
+def local_bench(
+    which: str = C.BenchSuite.ALL,
+    *,
+    quick: bool = True,
+    dtype: Iterable[str] = (),
+    path: str | os.PathLike[str] = ".",
+    writers: int = 4,
+    file_size: Number | None = None,
+    payload: Iterable[Number] = (),
+    model: str | None = None,
+    offline: bool = False,
+    progress: Any = None,
+    catalog: Any = (),
+) -> Any:
+    """``gpuplan local bench``: measure this machine (matmul per dtype, memory copy, PCIe, collectives, disk)
+    beside the datasheet; returns the calibration profile (``to_dict()``), or None on a torchrun rank > 0."""
+    from pathlib import Path
+
+    from .catalog import resolve_model
+    from .catalog.hub import hub_fetcher
+    from .errors import InputError
+    from .local.suite import run_bench
+    from .spec.model import ModelSpec
+    from .units import parse_bytes
+
+    cat = _catalogs(catalog)
+    which = C.check(C.BenchSuite, which, "WHICH")
+    dtypes = tuple(C.check(C.BenchDtype, d, "--dtype") for d in dtype)
+    file_bytes = parse_bytes(_text("file_size", file_size), "--file-size") if file_size is not None else None
+    payload_bytes = [parse_bytes(p, "--payload") for p in payload] or None
+    spec = None
+    if model:
+        spec = resolve_model(model, cat.models(), fetch=hub_fetcher(offline))
+        if not isinstance(spec, ModelSpec):
+            raise InputError("--model", "needs an architecture (a model id or config.json)")
+    return run_bench(
+        cat.accelerators(),
+        which,
+        quick=quick,
+        dtypes=dtypes,
+        disk_path=Path(path),
+        writers=_num("writers", writers),
+        file_bytes=file_bytes,
+        payload_bytes=payload_bytes,
+        model=spec,
+        progress=progress,
+    )

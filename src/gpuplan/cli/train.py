@@ -1,0 +1,188 @@
+"""``gpuplan train``: flags in, one ``gpuplan.train`` call, a table or JSON out (and the --plot chart)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .. import api
+from ..spec.choices import Method, Offload, Optimizer, Precision, Quant, Recipe, Recompute, Storage, values
+from ._common import (
+    check_output_path,
+    default,
+    emit,
+    flag_errors,
+    given,
+    json_option,
+    number,
+    offline_option,
+    write_output,
+)
+
+
+def parse_assume(items: tuple[str, ...]) -> dict[str, str]:
+    """``--assume NAME=VALUE`` (repeatable) as the API's ``assume`` mapping; the library checks the names."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise click.BadParameter(
+                f"'{item}': use NAME=VALUE (the names are listed under assumptions in the --json output)",
+                param_hint="--assume",
+            )
+        out[name.strip()] = value
+    return out
+
+
+def _d(name: str) -> Any:
+    return default(api.train, name)
+
+
+@click.command()
+@click.argument("model_name", metavar="MODEL")
+@click.option("--gpu", required=True, help="Accelerator id or alias (gpuplan gpus list).")
+@click.option("--gpus", type=number("gpus"), help="Number of GPUs [default: tp x pp x cp, or what --deadline needs].")
+@click.option("--tp", type=number("tp"), default=_d("tp"), show_default=True, help="Tensor-parallel degree.")
+@click.option("--pp", type=number("pp"), default=_d("pp"), show_default=True, help="Pipeline-parallel degree.")
+@click.option("--cp", type=number("cp"), default=_d("cp"), show_default=True, help="Context-parallel degree.")
+@click.option("--ep", type=number("ep"), default=_d("ep"), show_default=True, help="Expert-parallel degree (MoE).")
+@click.option("--sequence-parallel", is_flag=True, help="Megatron sequence parallelism (needs --tp > 1).")
+@click.option("--zero", type=number("zero"), default=_d("zero"), show_default=True, help="ZeRO stage (0-3).")
+@click.option("--fsdp", is_flag=True, help="PyTorch FSDP full sharding (ZeRO-3 semantics, FSDP recipe).")
+@click.option(
+    "--offload",
+    type=click.Choice(values(Offload)),
+    default=_d("offload"),
+    show_default=True,
+    help="ZeRO-Offload of optimizer states (or params too, ZeRO-3) to CPU memory.",
+)
+@click.option(
+    "--micro-batch",
+    type=number("micro_batch"),
+    default=_d("micro_batch"),
+    show_default=True,
+    help="Sequences per GPU per micro-step.",
+)
+@click.option(
+    "--global-batch", type=number("global_batch"), help="Sequences per optimizer step (gradient accumulation follows)."
+)
+@click.option(
+    "--seq-len", type=number("seq_len"), help="Tokens per sequence [default: 4096, capped at the model's context]."
+)
+@click.option(
+    "--recompute",
+    type=click.Choice(values(Recompute)),
+    default=_d("recompute"),
+    show_default=True,
+    help="Activation recomputation.",
+)
+@click.option("--flash-attention/--no-flash-attention", default=_d("flash_attention"), show_default=True)
+@click.option(
+    "--dropout/--no-dropout", default=_d("dropout"), show_default=True, help="Dropout layers (masks are saved)."
+)
+@click.option("--precision", type=click.Choice(values(Precision)), default=_d("precision"), show_default=True)
+@click.option(
+    "--recipe",
+    type=click.Choice(values(Recipe)),
+    default=_d("recipe"),
+    show_default=True,
+    help="Framework accounting of mixed precision (auto picks from the layout).",
+)
+@click.option("--optimizer", type=click.Choice(values(Optimizer)), default=_d("optimizer"), show_default=True)
+@click.option("--method", type=click.Choice(values(Method)), default=_d("method"), show_default=True)
+@click.option("--lora-rank", type=number("lora_rank"), default=_d("lora_rank"), show_default=True)
+@click.option(
+    "--lora-targets", default=_d("lora_targets"), show_default=True, help="Comma-separated module names, or all-linear."
+)
+@click.option("--quant", type=click.Choice(values(Quant)), help="Quantized frozen base (qlora implies nf4).")
+@click.option(
+    "--assume",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Override an assumption, e.g. cuda_context_bytes=1GiB (names in the --json output).",
+)
+@click.option("--tokens", callback=given, help="Training tokens, e.g. 2T: adds FLOPs, time, GPU-hours and cost.")
+@click.option("--epochs", type=number("epochs"), default=_d("epochs"), show_default=True)
+@click.option("--mfu", type=number("mfu"), help="Model FLOPs utilization to assume instead of predicting it (0.001-1).")
+@click.option("--deadline", callback=given, help="Finish within, e.g. 30d: picks the GPU count (instead of --gpus).")
+@click.option("--offer", help="Price with this offer (gpuplan offers list).")
+@click.option("--usd-per-gpu-hour", callback=given, help="Price per GPU-hour, e.g. $2.5/h (instead of --offer).")
+@click.option(
+    "--virtual-stages",
+    type=number("virtual_stages"),
+    default=_d("virtual_stages"),
+    show_default=True,
+    help="Interleaved pipeline chunks per GPU (Megatron virtual pipeline).",
+)
+@click.option(
+    "--calibration",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A profile from 'gpuplan local bench --save': measured efficiencies replace datasheet ones.",
+)
+@click.option("--rank", is_flag=True, help="Rank every offer that can run the job by cost and time.")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="With --rank: write an HTML chart.")
+@click.option(
+    "--bytes-per-token",
+    help="Stored bytes per training token [default: 2 below 65,500 vocabulary entries (uint16), else 4].",
+)
+@click.option(
+    "--storage",
+    type=click.Choice(values(Storage)),
+    default=_d("storage"),
+    show_default=True,
+    help="Storage class for data and checkpoints (sourced default bandwidths).",
+)
+@click.option(
+    "--storage-write", help="Checkpoint write bandwidth of the storage, e.g. 20GB/s (instead of the class's)."
+)
+@click.option(
+    "--async-checkpoint/--no-async-checkpoint",
+    default=_d("async_checkpoint"),
+    show_default=True,
+    help="Asynchronous checkpoints: training waits only for the device-to-host copy.",
+)
+@click.option(
+    "--mtbf-per-gpu-hours",
+    help="Mean time between failures of one GPU, in hours [default: from Llama 3 "
+    "(Hopper and later) or Meta's A100 clusters].",
+)
+@click.option("--grid-gco2-per-kwh", help="Grid carbon intensity for CO2eq, g/kWh [default: 480, world 2023 (Ember)].")
+@click.option(
+    "--require-fit",
+    is_flag=True,
+    hidden=True,
+    expose_value=False,
+    help="Kept for old scripts: exit code 3 when the job does not fit is now the default.",
+)
+@offline_option
+@json_option
+@click.pass_context
+def train(
+    ctx: click.Context, model_name: str, assume: tuple[str, ...], plot: Path | None, as_json: bool, **options: Any
+) -> None:
+    """Will training or fine-tuning MODEL fit, how long will it take and what will it cost?
+
+    Memory per GPU, itemized, with the largest micro-batch; with --tokens also FLOPs, predicted step time
+    and MFU, time to train, GPU-hours and cost; --deadline picks the GPU count; --rank compares offers.
+    """
+    if plot is not None:
+        if not options["tokens"]:
+            raise click.BadParameter(
+                "--deadline, --rank, --mfu, --offer, --usd-per-gpu-hour, --plot and --calibration need --tokens",
+                param_hint="--tokens",
+            )
+        if not options["rank"]:
+            raise click.BadParameter("--plot draws the --rank comparison; add --rank", param_hint="--plot")
+        check_output_path(plot, "--plot")
+    with flag_errors():
+        report = api.train(model_name, assume=parse_assume(assume), catalog=ctx.obj.catalogs, **options)
+    record = report.to_dict()
+    if plot is not None:
+        from ..render.plot import ranking_html
+
+        write_output(plot, ranking_html(record), "--plot")
+    emit(ctx, record, as_json, "offer_ranking" if options["rank"] else "train_report")
+    if report.exit_code:
+        raise click.exceptions.Exit(report.exit_code)

@@ -1,0 +1,199 @@
+"""Every closed list of choices gpuplan accepts, written once.
+
+Each is a ``StrEnum``: a member *is* its string (``Precision.BF16_MIXED == "bf16-mixed"``), so records and JSON
+carry plain strings. The CLI's ``click.Choice`` lists, the Python API's checks, the spec validators and the
+docs derive from these classes; no other module spells a choice list out. Defaults live beside them.
+This module imports nothing heavy: the CLI reads it to build ``--help``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Precision(StrEnum):
+    """Training precision recipe (``--precision``)."""
+
+    FP32 = "fp32"
+    FP16_MIXED = "fp16-mixed"
+    BF16_MIXED = "bf16-mixed"
+    BF16 = "bf16"
+    FP8_MIXED = "fp8-mixed"
+
+
+class Recipe(StrEnum):
+    """Whose memory accounting a training run follows (``--recipe``)."""
+
+    AUTO = "auto"
+    AMP = "amp"
+    MEGATRON = "megatron"
+    DEEPSPEED = "deepspeed"
+    FSDP = "fsdp"
+    ZERO = "zero"
+
+
+class Optimizer(StrEnum):
+    """Optimizer (``--optimizer``)."""
+
+    ADAMW = "adamw"
+    ADAMW_8BIT = "adamw-8bit"
+    SGD = "sgd"
+    ADAFACTOR = "adafactor"
+    LION = "lion"
+
+
+class Method(StrEnum):
+    """Full training or a parameter-efficient fine-tune (``--method``)."""
+
+    FULL = "full"
+    LORA = "lora"
+    QLORA = "qlora"
+
+
+class Recompute(StrEnum):
+    """Activation recomputation (``--recompute``)."""
+
+    NONE = "none"
+    SELECTIVE = "selective"
+    FULL = "full"
+
+
+class Offload(StrEnum):
+    """What ZeRO moves to host memory (``--offload``)."""
+
+    NONE = "none"
+    OPTIMIZER = "optimizer"
+    PARAMS = "params"
+
+
+class Quant(StrEnum):
+    """Quantized frozen base of a fine-tune (``--quant``)."""
+
+    NF4 = "nf4"
+    INT8 = "int8"
+
+
+class Weights(StrEnum):
+    """Weight format when serving (``--weights``); bits per parameter live in ``estimate/quant.py``."""
+
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+    INT8 = "int8"
+    INT4_G32 = "int4-g32"
+    INT4_AWQ = "int4-awq"
+    INT4_GPTQ = "int4-gptq"
+    GGUF_Q8_0 = "gguf-q8_0"
+    GGUF_Q6_K = "gguf-q6_k"
+    GGUF_Q5_K_M = "gguf-q5_k_m"
+    GGUF_Q4_K_M = "gguf-q4_k_m"
+    GGUF_Q4_0 = "gguf-q4_0"
+
+
+class KvCache(StrEnum):
+    """KV-cache element type when serving (``--kv-cache``)."""
+
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+    INT8 = "int8"
+
+
+class Engine(StrEnum):
+    """Serving engine (``--engine``): a continuous-batching server, or one compiled stream."""
+
+    SERVER = "server"
+    COMPILED = "compiled"
+
+
+class Storage(StrEnum):
+    """Storage class of a plan (``--storage``); bandwidths with sources live in ``estimate/machine.py``."""
+
+    LOCAL_NVME = "local-nvme"
+    NFS = "nfs"
+    LUSTRE = "lustre"
+    OBJECT = "object"
+
+
+class Pricing(StrEnum):
+    """How an offer is priced (``offers list --pricing``)."""
+
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
+    RESERVED_1Y = "reserved-1y"
+    RESERVED_3Y = "reserved-3y"
+    SUBSCRIPTION = "subscription"
+    QUOTE = "quote"
+
+
+class OfferSort(StrEnum):
+    """Order of ``offers list --sort``."""
+
+    GPU_HOUR = "gpu-hour"
+    HOUR = "hour"
+    PROVIDER = "provider"
+    GPU = "gpu"
+
+
+class GpuSort(StrEnum):
+    """Order of ``gpus list --sort`` (numbers: largest first)."""
+
+    BANDWIDTH = "bandwidth"
+    BF16 = "bf16"
+    FP32 = "fp32"
+    FP4 = "fp4"
+    FP8 = "fp8"
+    ID = "id"
+    MEMORY = "memory"
+    NAME = "name"
+    TDP = "tdp"
+    VENDOR = "vendor"
+    YEAR = "year"
+
+
+class BenchSuite(StrEnum):
+    """What ``local bench`` measures."""
+
+    MATMUL = "matmul"
+    MEMORY = "memory"
+    PCIE = "pcie"
+    ALLREDUCE = "allreduce"
+    DISK = "disk"
+    ALL = "all"
+
+
+class BenchDtype(StrEnum):
+    """Matmul dtypes ``local bench`` can time."""
+
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+    TF32 = "tf32"
+    FP32 = "fp32"
+
+
+class ValidateCategory(StrEnum):
+    """What ``validate --category`` scores (``plan/validate.py``: the files behind each)."""
+
+    TRAINING = "training"
+    INFERENCE = "inference"
+    MEMORY = "memory"
+
+
+def values(choice: type[StrEnum]) -> tuple[str, ...]:
+    """The strings of a choice class, in declaration order (what ``click.Choice`` and messages list)."""
+    return tuple(m.value for m in choice)
+
+
+def check(choice: type[StrEnum], value: object, flag: str) -> str:
+    """``value`` if it is one of ``choice``'s strings, else the one-line error the whole tool uses."""
+    from ..errors import JobError
+
+    if isinstance(value, str) and value in values(choice):
+        return value
+    raise JobError(f"{flag} must be one of {', '.join(values(choice))}, got {value!r}")
+
+
+#: Defaults that differ between commands (each is the command's documented default).
+TRAIN_STORAGE_DEFAULT = Storage.LUSTRE
+SERVE_STORAGE_DEFAULT = Storage.OBJECT
