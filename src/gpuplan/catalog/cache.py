@@ -250,18 +250,24 @@ def store(kind: str, path: Path, value: Any, extra: Any = None) -> None:
     _store(kind, file_identity(path), value, extra)
 
 
-def cached(kind: str, path: Path, build: Callable[[], Any], extra: Any = None) -> Any:
-    """``build()``'s value for ``path``, from the cache when the file is unchanged; stored after building,
-    unless the file changed while it was being read (the value would then belong to neither version)."""
+def _cached_by(kind: str, identify: Callable[[], Any], build: Callable[[], Any], extra: Any) -> Any:
+    """``build()``'s value, from the cache while ``identify()`` names the same files as when it was stored;
+    stored after building unless the identity changed while the files were read (the value would then
+    belong to neither version)."""
     if not _enabled():
         return build()
-    ident = file_identity(path)
+    ident = identify()
     value = _load(kind, ident, extra)
     if value is None:
         value = build()
-        if ident is not None and file_identity(path) == ident:
+        if ident is not None and identify() == ident:
             _store(kind, ident, value, extra)
     return value
+
+
+def cached(kind: str, path: Path, build: Callable[[], Any], extra: Any = None) -> Any:
+    """``build()``'s value for ``path``, from the cache when the file is unchanged."""
+    return _cached_by(kind, lambda: file_identity(path), build, extra)
 
 
 def _group_identity(paths: list[Path]) -> tuple[Any, ...] | None:
@@ -274,17 +280,9 @@ def _group_identity(paths: list[Path]) -> tuple[Any, ...] | None:
 
 def cached_group(kind: str, paths: list[Path], build: Callable[[], Any], extra: Any = None) -> Any:
     """``build()``'s value for files that are always read together (the built-in model files), kept as one
-    entry: one file to open instead of one per file. Used while every file is unchanged (each is known as
-    :func:`file_identity` says); stored unless one of them changed while they were read."""
-    if not _enabled():
-        return build()
-    ident = _group_identity(paths)
-    value = _load(kind, ident, extra)
-    if value is None:
-        value = build()
-        if ident is not None and _group_identity(paths) == ident:
-            _store(kind, ident, value, extra)
-    return value
+    entry: one file to open instead of one per file; used while every file is unchanged (each as
+    :func:`file_identity` says)."""
+    return _cached_by(kind, lambda: _group_identity(paths), build, extra)
 
 
 def cached_entries(
