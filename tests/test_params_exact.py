@@ -7,6 +7,7 @@ dense-first layers and sparse steps, OPT's projections, Falcon's three layouts, 
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 from pathlib import Path
@@ -26,13 +27,20 @@ CONFIGS = sorted((Path(__file__).parent / "fixtures" / "configs").glob("*.json")
 MODELS = BUNDLED_MODELS
 
 
+#: Vision-language model types: built whole (vision tower, projector and language model).
+VISION_LANGUAGE = ("qwen2_vl", "qwen2_5_vl", "llava", "llama4")
+
+
 def transformers_count(config: dict) -> int:
-    cfg = dict(config)
+    cfg = copy.deepcopy(config)
     model_type = cfg.pop("model_type")
     cfg.pop("architectures", None)
     hf_config = transformers.AutoConfig.for_model(model_type, **cfg)
+    auto = (
+        transformers.AutoModelForImageTextToText if model_type in VISION_LANGUAGE else transformers.AutoModelForCausalLM
+    )
     with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(hf_config)
+        model = auto.from_config(hf_config)
     return sum(p.numel() for p in model.parameters())
 
 
@@ -88,5 +96,20 @@ def test_catalog_is_broad():
         "phi3",
         "deepseek_v3",
         "olmo",
+        "gpt_oss",
+        "llama4_text",
+        "granite",
+        "granitemoe",
+        "starcoder2",
+        "gpt_bigcode",
+        "cohere",
+        "cohere2",
+        "dbrx",
+        "phimoe",
+        "gptj",
+        "glm4",
+        "glm4_moe",
+        "exaone4",
+        "ernie4_5_moe",
     ):
         assert needed in types, needed

@@ -132,7 +132,7 @@ def load_models(extra_files: Iterable[Path] = ()) -> Registry[ModelSpec]:
     return reg
 
 
-def read_config_path(path: Path) -> ModelSpec:
+def read_config_path(path: Path, like: str | None = None) -> ModelSpec:
     """A model from a local ``config.json`` (or a folder that holds one)."""
     from .hf_config import load_config_json, spec_from_hf_config
 
@@ -145,7 +145,7 @@ def read_config_path(path: Path) -> ModelSpec:
     data = read_file_bytes(path, error=ModelConfigError, max_bytes=MAX_CONFIG_BYTES)
     config = load_config_json(data, str(path))
     model_id = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
-    return spec_from_hf_config(config, id=model_id, name=model_id, where=str(path), origin=str(path))
+    return spec_from_hf_config(config, id=model_id, name=model_id, where=str(path), origin=str(path), like=like)
 
 
 #: What a bare parameter count looks like (``7B``, ``1.5e9``, ``0.5``, ``70``); anything else is a name.
@@ -190,7 +190,10 @@ def _near_catalog_names(text: str, models: Registry[ModelSpec], n: int = 2) -> l
 
 
 def resolve_model(
-    text: str, models: Registry[ModelSpec] | None = None, fetch: Fetcher | None = fetch_hub_config
+    text: str,
+    models: Registry[ModelSpec] | None = None,
+    fetch: Fetcher | None = fetch_hub_config,
+    like: str | None = None,
 ) -> ModelSpec | ParamsOnlyModel:
     """Turn a model argument into a model: catalog id/alias, config path, bare parameter count, or Hub id.
 
@@ -202,7 +205,8 @@ def resolve_model(
     ends with "did you mean" those names. Offline (``--offline``, HF_HUB_OFFLINE=1) the fetcher reads only
     the local Hugging Face cache, so a typo gets the suggestion at once.
 
-    ``fetch`` is the Hub seam (tests pass a fake; None forbids the Hub, cache included).
+    ``fetch`` is the Hub seam (tests pass a fake; None forbids the Hub, cache included). ``like`` reads a
+    config (file or Hub) whose model_type gpuplan does not know as that model_type (``--like llama``).
     """
     text = text.strip()
     if not text:
@@ -215,7 +219,7 @@ def resolve_model(
         raise problem
     path = Path(text).expanduser()
     if path.exists():
-        return read_config_path(path)
+        return read_config_path(path, like=like)
     if _COUNT_LIKE.match(text):
         return bare_count_model(text)
     if text.endswith(".json") or text.startswith((".", "/", "~")):
@@ -231,7 +235,13 @@ def resolve_model(
         from .hf_config import spec_from_hf_config
 
         return spec_from_hf_config(
-            config, id=text, name=text, where=f"{text} (Hub config.json)", hf_id=text, origin="huggingface-hub"
+            config,
+            id=text,
+            name=text,
+            where=f"{text} (Hub config.json)",
+            hf_id=text,
+            origin="huggingface-hub",
+            like=like,
         )
     try:
         return models.get(text)  # raises UnknownIdError with near matches

@@ -12,7 +12,7 @@ Conventions used here, stated once:
 - Attention per layer and forward pass is 2·T·H·(d_qk + d_v): QKᵀ and the weighted sum of V.
   With d_qk = d_v = Q this is PaLM's 4·L·H·Q·T forward, 12·L·H·Q·T in training. MLA uses its
   own widths (DeepSeek-V3: d_qk = 192, d_v = 128). Layers with a sliding window attend to
-  min(T, window) tokens.
+  min(T, window) tokens; Llama 4's chunked layers attend within blocks of c tokens, min(T, c).
 - Inference per token at context T is the forward pass only: 2N + attention at T.
 
 Causal attention, two conventions (``causal`` argument):
@@ -24,6 +24,8 @@ Causal attention, two conventions (``causal`` argument):
   of a sequence cost T²/2 instead of T² (the FLOP count of FlashAttention's benchmarks, Dao et al. 2022
   and Dao 2023: ``4·T²·H·Q / 2`` forward for a causal mask). With a sliding window w the mean span is
   T/2 for T <= w and w - w²/(2T) beyond (the integral of min(t, w) over t in [0, T], divided by T).
+  With chunked attention (blocks of c, Llama 4) a token attends to the tokens before it in its block:
+  min(T, c)/2 on average over whole blocks.
   Training plans count model FLOPs this way, and the step-time model (``steptime.py``) charges the
   kernels the same spans, so the MFU the plans report is at most the attention kernel's efficiency and
   never above 1, even at long context where attention dominates.
@@ -115,10 +117,20 @@ def attention_flops_forward(spec: ModelSpec, seq_len: int, causal: bool = False)
     """
     per_context_token = 2.0 * spec.attention_heads * (spec.qk_head_dim + spec.v_head_dim)
     windowed = spec.sliding_window_layers if spec.sliding_window else 0
-    full = spec.layers - windowed
+    chunked = spec.chunked_layers if spec.attention_chunk else 0
     span_full = attended_span(seq_len, None, causal)
     span_windowed = attended_span(seq_len, spec.sliding_window, causal) if windowed else 0.0
-    return per_context_token * (full * span_full + windowed * span_windowed)
+    span_chunked = chunked_span(seq_len, spec.attention_chunk, causal) if chunked else 0.0
+    return per_context_token * (
+        spec.full_attention_layers * span_full + windowed * span_windowed + chunked * span_chunked
+    )
+
+
+def chunked_span(seq_len: float, chunk: int | None, causal: bool = False) -> float:
+    """Tokens one query attends to under chunked attention (blocks of ``chunk``): min(T, c) without
+    ``causal``; with it the mean over whole blocks, min(T, c)/2."""
+    span = float(min(seq_len, chunk)) if chunk else float(seq_len)
+    return span / 2.0 if causal else span
 
 
 def flops_per_token(model: ModelSpec | ParamsOnlyModel, seq_len: int, causal: bool = False) -> FlopsPerToken:

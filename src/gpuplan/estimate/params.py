@@ -10,6 +10,8 @@ Conventions:
 - ``active`` is what one token uses: everything except the routed experts it is not sent to
   (``experts - experts_per_token`` of them per MoE layer). Embeddings are included, as in the
   Mixtral and DeepSeek reports ("12.9B active", "37B activated").
+- ``vision`` (vision-language checkpoints) is the vision tower and projector: part of ``total`` (the
+  checkpoint holds it), not of ``active`` (a text token does not run it).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from types import MappingProxyType
 from ..spec.model import ModelSpec
 
 #: Components in display order.
-COMPONENTS = ("embeddings", "attention", "mlp", "router", "experts", "shared_experts", "norms", "lm_head")
+COMPONENTS = ("embeddings", "attention", "mlp", "router", "experts", "shared_experts", "norms", "lm_head", "vision")
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ class ParamBreakdown:
 
     @property
     def active(self) -> int:
-        return self.total - self.inactive_experts
+        return self.total - self.inactive_experts - self.parts.get("vision", 0)
 
     def to_dict(self) -> dict[str, int]:
         return {k: self.parts[k] for k in COMPONENTS if self.parts.get(k)}
@@ -76,6 +78,8 @@ def attention_params_per_layer(spec: ModelSpec) -> int:
     kv_width = spec.kv_heads * spec.head_dim
     total = linear_params(h, q_width, spec.qkv_bias) + 2 * linear_params(h, kv_width, spec.qkv_bias)
     total += linear_params(q_width, h, spec.o_bias)
+    if spec.attention_sinks:
+        total += spec.attention_heads
     if spec.qk_norm == "head":
         total += 2 * norm_params(spec, spec.head_dim)
     elif spec.qk_norm == "full":
@@ -112,15 +116,22 @@ def count_params(spec: ModelSpec) -> ParamBreakdown:
         "norms": norms,
         "lm_head": 0 if spec.tie_embeddings else spec.vocab_size * e + (spec.vocab_size if spec.lm_head_bias else 0),
     }
+    if spec.tie_embeddings and spec.lm_head_bias:
+        # a tied head shares the embedding matrix but keeps its own bias (ERNIE 4.5 with use_bias); it is
+        # listed with the embedding so that "lm_head" stays 0 exactly when the head is tied
+        parts["embeddings"] += spec.vocab_size
+    if spec.vision_params:
+        parts["vision"] = spec.vision_params
     inactive = 0
     if spec.moe is not None:
         moe = spec.moe
-        one_expert = mlp_params(spec, moe.expert_ffn_size, bias=False)
-        parts["router"] = moe.layers * linear_params(h, moe.experts, moe.router_bias)
+        one_expert = mlp_params(spec, moe.expert_ffn_size, bias=moe.expert_bias)
+        router = linear_params(h, moe.experts, moe.router_bias) + (moe.experts if moe.router_score_bias else 0)
+        parts["router"] = moe.layers * router
         parts["experts"] = moe.layers * moe.experts * one_expert
         shared = 0
         if moe.shared_ffn_size:
-            shared = mlp_params(spec, moe.shared_ffn_size, bias=False)
+            shared = mlp_params(spec, moe.shared_ffn_size, bias=moe.shared_expert_bias)
             shared += linear_params(h, 1, False) if moe.shared_expert_gate else 0
         parts["shared_experts"] = moe.layers * shared
         inactive = moe.layers * (moe.experts - moe.experts_per_token) * one_expert

@@ -32,6 +32,12 @@ class MoE:
     shared_ffn_size: int = 0
     shared_expert_gate: bool = False
     router_bias: bool = False
+    #: gpt-oss: every routed expert's projections carry biases (gate/up 2 x expert_ffn_size, down hidden).
+    expert_bias: bool = False
+    #: ERNIE 4.5: the shared experts' projections carry biases.
+    shared_expert_bias: bool = False
+    #: ERNIE 4.5: a learned per-expert score-correction bias in the router (``experts`` values per layer).
+    router_score_bias: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,16 @@ class ModelSpec:
     rotary_fraction: float = 1.0
     sliding_window: int | None = None
     sliding_window_layers: int = 0
+    #: Llama 4 chunked attention: ``chunked_layers`` layers attend only within blocks of ``attention_chunk``
+    #: tokens (a KV cache of at most that many tokens each); the other layers attend to the whole context.
+    attention_chunk: int | None = None
+    chunked_layers: int = 0
+    #: gpt-oss attention sinks: one learned logit per query head per layer (a column of the softmax that
+    #: holds no KV cache entry).
+    attention_sinks: bool = False
+    #: Parameters outside the language model that the checkpoint holds: a vision-language model's vision
+    #: tower and projector (held in memory, not run for text tokens).
+    vision_params: int = 0
     moe: MoE | None = None
     mla: MLA | None = None
     family: str = ""
@@ -97,6 +113,13 @@ class ModelSpec:
     def token_embedding_dim(self) -> int:
         """Width of the token embedding (OPT-350m embeds at 512 and projects to the hidden size)."""
         return self.embedding_dim or self.hidden_size
+
+    @property
+    def full_attention_layers(self) -> int:
+        """Layers that attend to the whole context (neither windowed nor chunked)."""
+        windowed = self.sliding_window_layers if self.sliding_window else 0
+        chunked = self.chunked_layers if self.attention_chunk else 0
+        return self.layers - windowed - chunked
 
     @property
     def dense_layers(self) -> int:
