@@ -203,10 +203,12 @@ def test_max_concurrent_sequences_and_slo_batch():
     r = serving_plan(spec, gpu, ServingLayout(), ServingJob(prompt_tokens=1000, output_tokens=1000, max_tpot_s=0.03))
     assert 1 <= r.batch <= r.max_concurrent_sequences and r.tpot_s <= 0.03
     above = serving_plan(
-        spec, gpu, ServingLayout(), ServingJob(prompt_tokens=1000, output_tokens=1000, batch=r.batch + 1)
+        spec, gpu, ServingLayout(), ServingJob(prompt_tokens=1000, output_tokens=1000, concurrency=r.batch + 1)
     )
     assert above.tpot_s > 0.03 or r.batch == r.max_concurrent_sequences
-    kv_seq = kv_cache_bytes(spec, 2000, "bf16")
+    # a continuous batch plans its KV at mean occupancy: prompt + half the output, in 16-token blocks
+    assert r.kv_tokens_per_sequence == 1504
+    kv_seq = kv_cache_bytes(spec, 1504, "bf16")
     free = r.planning_bytes - (r.total_bytes - r.parts["kv_cache"])
     assert r.max_concurrent_sequences == int(free // kv_seq)
 
@@ -229,9 +231,14 @@ def test_bad_serving_jobs(kw, fragment):
 def test_fp8_needs_hardware_and_context_fits():
     with pytest.raises(JobError, match="no fp8"):
         serving_plan(MODELS.get("llama-3.1-8b"), ACCS.get("a100-sxm-80gb"), ServingLayout(), ServingJob(weights="fp8"))
+    # a little beyond the context: a warning (RoPE extension); beyond 4x the context: refused
+    r = serving_plan(
+        MODELS.get("gpt2"), ACCS.get("h100"), ServingLayout(), ServingJob(prompt_tokens=1000, output_tokens=100)
+    )
+    assert any("context length" in n for n in r.notes)
     with pytest.raises(JobError, match="context length"):
         serving_plan(
-            MODELS.get("gpt2"), ACCS.get("h100"), ServingLayout(), ServingJob(prompt_tokens=1000, output_tokens=100)
+            MODELS.get("gpt2"), ACCS.get("h100"), ServingLayout(), ServingJob(prompt_tokens=4000, output_tokens=100)
         )
 
 

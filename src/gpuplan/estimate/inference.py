@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from ..errors import JobError
 from ..spec.accelerator import Accelerator
+from ..spec.choices import ENGINE_ALIASES, STATIC_ENGINES
 from ..spec.model import ModelSpec, ParamsOnlyModel
 from ..spec.serving import KV_DTYPES, ServingJob, ServingLayout
 from ..units import (
@@ -42,7 +43,7 @@ from .assumptions import Assumption, AssumptionSet, check_assumptions
 from .flops import attention_flops_forward, matmul_params
 from .itemized import Itemized
 from .params import count_params, linear_shapes
-from .quant import WEIGHT_FORMATS, bytes_per_param
+from .quant import FP4_FORMATS, WEIGHT_FORMATS, bytes_per_param
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class InferenceAssumptions(AssumptionSet):
     cuda_graph_bytes: int = 512 * MiB
     prefill_chunk_tokens: int = 8192
     max_num_seqs: int = 256
+    request_overhead_s: float = 0.0
 
     SOURCES = MappingProxyType(
         {
@@ -137,15 +139,22 @@ class InferenceAssumptions(AssumptionSet):
                 "sglang issue #8538)",
             ),
             "prefill_chunk_tokens": (
-                "tokens",
-                "tokens a server prefills per step: vLLM's max_num_batched_tokens, 8192 "
-                "for its server on large GPUs (vllm/engine/arg_utils.py get_batch_defaults); sizes "
-                "the activation workspace",
+                "tokens per step",
+                "the token budget of one engine step (decode tokens + packed prefill chunks, chunked "
+                "prefill): vLLM's max_num_batched_tokens, 8192 for its server on large GPUs "
+                "(vllm/engine/arg_utils.py); per engine in ENGINE_PROFILES; also sizes the activation workspace",
             ),
             "max_num_seqs": (
                 "sequences",
-                "most sequences a server batches at once: vLLM's max_num_seqs, 256 "
-                "(vllm/engine/arg_utils.py; 1024 on large GPUs in newer releases)",
+                "most sequences a server batches at once (0: as many as the KV cache holds): vLLM's "
+                "max_num_seqs, 256 (vllm/engine/arg_utils.py; 1024 on large GPUs in newer releases); per "
+                "engine in ENGINE_PROFILES",
+            ),
+            "request_overhead_s": (
+                "seconds per request",
+                "fixed latency a request pays outside the GPU steps (HTTP, tokenization, "
+                "detokenization), added to TTFT: 0 by default, since no bundled source separates it from "
+                "the prefill; set it from your own measurements",
             ),
         }
     )
@@ -163,14 +172,123 @@ class InferenceAssumptions(AssumptionSet):
                 "int8_kernel_bandwidth_factor": (1, 10),
                 "int4_kernel_bandwidth_factor": (1, 10),
                 "prefill_chunk_tokens": (1, 10**7),
-                "max_num_seqs": (1, 10**6),
+                "max_num_seqs": (0, 10**6),
             },
             positive=("memory_bandwidth_efficiency", "compute_efficiency", "link_efficiency", "gpu_memory_utilization"),
         )
 
 
-#: Per-step overhead of a continuous-batching server (see engine_step_overhead_s's source).
+#: Per-step overhead of a Python-scheduled continuous-batching server (see engine_step_overhead_s's source).
 SERVER_STEP_OVERHEAD_S = 4e-3
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """A serving engine's defaults: how it batches, how it packs a step, what it costs per step.
+
+    ``max_num_seqs`` is the batch cap (0: as many as the KV cache holds, the engines that size the batch
+    from memory); ``token_budget`` the tokens one step carries (decodes + prefill chunks); ``memory_rule``
+    whether the KV cache gets ``gpu_memory_utilization`` of the whole GPU ("total", vLLM/SGLang) or of what
+    is free after the weights and workspace ("free", TensorRT-LLM, TGI). Each becomes the default of the
+    matching assumption, so ``--assume`` overrides it."""
+
+    name: str
+    engine_step_overhead_s: float
+    max_num_seqs: int
+    token_budget: int
+    gpu_memory_utilization: float
+    memory_rule: str
+    cuda_graphs: bool
+    source: str
+
+
+ENGINE_PROFILES: Mapping[str, EngineProfile] = MappingProxyType(
+    {
+        p.name: p
+        for p in (
+            EngineProfile(
+                "vllm",
+                SERVER_STEP_OVERHEAD_S,
+                256,
+                8192,
+                0.90,
+                "total",
+                True,
+                "vLLM: max_num_seqs 256 and max_num_batched_tokens 8192 with chunked prefill "
+                "(vllm/engine/arg_utils.py; docs 'Optimization and Tuning'), gpu_memory_utilization 0.90 of "
+                "the whole GPU (vllm/config/cache.py); a 4 ms Python scheduling/sampling step "
+                "(engine_step_overhead_s's source)",
+            ),
+            EngineProfile(
+                "sglang",
+                0.0,
+                0,
+                8192,
+                0.88,
+                "total",
+                True,
+                "SGLang: chunked_prefill_size 8192 on large GPUs (python/sglang/srt/server_args.py), "
+                "max_running_requests sized from the KV pool when unset, mem_fraction_static ~0.88 on "
+                "80 GB GPUs (server_args.py); the overlap ('zero-overhead') scheduler hides the CPU step "
+                "behind the GPU (SGLang v0.4 blog, 2024-12)",
+            ),
+            EngineProfile(
+                "trtllm",
+                0.0,
+                2048,
+                8192,
+                0.90,
+                "free",
+                True,
+                "TensorRT-LLM: max_batch_size 2048 and max_num_tokens 8192 (llmapi BuildConfig defaults; "
+                "docs 'Tuning Max Batch Size and Max Num Tokens'), the running batch then limited by the "
+                "KV blocks: KvCacheConfig.free_gpu_memory_fraction 0.9 of the memory free after the "
+                "weights; C++ in-flight batching with the overlap scheduler (docs), no Python step",
+            ),
+            EngineProfile(
+                "tgi",
+                SERVER_STEP_OVERHEAD_S,
+                0,
+                4096,
+                1.0,
+                "free",
+                True,
+                "TGI: max_batch_prefill_tokens 4096 (launcher docs), max_batch_total_tokens inferred "
+                "from the memory free after warm-up (so the batch is sized from the KV cache), "
+                "cuda_memory_fraction 1.0; a Python model server stepped by the Rust router (per-step "
+                "overhead as vLLM before v0.6)",
+            ),
+            EngineProfile(
+                "llama.cpp",
+                0.0,
+                1,
+                2048,
+                1.0,
+                "total",
+                True,
+                "llama.cpp: one slot (llama-server --parallel 1, the 2024 default), n_batch 2048 "
+                "(common/common.h), KV allocated for the context it is given; C++ with CUDA graphs for "
+                "batch-1 decode (ggml-cuda, 2024), no scheduler overhead",
+            ),
+            EngineProfile(
+                "compiled",
+                0.0,
+                0,
+                10**7,
+                1.0,
+                "total",
+                False,
+                "one compiled stream (gpt-fast: torch.compile + CUDA graphs): no scheduler, the "
+                "whole prompt prefilled in one call, the batch as given",
+            ),
+        )
+    }
+)
+
+
+def engine_profile(engine: str) -> EngineProfile:
+    """The profile of an ``--engine`` choice (``server`` is vLLM's)."""
+    return ENGINE_PROFILES[ENGINE_ALIASES.get(engine, engine)]
 
 
 def decode_mbu(weight_bytes: float, kv_bytes: float, tpot_s: float, peak_bandwidth: float) -> float:
@@ -180,7 +298,7 @@ def decode_mbu(weight_bytes: float, kv_bytes: float, tpot_s: float, peak_bandwid
 
 
 def assumptions_for(job: ServingJob, base: InferenceAssumptions | None = None) -> InferenceAssumptions:
-    """Engine-dependent defaults: a server pays a per-step overhead; a compiled single stream does not."""
+    """Engine-dependent defaults (the engine's profile); ``base`` when given."""
     if base is not None:
         return base
     return _engine_defaults(job.engine)
@@ -189,8 +307,14 @@ def assumptions_for(job: ServingJob, base: InferenceAssumptions | None = None) -
 @functools.cache
 def _engine_defaults(engine: str) -> InferenceAssumptions:
     # made once per engine: a ranking plans hundreds of replicas, and each new set re-checks every value
-    a = InferenceAssumptions()
-    return replace(a, engine_step_overhead_s=SERVER_STEP_OVERHEAD_S) if engine == "server" else a
+    p = engine_profile(engine)
+    return replace(
+        InferenceAssumptions(),
+        engine_step_overhead_s=p.engine_step_overhead_s,
+        max_num_seqs=p.max_num_seqs,
+        prefill_chunk_tokens=p.token_budget,
+        gpu_memory_utilization=p.gpu_memory_utilization,
+    )
 
 
 # -------------------------------------------------------------------------------------------- memory
@@ -247,6 +371,7 @@ def weight_bytes(model: ModelSpec | ParamsOnlyModel, fmt: str, layout: ServingLa
     b = count_params(spec)
     shapes = linear_shapes(spec)
     rest_bytes = 2.0 if f.head_16bit else q
+    dense_q = 2.0 if f.experts_only and spec.moe is not None else q  # non-expert linear layers
     per_layer_linear = (
         sum(
             din * dout * n
@@ -258,10 +383,14 @@ def weight_bytes(model: ModelSpec | ParamsOnlyModel, fmt: str, layout: ServingLa
     expert_params = sum(din * dout * n for k, (din, dout, n) in shapes.items() if k.startswith("expert_"))
     per_layer_other = (b.parts["norms"] + b.parts.get("router", 0)) / spec.layers
     layers_here = math.ceil(spec.layers / layout.pp)
-    body = layers_here * (per_layer_linear * q + per_layer_other * 2.0)
+    body = layers_here * (per_layer_linear * dense_q + per_layer_other * 2.0)
     experts = expert_params * layers_here / spec.layers * q
+    # a vision-language model's vision tower (kept in 16-bit, like the embeddings) runs before the first layer
     first = (
-        body + experts + b.parts["embeddings"] * rest_bytes + (b.parts["lm_head"] * rest_bytes if layout.pp == 1 else 0)
+        body
+        + experts
+        + (b.parts["embeddings"] + b.parts.get("vision", 0)) * rest_bytes
+        + (b.parts["lm_head"] * rest_bytes if layout.pp == 1 else 0)
     )
     last = body + experts + (b.parts["lm_head"] or b.parts["embeddings"]) * rest_bytes if layout.pp > 1 else first
     moe_here = round(spec.moe.layers * layers_here / spec.layers) if spec.moe else 0
@@ -290,6 +419,10 @@ class ServingReport(Itemized):
     reasons: tuple[str, ...]
     assumptions: tuple[Assumption, ...]
     notes: tuple[str, ...] = ()
+    engine_profile: str = ""
+    running_sequences: float = 0.0  # sequences decoding at once (continuous: after the token budget)
+    kv_tokens_per_sequence: int = 0  # KV tokens planned per sequence (mean occupancy, or the whole sequence)
+    prefill_tokens_per_step: float = 0.0  # other requests' prompt tokens packed into each decode step
 
     @property
     def fits(self) -> bool:
@@ -303,14 +436,19 @@ SERVING_GROUPS = ServingReport.group_order
 
 
 def compute_dtype(fmt: str, gpu: Accelerator) -> str:
-    """The dtype the matmuls run in: fp8 for fp8 weights where supported, else bf16, fp16, then fp32
-    (pre-Volta parts such as the K80 have no fast 16-bit path)."""
-    preferred: tuple[str, ...] = ("fp8",) if fmt == "fp8" else ()
+    """The dtype the matmuls run in: fp8 for fp8 weights where supported, fp4 for NVFP4/MXFP4 weights on
+    parts with an fp4 peak (Blackwell: activations quantized too), else bf16, fp16, then fp32 (pre-Volta
+    parts such as the K80 have no fast 16-bit path)."""
+    preferred: tuple[str, ...] = ("fp8",) if fmt == "fp8" else ("fp4",) if fmt in FP4_FORMATS else ()
     return next(d for d in (*preferred, "bf16", "fp16", "fp32") if gpu.supports(d))
 
 
-def _kernel_factor(fmt: str, a: InferenceAssumptions) -> float:
+def _kernel_factor(fmt: str, a: InferenceAssumptions, gpu: Accelerator | None = None) -> float:
+    """Effective-bandwidth penalty of the kernel that reads ``fmt``: fp4 read natively (Blackwell) costs
+    nothing extra; elsewhere fp4 goes through weight-only dequantizing kernels, like int4."""
     kernel = WEIGHT_FORMATS[fmt].kernel
+    if kernel == "fp4":
+        return 1.0 if gpu is not None and gpu.supports("fp4") else a.int4_kernel_bandwidth_factor
     return {
         "int8": a.int8_kernel_bandwidth_factor,
         "int4": a.int4_kernel_bandwidth_factor,
@@ -352,6 +490,58 @@ def _p2p_s(message: float, gpu: Accelerator, a: InferenceAssumptions) -> float:
     return a.allreduce_latency_s + message / (gpu.scale_up_bytes_per_s * a.link_efficiency)
 
 
+def step_s(
+    model: ModelSpec | ParamsOnlyModel,
+    gpu: Accelerator,
+    layout: ServingLayout,
+    job: ServingJob,
+    a: InferenceAssumptions,
+    decodes: float,
+    context: int,
+    prefill_tokens: float = 0.0,
+    prompt: int = 0,
+) -> tuple[float, str]:
+    """One engine step: ``decodes`` sequences each add a token at ``context`` tokens, and ``prefill_tokens``
+    prompt tokens (of prompts of ``prompt`` tokens) ride in the same step (chunked prefill packs them into
+    the step's token budget). (seconds, 'memory' or 'compute' for the weight GEMMs).
+
+    Roofline per kernel family (Williams et al. 2009): the weight GEMMs take the longer of the weight read
+    (for MoE, the experts the step's tokens touch, uniform routing) and their FLOPs (2N per token); the
+    attention takes the longer of the KV-cache read of the decoding sequences and its FLOPs (decode tokens
+    attend to their whole context, prompt tokens causally to half the prompt on average: PaLM appendix B,
+    halved as FlashAttention counts it). The two run as separate kernels one after the other, so their
+    times add. Plus a fixed latency per layer, two all-reduces per layer under TP (Megatron-LM section 3),
+    the stages in turn under PP (a token passes each stage; pipelining serves memory, not latency) and the
+    engine's per-step overhead.
+    """
+    w = weight_bytes(model, job.weights, layout)
+    stage_layers, share = _stage_share(model, layout)
+    tokens = decodes + prefill_tokens
+    read = w.total
+    if w.moe_layers_here and isinstance(model, ModelSpec) and model.moe is not None:
+        moe = model.moe
+        touched = moe.experts * (1 - (1 - moe.experts_per_token / moe.experts) ** tokens)  # uniform routing
+        read = w.total - w.experts + w.per_expert * touched * w.moe_layers_here
+    read *= _kernel_factor(job.weights, a, gpu)
+    bandwidth = a.memory_bandwidth_efficiency * gpu.memory_bandwidth_bytes_per_s
+    peak = a.compute_efficiency * gpu.peak_flops_per_s[compute_dtype(job.weights, gpu)]
+    t_mem = read / bandwidth
+    t_comp = tokens * 2 * _active_matmul_params(model) * share / layout.tp / peak
+    t_attn = 0.0
+    if isinstance(model, ModelSpec):
+        kv_read = decodes * kv_cache_bytes(model, context, job.kv_cache, layout.tp) * share if decodes else 0.0
+        attn = decodes * attention_flops_forward(model, context) if decodes else 0.0
+        if prefill_tokens:
+            attn += prefill_tokens * attention_flops_forward(model, prompt, causal=True)
+        t_attn = max(kv_read / bandwidth, attn * share / layout.tp / peak)
+    hidden = model.hidden_size if isinstance(model, ModelSpec) else 0
+    message = tokens * hidden * 2
+    comm = 2 * stage_layers * _allreduce_s(message, layout.tp, gpu, a)
+    t_stage = max(t_mem, t_comp) + t_attn + stage_layers * a.layer_overhead_s + comm
+    t = layout.pp * t_stage + (layout.pp - 1) * _p2p_s(message, gpu, a) + a.engine_step_overhead_s
+    return t, "memory" if t_mem >= t_comp else "compute"
+
+
 def decode_step_s(
     model: ModelSpec | ParamsOnlyModel,
     gpu: Accelerator,
@@ -361,30 +551,8 @@ def decode_step_s(
     batch: int,
     context: int,
 ) -> tuple[float, str]:
-    """One decode step for ``batch`` sequences at ``context`` tokens each: (seconds, 'memory' or 'compute').
-
-    A token passes through the pipeline stages in turn: the step takes pp x the busiest stage's time plus
-    the sends between stages (pipelining serves memory, not latency).
-    """
-    w = weight_bytes(model, job.weights, layout)
-    stage_layers, share = _stage_share(model, layout)
-    read = w.total
-    if w.moe_layers_here and isinstance(model, ModelSpec) and model.moe is not None:
-        moe = model.moe
-        touched = moe.experts * (1 - (1 - moe.experts_per_token / moe.experts) ** batch)  # uniform routing
-        read = w.total - w.experts + w.per_expert * touched * w.moe_layers_here
-    read *= _kernel_factor(job.weights, a)
-    if isinstance(model, ModelSpec):
-        read += batch * kv_cache_bytes(model, context, job.kv_cache, layout.tp) * share
-    t_mem = read / (a.memory_bandwidth_efficiency * gpu.memory_bandwidth_bytes_per_s)
-    attn = attention_flops_forward(model, context) if isinstance(model, ModelSpec) else 0.0
-    flops = batch * (2 * _active_matmul_params(model) + attn) * share / layout.tp
-    t_comp = flops / (a.compute_efficiency * gpu.peak_flops_per_s[compute_dtype(job.weights, gpu)])
-    hidden = model.hidden_size if isinstance(model, ModelSpec) else 0
-    comm = 2 * stage_layers * _allreduce_s(batch * hidden * 2, layout.tp, gpu, a)
-    t_stage = max(t_mem, t_comp) + stage_layers * a.layer_overhead_s + comm
-    t = layout.pp * t_stage + (layout.pp - 1) * _p2p_s(batch * hidden * 2, gpu, a) + a.engine_step_overhead_s
-    return t, "memory" if t_mem >= t_comp else "compute"
+    """One decode step for ``batch`` sequences at ``context`` tokens each, no prompt in the step."""
+    return step_s(model, gpu, layout, job, a, batch, context)
 
 
 def prefill_s(
@@ -396,24 +564,38 @@ def prefill_s(
     batch: int,
     prompt: int,
 ) -> float:
-    """Prefill of ``batch`` prompts of ``prompt`` tokens: compute-bound at useful sizes.
+    """Prefill of ``batch`` prompts of ``prompt`` tokens in one step (a static batch; compute-bound at
+    useful sizes): FLOPs = tokens x 2N + causal attention (``flops.attended_span``)."""
+    return step_s(model, gpu, layout, job, a, 0, 0, batch * prompt, prompt)[0]
 
-    FLOPs = tokens x 2N + causal attention (each token attends to the ones before it: on average half
-    the prompt, PaLM appendix B's term halved as FlashAttention counts it; ``flops.attended_span``, which
-    also handles sliding windows); stages in turn, as in decode.
-    """
-    w = weight_bytes(model, job.weights, layout).total * _kernel_factor(job.weights, a)
-    stage_layers, share = _stage_share(model, layout)
-    attn = attention_flops_forward(model, prompt, causal=True) if isinstance(model, ModelSpec) else 0.0
-    flops = batch * prompt * (2 * _active_matmul_params(model) + attn) * share / layout.tp
-    t_comp = flops / (a.compute_efficiency * gpu.peak_flops_per_s[compute_dtype(job.weights, gpu)])
-    t_mem = w / (a.memory_bandwidth_efficiency * gpu.memory_bandwidth_bytes_per_s)
-    hidden = model.hidden_size if isinstance(model, ModelSpec) else 0
-    comm = 2 * stage_layers * _allreduce_s(batch * prompt * hidden * 2, layout.tp, gpu, a)
-    t_stage = max(t_comp, t_mem) + stage_layers * a.layer_overhead_s + comm
-    return (
-        layout.pp * t_stage + (layout.pp - 1) * _p2p_s(batch * prompt * hidden * 2, gpu, a) + a.engine_step_overhead_s
-    )
+
+def chunked_prefill_s(
+    model: ModelSpec | ParamsOnlyModel,
+    gpu: Accelerator,
+    layout: ServingLayout,
+    job: ServingJob,
+    a: InferenceAssumptions,
+    prompt: int,
+    decodes: float,
+    context: int,
+) -> float:
+    """One prompt prefilled in chunks of the step's token budget left beside ``decodes`` running sequences
+    (vLLM/SGLang chunked prefill, TRT-LLM max_num_tokens): each chunk is one mixed step."""
+    room = max(1.0, a.prefill_chunk_tokens - decodes)
+    full, rest = divmod(prompt, room)
+    t = 0.0
+    if full:
+        t += full * step_s(model, gpu, layout, job, a, decodes, context, room, prompt)[0]
+    if rest >= 1 or not full:
+        t += step_s(model, gpu, layout, job, a, decodes, context, max(1.0, rest), prompt)[0]
+    return t
+
+
+#: Tokens per KV-cache block of paged engines: vLLM's default block_size 16 (vllm/config/cache.py).
+KV_BLOCK_TOKENS = 16
+#: Beyond this multiple of its trained context a model is not run: YaRN factor 4 is the largest
+#: extension model cards recommend (Qwen3: 32,768 native, 131,072 with YaRN factor 4).
+MAX_CONTEXT_EXTENSION = 4
 
 
 # ----------------------------------------------------------------------------------------- the plan
@@ -448,7 +630,22 @@ def serving_plan(
     assumptions: InferenceAssumptions | None = None,
 ) -> ServingReport:
     """Memory, latency and throughput of one replica; the batch is --batch/--concurrency, else the largest
-    that fits memory and meets --max-tpot / --max-ttft (1 when none is given and nothing else limits)."""
+    that fits memory and meets --max-tpot / --max-ttft (1 when none is given and nothing else limits).
+
+    Continuous batching (a server engine, or --concurrency) is planned in steady state: every step decodes
+    one token for each running sequence and packs the prompts of arriving requests into the rest of the
+    step's token budget (chunked prefill), so a prompt shares the weight read, the launches and the step
+    overhead of the decode steps it rides on. With B sequences running, each of output O, a request arrives
+    per O/B steps, so a step carries (B - 1) x P / O prompt tokens of the others on average (the time per
+    output token a request sees); its own prompt takes ceil(P / (budget - B)) mixed steps (its TTFT). The
+    requests per second follow from Little's law: B / (TTFT + (O - 1) x TPOT). Where the budget cannot
+    carry the prompts of B sequences, fewer run at once (the rest wait).
+
+    KV memory: a continuous batch holds each sequence's prompt and, on average over its life, half its
+    output (paged KV: blocks are allocated as tokens arrive and freed at the end), so the plan reserves
+    P + O/2 tokens per sequence, rounded up to a block; a static batch (or --context) reserves the whole
+    sequence. More requests than fit run as many as fit (the rest queue), which a note says.
+    """
     if not isinstance(model, ModelSpec):
         raise JobError("serving estimates need the architecture (KV cache, attention); give a model id or config.json")
     _check_serving_ranges(layout, job)
@@ -459,46 +656,90 @@ def serving_plan(
     if model.attention_heads % layout.tp:
         raise JobError(f"tp({layout.tp}) must divide {model.id}'s {model.attention_heads} attention heads")
     a = assumptions_for(job, assumptions)
+    profile = engine_profile(job.engine)
     w = weight_bytes(model, job.weights, layout)
     seq = job.sequence_tokens
+    notes: list[str] = []
+    if seq > MAX_CONTEXT_EXTENSION * model.context_length:
+        raise JobError(
+            f"prompt + output = {seq} tokens exceeds {MAX_CONTEXT_EXTENSION} x {model.id}'s context length "
+            f"{model.context_length} (beyond any RoPE extension model cards recommend)"
+        )
     if seq > model.context_length:
-        raise JobError(f"prompt + output = {seq} tokens exceeds {model.id}'s context length {model.context_length}")
-    per_seq_kv = kv_cache_bytes(model, seq, job.kv_cache, layout.tp) * _stage_share(model, layout)[1]
-    chunk = min(a.prefill_chunk_tokens, max(seq, job.prompt_tokens))
+        notes.append(
+            f"prompt + output = {seq:,} tokens is beyond {model.id}'s context length {model.context_length:,}: "
+            "the engine needs a RoPE extension (YaRN) or stops generating at the context length"
+        )
+    prompt, output = job.prompt_tokens, job.output_tokens
+    share = _stage_share(model, layout)[1]
+    if job.continuous and job.context is None:
+        occupancy = min(seq, prompt + math.ceil(output / 2))
+        occupancy = min(seq, math.ceil(occupancy / KV_BLOCK_TOKENS) * KV_BLOCK_TOKENS)
+    else:
+        occupancy = seq
+    per_seq_kv = kv_cache_bytes(model, occupancy, job.kv_cache, layout.tp) * share
+    chunk = min(a.prefill_chunk_tokens, max(seq, prompt))
     ffn = max(model.ffn_size, model.moe.expert_ffn_size * model.moe.experts_per_token if model.moe else 0)
     act = chunk * (4 * model.hidden_size + 3 * ffn / layout.tp) * 2  # hidden states and the MLP's widest tensors
     parts: dict[str, float] = {"weights": w.total, "activations_workspace": act, "cuda_context": a.cuda_context_bytes}
     groups = {"weights": "weights", "activations_workspace": "activations", "cuda_context": "other"}
-    if job.engine == "server":
+    if profile.cuda_graphs:
         parts["cuda_graphs"] = a.cuda_graph_bytes
         groups["cuda_graphs"] = "other"
     if layout.tp > 1 or layout.pp > 1:
         parts["nccl_buffers"] = 256 * MiB
         groups["nccl_buffers"] = "other"
     capacity = gpu.usable_memory_bytes
-    planning = capacity * (a.gpu_memory_utilization if job.engine == "server" else 1.0)
-    free_for_kv = planning - sum(parts.values())
+    if profile.memory_rule == "free":
+        planning = float(capacity)
+        free_for_kv = a.gpu_memory_utilization * (capacity - sum(parts.values()))
+    else:
+        planning = capacity * a.gpu_memory_utilization
+        free_for_kv = planning - sum(parts.values())
     max_seqs = max(0, int(free_for_kv // per_seq_kv)) if per_seq_kv else 0
+    if job.continuous and job.context is None:
+        notes.append(
+            f"KV cache planned at mean occupancy (paged KV): {occupancy:,} tokens per sequence (prompt + half "
+            f"the output), room for {max_seqs:,} sequences"
+        )
 
-    def latency(batch: int) -> tuple[float, float, float, str]:
-        """(ttft, mean tpot, request latency) for one request in a batch of ``batch``."""
-        mean_ctx = job.prompt_tokens + job.output_tokens // 2
-        tpot, bound = decode_step_s(model, gpu, layout, job, a, batch, mean_ctx)
-        if job.continuous:
-            ttft = prefill_s(model, gpu, layout, job, a, 1, job.prompt_tokens) + tpot
-        else:
-            ttft = prefill_s(model, gpu, layout, job, a, batch, job.prompt_tokens)
-        return ttft, tpot, ttft + (job.output_tokens - 1) * tpot, bound
+    def running(batch: int) -> float:
+        """Sequences decoding at once: the batch, or fewer where the step's token budget cannot also carry
+        the prompts that keep them fed (B + (B - 1) P / O <= budget)."""
+        if not job.continuous:
+            return float(batch)
+        ratio = prompt / output
+        return max(1.0, min(float(batch), (a.prefill_chunk_tokens + ratio) / (1 + ratio)))
+
+    def latency(batch: int) -> tuple[float, float, float, str, float]:
+        """(ttft, mean tpot, request latency, bound, running sequences) for a batch of ``batch``."""
+        mean_ctx = prompt + output // 2
+        if not job.continuous:
+            tpot, bound = decode_step_s(model, gpu, layout, job, a, batch, mean_ctx)
+            ttft = prefill_s(model, gpu, layout, job, a, batch, prompt) + a.request_overhead_s
+            return ttft, tpot, ttft + (output - 1) * tpot, bound, float(batch)
+        b = running(batch)
+        others = (b - 1) * prompt / output  # the other requests' prompt tokens in each step
+        tpot, bound = step_s(model, gpu, layout, job, a, b, mean_ctx, others, prompt)
+        ttft = chunked_prefill_s(model, gpu, layout, job, a, prompt, b - 1, mean_ctx) + a.request_overhead_s
+        return ttft, tpot, ttft + (output - 1) * tpot, bound, b
 
     def meets(batch: int) -> bool:
-        ttft, tpot, _, _ = latency(batch)
+        ttft, tpot, _, _, _ = latency(batch)
         return (job.max_tpot_s is None or tpot <= job.max_tpot_s) and (job.max_ttft_s is None or ttft <= job.max_ttft_s)
 
-    notes: list[str] = []
     requested = job.batch or job.concurrency
-    cap = max(1, min(max_seqs, a.max_num_seqs if job.engine == "server" else max_seqs))
+    engine_cap = a.max_num_seqs if (a.max_num_seqs and job.engine not in STATIC_ENGINES) else max_seqs
+    cap = max(1, min(max_seqs, engine_cap))
     if requested:
         batch = requested
+        if job.continuous and requested > cap and max_seqs >= 1:
+            batch = cap
+            why = f"max_num_seqs={a.max_num_seqs}" if cap < max_seqs else "the KV cache"
+            notes.append(
+                f"{requested} requests in flight but {why} holds {cap} at once: {cap} run, the rest wait in "
+                "the queue (throughput at the cap; TTFT here excludes the wait)"
+            )
     elif job.max_tpot_s is not None or job.max_ttft_s is not None:
         lo, hi = 0, cap  # largest batch in [1, cap] that meets the targets (latency grows with the batch)
         while lo < hi:
@@ -510,26 +751,28 @@ def serving_plan(
         batch = max(1, lo)
         if not lo:
             notes.append("no batch meets the latency targets; showing batch 1")
-    elif job.engine == "server":
+    elif job.continuous:
         batch = cap
+        cap_rule = f"max_num_seqs={a.max_num_seqs}" if a.max_num_seqs else "the KV cache"
         notes.append(
             f"no --batch/--concurrency/--max-tpot: the server runs as many sequences as fit, up to "
-            f"max_num_seqs={a.max_num_seqs}: {max_seqs if max_seqs < 1 else batch}"
-            + (" (none fit; shown for 1)" if max_seqs < 1 else "")
+            f"{cap_rule}: {max_seqs if max_seqs < 1 else batch}" + (" (none fit; shown for 1)" if max_seqs < 1 else "")
         )
     else:
         batch = 1
     parts["kv_cache"] = per_seq_kv * batch
     groups["kv_cache"] = "kv_cache"
-    ttft, tpot, total, bound = latency(batch)
-    if job.continuous:
-        # steady state: a request's prefill occupies the replica; its decode steps are shared by the batch
-        prefill_time = prefill_s(model, gpu, layout, job, a, 1, job.prompt_tokens)
-        decode_time = job.output_tokens * tpot / batch
-    else:
-        prefill_time = ttft / batch
-        decode_time = (job.output_tokens - 1) * tpot / batch
-    requests_per_s = 1 / (prefill_time + decode_time)
+    ttft, tpot, total, bound, live = latency(batch)
+    if job.continuous and live < batch:
+        notes.append(
+            f"the token budget ({a.prefill_chunk_tokens:,} per step) carries the prompts of {live:.0f} "
+            f"sequences at once, not {batch}: the others wait"
+        )
+    requests_per_s = live / total
+    # the share of the replica's time the prompts cost: what the steps take beyond decoding alone
+    decode_only = decode_step_s(model, gpu, layout, job, a, max(1, round(live)), prompt + output // 2)[0]
+    decode_time = output * decode_only / max(1.0, live)
+    prefill_share = min(1.0, max(0.0, 1 - decode_time * requests_per_s))
     report = ServingReport(
         parts=MappingProxyType(parts),
         groups=MappingProxyType(groups),
@@ -540,17 +783,21 @@ def serving_plan(
         ttft_s=ttft,
         tpot_s=tpot,
         request_latency_s=total,
-        tokens_per_s=requests_per_s * job.output_tokens,
+        tokens_per_s=requests_per_s * output,
         requests_per_s=requests_per_s,
         decode_bound=bound,
-        prefill_share=prefill_time / (prefill_time + decode_time),
+        prefill_share=prefill_share,
         reasons=(),
         assumptions=tuple(a.items()),
         notes=tuple(notes),
+        engine_profile=profile.name,
+        running_sequences=live,
+        kv_tokens_per_sequence=occupancy,
+        prefill_tokens_per_step=(live - 1) * prompt / output if job.continuous else 0.0,
     )
     reasons = []
     if not report.fits:
-        what = "the weights alone" if w.total > planning else f"a batch of {batch} at {seq:,} tokens"
+        what = "the weights alone" if w.total > planning else f"a batch of {batch} at {occupancy:,} tokens"
         reasons.append(
             f"need {report.total_bytes / GiB:.1f} GiB > {planning / GiB:.1f} GiB planned on {gpu.id} "
             f"({what}); add tensor parallelism (--tp) or quantize (--weights, --kv-cache)"

@@ -1,7 +1,15 @@
 """Weight formats for inference: bits each parameter takes in memory, scales and zero points included.
 
 A format quantizes the linear layers of the decoder; ``head_16bit`` says whether the embedding and LM
-head stay in 16-bit (AWQ, GPTQ and fp8 checkpoints keep them; GGUF quantizes them too).
+head stay in 16-bit (AWQ, GPTQ and fp8 checkpoints keep them; GGUF quantizes them too); ``experts_only``
+that only the MoE experts take it (gpt-oss's MXFP4 checkpoints).
+
+FP4 (OCP Microscaling spec v1.0, 2023; NVIDIA Blackwell NVFP4): each element is e2m1 (4 bits) and a block of
+elements shares one scale. NVFP4: one fp8 e4m3 scale per 16 elements plus one fp32 scale per tensor, i.e.
+4 + 8/16 = 4.5 bits (the per-tensor scale is 32 bits over millions of elements: below 1e-5 bit per
+element, left out). MXFP4: one e8m0 (8-bit power of two) scale per 32 elements, 4 + 8/32 = 4.25 bits.
+Blackwell tensor cores multiply both natively (the catalog's fp4 peak); elsewhere engines dequantize them
+in weight-only kernels (Marlin-style, like int4) and multiply in 16-bit.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ class WeightFormat:
     head_16bit: bool
     source: str
     kernel: str  # which kernel family reads it (selects the decode bandwidth factor)
+    experts_only: bool = False  # only the MoE experts take the format; other linear layers stay 16-bit
 
 
 WEIGHT_FORMATS: Mapping[str, WeightFormat] = MappingProxyType(
@@ -102,6 +111,26 @@ WEIGHT_FORMATS: Mapping[str, WeightFormat] = MappingProxyType(
                 "(llama-quant.cpp); 4.6358 bpw derived for Llama-3-8B (quantize.cpp lists 4.34 GB)",
                 "gguf",
             ),
+            WeightFormat(
+                "nvfp4",
+                4 + 8 / 16,
+                True,
+                "NVFP4: e2m1 elements, one fp8 e4m3 scale per 16 and one fp32 scale per tensor: 4 + 8/16 "
+                "bits (NVIDIA 'Introducing NVFP4' 2025; TensorRT Model Optimizer NVFP4 checkpoints keep "
+                "lm_head and embeddings in 16-bit, e.g. nvidia/DeepSeek-R1-FP4)",
+                "fp4",
+            ),
+            WeightFormat(
+                "mxfp4",
+                4 + 8 / 32,
+                True,
+                "MXFP4: e2m1 elements, one e8m0 scale per 32: 4 + 8/32 = 4.25 bits (OCP Microscaling "
+                "Formats spec v1.0). As gpt-oss ships it, only the MoE experts are MXFP4; attention, "
+                "router, embeddings and head stay bf16 (gpt-oss model card, 2025: 4.25 bits per "
+                "parameter on the MoE weights)",
+                "fp4",
+                experts_only=True,
+            ),
         )
     }
 )
@@ -109,3 +138,7 @@ WEIGHT_FORMATS: Mapping[str, WeightFormat] = MappingProxyType(
 
 def bytes_per_param(fmt: str) -> float:
     return WEIGHT_FORMATS[fmt].bits_per_param / 8
+
+
+#: Formats whose elements are fp4 (e2m1): multiplied natively where the accelerator has an fp4 peak.
+FP4_FORMATS = frozenset(f.name for f in WEIGHT_FORMATS.values() if f.kernel == "fp4")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import JobError, LayoutError
-from .choices import Engine, KvCache, Weights, values
+from .choices import STATIC_ENGINES, Engine, KvCache, Weights, values
 
 #: Bytes per KV-cache element of each --kv-cache choice.
 KV_DTYPES = {KvCache.BF16.value: 2.0, KvCache.FP16.value: 2.0, KvCache.FP8.value: 1.0, KvCache.INT8.value: 1.0}
@@ -37,8 +37,9 @@ class ServingJob:
     """What is served: weight and KV formats, request shape, batch, and latency targets.
 
     ``batch`` is a static batch (all prompts prefilled together); ``concurrency`` is continuous batching
-    with that many sequences decoding at once, a new request's prompt prefilled alone. With neither, a
-    server engine batches continuously and a compiled single stream statically.
+    with that many sequences in flight, new prompts packed into the engine's token budget per step beside the
+    running decodes (chunked prefill). With neither, a server engine batches continuously (as many sequences
+    as its batch cap and memory allow) and a compiled single stream statically.
     """
 
     weights: str = "bf16"
@@ -87,4 +88,4 @@ class ServingJob:
     @property
     def continuous(self) -> bool:
         """Continuous batching: --concurrency, or a server engine when no static --batch is given."""
-        return self.concurrency is not None or (self.batch is None and self.engine == "server")
+        return self.concurrency is not None or (self.batch is None and self.engine not in STATIC_ENGINES)

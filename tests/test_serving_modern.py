@@ -1,0 +1,236 @@
+"""Serving accuracy (issue #14): packed prefill, engine profiles, FP4 weights, KV planning at mean occupancy.
+
+The error bounds are the ones reached on the bundled validation files (``gpuplan validate --category
+inference``), with a little headroom, so a regression fails here.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+import gpuplan
+from conftest import BUNDLED_ACCELERATORS, BUNDLED_MODELS
+from gpuplan.estimate.inference import (
+    ENGINE_PROFILES,
+    assumptions_for,
+    cost_per_million,
+    engine_profile,
+    fleet_for,
+    prefill_s,
+    serving_plan,
+    weight_bytes,
+)
+from gpuplan.estimate.quant import WEIGHT_FORMATS, bytes_per_param
+from gpuplan.spec.choices import Engine, values
+from gpuplan.spec.serving import ServingJob, ServingLayout
+
+MODELS = BUNDLED_MODELS
+ACCS = BUNDLED_ACCELERATORS
+
+
+@pytest.fixture(scope="module")
+def inference_rows():
+    report = gpuplan.validate(category="inference")
+    return report.rows, report.summary()["inference"]
+
+
+# ------------------------------------------------------------------------------------------ error bounds
+
+
+def _mae(rows, pred):
+    errors = [abs(r.error) for r in rows if pred(r)]
+    assert errors
+    return statistics.fmean(errors)
+
+
+def test_error_bounds_reached(inference_rows):
+    rows, summary = inference_rows
+    by_q = summary["quantity"]
+    assert summary["all"]["count"] >= 110
+    assert by_q["output_tokens_per_s_total"]["mae"] <= 0.08  # was 10.4 % before packing
+    assert by_q["requests_per_s_total"]["mae"] <= 0.05
+    # throughput of the continuous and static runs together (output tokens/s and requests/s)
+    assert _mae(rows, lambda r: r.case.quantity in ("output_tokens_per_s_total", "requests_per_s_total")) <= 0.065
+    # decode latency (TPOT/ITL and tokens/s per user) outside FP4 (the FP4 rows: see the report's open items)
+    decode = ("tpot_s", "decode_tokens_per_s_per_user")
+    assert _mae(rows, lambda r: r.case.quantity in decode and r.case.precision not in ("nvfp4", "mxfp4")) <= 0.11
+    # TTFT where no request waits in a queue (NIM c100/c250 queue: latency under load is not modeled)
+    assert (
+        _mae(rows, lambda r: r.case.quantity == "ttft_s" and "c100" not in r.case.id and "c250" not in r.case.id) <= 0.2
+    )
+    assert summary["stack"]["nim"]["mae"] <= 0.24  # was 30.8 %
+    assert summary["stack"]["gpt-fast"]["mae"] <= 0.03
+    assert summary["stack"]["databricks"]["mae"] <= 0.06
+
+
+def test_measured_runs_fit(inference_rows):
+    """The NIM runs at concurrency 50/100/250 were "does not fit" when every sequence reserved its prompt and
+    whole output; with paged KV at mean occupancy the server runs what fits and queues the rest."""
+    _, summary = inference_rows
+    assert summary["all"]["does_not_fit"] == 0
+
+
+# ------------------------------------------------------------------------------------------------ packing
+
+
+def _old_style_input_cost(spec, gpu, job, report, usd):
+    """$ per million input tokens if each prompt took a step of its own (the model before packing)."""
+    a = assumptions_for(job)
+    alone = prefill_s(spec, gpu, ServingLayout(), job, a, 1, job.prompt_tokens)
+    return usd / 3600 * alone / job.prompt_tokens * 1e6
+
+
+def test_packed_prompts_are_cheaper_than_a_step_each():
+    spec, gpu = MODELS.get("llama-3-8b"), ACCS.get("h100-sxm-80gb")
+    job = ServingJob(prompt_tokens=2000, output_tokens=200, engine="vllm")
+    r = serving_plan(spec, gpu, ServingLayout(), job)
+    cost = cost_per_million(r, ServingLayout(), job, 2.0)
+    assert cost["usd_per_million_input_tokens"] < _old_style_input_cost(spec, gpu, job, r, 2.0)
+    assert 0 < r.prefill_share < 1
+    assert r.prefill_tokens_per_step == pytest.approx((r.running_sequences - 1) * 2000 / 200)
+
+
+def test_packing_sizes_a_smaller_fleet_than_a_prompt_per_step():
+    """Requests per second with packed prompts beat a replica that spends a whole step per prompt."""
+    spec, gpu = MODELS.get("llama-3-8b"), ACCS.get("h100-sxm-80gb")
+    job = ServingJob(prompt_tokens=2000, output_tokens=200, concurrency=64, engine="vllm")
+    r = serving_plan(spec, gpu, ServingLayout(), job)
+    a = assumptions_for(job)
+    one_step_each = 1 / (prefill_s(spec, gpu, ServingLayout(), job, a, 1, 2000) + 200 * r.tpot_s / 64)
+    assert r.requests_per_s > one_step_each
+    fleet = fleet_for(r, ServingLayout(), job, 40.0)
+    assert fleet.replicas == -(-40.0 // r.requests_per_s)
+    assert fleet.replicas < -(-40.0 // one_step_each)
+
+
+def test_itl_grows_with_the_prompts_packed_beside_it():
+    spec, gpu = MODELS.get("llama-3.1-70b"), ACCS.get("h100-sxm-80gb")
+    lay = ServingLayout(tp=2)
+    tpot = [
+        serving_plan(
+            spec, gpu, lay, ServingJob(weights="fp8", prompt_tokens=5000, output_tokens=500, concurrency=c)
+        ).tpot_s
+        for c in (1, 5, 25)
+    ]
+    assert tpot[0] < tpot[1] < tpot[2]
+
+
+def test_token_budget_limits_the_running_batch():
+    spec, gpu = MODELS.get("llama-3-8b"), ACCS.get("h100-sxm-80gb")
+    job = ServingJob(prompt_tokens=8000, output_tokens=10, concurrency=200, engine="vllm")
+    r = serving_plan(spec, gpu, ServingLayout(), job)
+    # B + (B - 1) x 800 <= 8192 -> about 11 sequences at once
+    assert r.running_sequences == pytest.approx((8192 + 800) / 801)
+    assert any("token budget" in n for n in r.notes)
+
+
+# ------------------------------------------------------------------------------------------ engine profiles
+
+
+def test_engine_choices_come_from_the_enum():
+    assert set(values(Engine)) == {"server", "vllm", "sglang", "trtllm", "tgi", "llama.cpp", "compiled"}
+    assert set(ENGINE_PROFILES) | {"server"} == set(values(Engine))
+    assert engine_profile("server") is ENGINE_PROFILES["vllm"]
+
+
+@pytest.mark.parametrize(
+    "engine,overhead,seqs,budget",
+    [
+        ("vllm", 4e-3, 256, 8192),
+        ("server", 4e-3, 256, 8192),
+        ("sglang", 0.0, 0, 8192),
+        ("trtllm", 0.0, 2048, 8192),
+        ("tgi", 4e-3, 0, 4096),
+        ("llama.cpp", 0.0, 1, 2048),
+        ("compiled", 0.0, 0, 10**7),
+    ],
+)
+def test_engine_profile_defaults(engine, overhead, seqs, budget):
+    a = assumptions_for(ServingJob(engine=engine))
+    assert a.engine_step_overhead_s == overhead
+    assert a.max_num_seqs == seqs
+    assert a.prefill_chunk_tokens == budget
+    assert engine_profile(engine).source
+
+
+def test_profiles_are_overridable_with_assume():
+    r = gpuplan.serve(
+        "llama-3-8b",
+        gpu="h100-sxm-80gb",
+        engine="sglang",
+        concurrency=8,
+        assume={"engine_step_overhead_s": 0.002, "prefill_chunk_tokens": 2048},
+    )
+    used = {x.name: x.value for x in r.serving.assumptions}
+    assert used["engine_step_overhead_s"] == 0.002 and used["prefill_chunk_tokens"] == 2048
+
+
+def test_trtllm_sizes_the_batch_from_kv_memory():
+    spec, gpu = MODELS.get("llama-3-8b"), ACCS.get("h100-sxm-80gb")
+    job = ServingJob(prompt_tokens=128, output_tokens=128, engine="trtllm")
+    r = serving_plan(spec, gpu, ServingLayout(), job)
+    assert r.batch == min(2048, r.max_concurrent_sequences) and r.batch > 256
+    v = serving_plan(spec, gpu, ServingLayout(), ServingJob(prompt_tokens=128, output_tokens=128, engine="vllm"))
+    assert v.batch == 256
+
+
+# ---------------------------------------------------------------------------------------------------- FP4
+
+
+def test_fp4_bits_per_parameter():
+    assert WEIGHT_FORMATS["nvfp4"].bits_per_param == 4.5  # e2m1 + one e4m3 scale per 16
+    assert WEIGHT_FORMATS["mxfp4"].bits_per_param == 4.25  # e2m1 + one e8m0 scale per 32
+    assert bytes_per_param("nvfp4") == pytest.approx(0.5625)
+
+
+def test_fp4_weight_bytes_dense_and_moe():
+    dense = MODELS.get("llama-3-8b")
+    bf16 = weight_bytes(dense, "bf16", ServingLayout()).total
+    nv = weight_bytes(dense, "nvfp4", ServingLayout()).total
+    assert 0.28 < nv / bf16 < 0.40  # linear layers at 4.5 bits, embeddings and head in 16-bit
+    moe = MODELS.get("deepseek-v3")
+    mx = weight_bytes(moe, "mxfp4", ServingLayout(tp=8))
+    nvm = weight_bytes(moe, "nvfp4", ServingLayout(tp=8))
+    assert mx.experts == pytest.approx(nvm.experts * 4.25 / 4.5)
+    assert mx.total > mx.experts  # mxfp4 leaves attention in bf16 (gpt-oss layout)
+
+
+def test_fp4_computes_in_fp4_on_blackwell_only():
+    from gpuplan.estimate.inference import compute_dtype
+
+    assert compute_dtype("nvfp4", ACCS.get("b200")) == "fp4"
+    assert compute_dtype("nvfp4", ACCS.get("h100-sxm-80gb")) == "bf16"
+    assert compute_dtype("mxfp4", ACCS.get("a100-sxm-80gb")) == "bf16"
+
+
+def test_fp4_records_are_scored(inference_rows):
+    rows, _ = inference_rows
+    assert any(r.case.precision == "nvfp4" for r in rows)
+
+
+# ------------------------------------------------------------------------------------------------ KV plan
+
+
+def test_continuous_plans_kv_at_mean_occupancy():
+    spec, gpu = MODELS.get("llama-3.1-70b"), ACCS.get("h100-sxm-80gb")
+    lay = ServingLayout(tp=2)
+    cont = serving_plan(
+        spec, gpu, lay, ServingJob(weights="fp8", prompt_tokens=5000, output_tokens=500, concurrency=250)
+    )
+    assert cont.fits
+    assert cont.kv_tokens_per_sequence == 5264  # 5000 + 250, rounded up to a 16-token block
+    assert cont.batch < 250 and any("wait in the queue" in n for n in cont.notes)
+    static = serving_plan(spec, gpu, lay, ServingJob(weights="fp8", prompt_tokens=5000, output_tokens=500, batch=8))
+    assert static.kv_tokens_per_sequence == 5500
+
+
+def test_context_guard_warns_then_refuses():
+    spec, gpu = MODELS.get("llama-3-8b"), ACCS.get("rtx-4090")
+    r = serving_plan(spec, gpu, ServingLayout(), ServingJob(prompt_tokens=8192, output_tokens=8192, batch=1))
+    assert any("beyond" in n and "context length" in n for n in r.notes)
+    from gpuplan.errors import JobError
+
+    with pytest.raises(JobError, match="context length"):
+        serving_plan(spec, gpu, ServingLayout(), ServingJob(prompt_tokens=30000, output_tokens=8192, batch=1))
