@@ -14,10 +14,12 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 
 from ..errors import CatalogError
 from ..spec.accelerator import DTYPES
+from ..spec.offer import HARDWARE_FIELDS, NIC_KINDS
 from .offers import PRICING
 from .schema import _DATE, _ID, MAX_BYTES, MAX_COUNT, MAX_RATE, _field_path
 
 _M = TypeVar("_M", bound=BaseModel)
+OFFER_SOURCE_KEYS = ("hardware", *HARDWARE_FIELDS)
 
 
 class _Strict(BaseModel):
@@ -160,13 +162,28 @@ class OfferEntry(_Strict):
     gpu_count: Count
     vcpus: Count | None = None
     host_memory_bytes: Bytes | None = None
-    scale_up: str | None = None
-    scale_out_bytes_per_s: Rate | None = None
+    scale_up: str | None = None  # the NVLink / NVSwitch (or PCIe) link between the node's GPUs, in words
+    scale_out_bytes_per_s: Rate | None = None  # the node's total scale-out bandwidth, all NICs
+    local_nvme_bytes: Annotated[int, Field(ge=0, le=MAX_BYTES)] | None = None  # 0: no local instance store
+    local_nvme_read_bytes_per_s: Rate | None = None
+    local_nvme_write_bytes_per_s: Rate | None = None
+    nic_kind: Literal[NIC_KINDS] | None = None  # type: ignore[valid-type]
     usd_per_hour: Annotated[float, Field(gt=0, le=1e9)]
     pricing: Literal[PRICING]  # type: ignore[valid-type]
     price_date: Annotated[str, Field(pattern=_DATE)]
     source: SourceEntry
+    # the source of a hardware figure, when it is not the price's: a field name, or "hardware" for all of them
+    sources: dict[Literal[OFFER_SOURCE_KEYS], SourceEntry] = {}  # type: ignore[valid-type]
     notes: str | None = None
+
+    @model_validator(mode="after")
+    def _sourced_figures(self) -> OfferEntry:
+        unused = [k for k in self.sources if k != "hardware" and getattr(self, k) is None]
+        if unused:
+            raise ValueError(f"sources names {', '.join(unused)}, which the offer does not give")
+        if self.local_nvme_bytes == 0 and (self.local_nvme_read_bytes_per_s or self.local_nvme_write_bytes_per_s):
+            raise ValueError("local_nvme_bytes = 0 (no local NVMe) but a local NVMe bandwidth is given")
+        return self
 
 
 class OfferFile(_Strict):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CatalogError, GpuplanError
@@ -90,6 +91,13 @@ def _read_offer_file(
             scale_out_bytes_per_s=e.scale_out_bytes_per_s,
             notes=e.notes,
             origin=origin or str(path),
+            local_nvme_bytes=e.local_nvme_bytes,
+            local_nvme_read_bytes_per_s=e.local_nvme_read_bytes_per_s,
+            local_nvme_write_bytes_per_s=e.local_nvme_write_bytes_per_s,
+            nic_kind=e.nic_kind,
+            sources=MappingProxyType({k: Source(v.title, v.url, v.date) for k, v in e.sources.items()})
+            if e.sources
+            else MappingProxyType({}),
         )
         seen.add(e.id)
         raws[e.id] = raw

@@ -22,6 +22,8 @@ Sources, by part:
 - Network: ring all-reduce moves 2(n-1)/n x S per rank (nccl-tests PERFORMANCE.md), hidden when it fits in
   the backward pass it overlaps.
 - Energy: GPU-hours x TDP x host-power factor x PUE (the TCO module's rule); CO2eq = energy x grid intensity.
+- The instance's resources (``--offer``): vCPUs, host RAM and local NVMe from the offers catalog (each figure with
+  its source, docs/offers-schema.md) against the needs above; a figure the offer does not publish is "unknown".
 """
 
 from __future__ import annotations
@@ -280,6 +282,35 @@ def host_ram_floor_bytes(gpu_memory_bytes: float, gpus_per_node: int, ratio: flo
     return gpu_memory_bytes * gpus_per_node * ratio
 
 
+# ------------------------------------------------------------------------------- the instance's resources
+
+#: The outcomes of comparing what a plan needs with what an instance has.
+OK, SHORT, UNKNOWN = "ok", "short", "unknown"
+
+
+def resource_status(needed: float, available: float | None) -> str:
+    """ "ok" when the instance has at least what is needed, "short" when it has less, "unknown" when the offer
+    does not publish the figure (never taken as zero)."""
+    if available is None:
+        return UNKNOWN
+    return OK if available >= needed else SHORT
+
+
+def node_checkpoint_bytes(per_rank_bytes: float, ranks_on_node: int, writer_ranks: int, total_bytes: float) -> float:
+    """The checkpoint shards one node writes: the per-rank share of each of its writing ranks (at most
+    ``writer_ranks``: a rank that holds the same shard as another writes nothing), never more than the whole."""
+    return min(total_bytes, per_rank_bytes * max(1, min(ranks_on_node, writer_ranks)))
+
+
+def local_nvme_need_bytes(
+    checkpoint_bytes_per_node: float, checkpoints_kept: float, staged_bytes_per_node: float
+) -> float:
+    """Local disk one node needs when checkpoints and data live on its NVMe: the checkpoints it keeps (the last
+    complete one and the one being written: a checkpoint must not overwrite the only good copy) plus its
+    share of the staged dataset."""
+    return checkpoint_bytes_per_node * checkpoints_kept + staged_bytes_per_node
+
+
 # ---------------------------------------------------------------------------------------------- network
 
 
@@ -324,6 +355,7 @@ class MachineAssumptions(AssumptionSet):
     host_power_factor: float = 1.82
     pue: float = 1.58
     grid_gco2_per_kwh: float = 480.0
+    local_checkpoints_kept: float = 2.0
 
     SOURCES = MappingProxyType(
         {
@@ -370,6 +402,12 @@ class MachineAssumptions(AssumptionSet):
                 "emissions intensity 480 gCO2/kWh in 2023 (the Llama 3.1 model card's 405B figures "
                 "imply 413.6 g/kWh over TDP energy)",
             ),
+            "local_checkpoints_kept": (
+                "checkpoints",
+                "kept on local NVMe when --storage local-nvme: the last complete checkpoint and the one being "
+                "written (a judgment: never overwrite the only good copy; torchtitan's keep_latest_k and Megatron's "
+                "rotation keep more)",
+            ),
         }
     )
 
@@ -392,5 +430,6 @@ class MachineAssumptions(AssumptionSet):
                 "host_ram_per_gpu_memory": (0, 64),
                 "restart_s": (0, 30 * 86400),
                 "loader_worker_bytes": (0, 1024 * GiB),
+                "local_checkpoints_kept": (1, 1000),
             },
         )

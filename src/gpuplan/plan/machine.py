@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import QuantityError
+from ..errors import InputError, QuantityError
 from ..estimate import machine as mx
 from ..estimate.assumptions import Assumption
 from ..spec.accelerator import Accelerator, pcie_bytes_per_s
@@ -46,6 +46,13 @@ def parse_bytes_per_s(text: str | float, what: str = "--storage-write") -> float
 _RANGES = {
     "storage_write_bytes_per_s": ("--storage-write", 0.0, 1e15, True, "bytes per second"),
     "bytes_per_token": ("--bytes-per-token", 0.0, 1e9, True, "stored bytes per training token"),
+    "bytes_per_sample": (
+        "--bytes-per-sample",
+        0.0,
+        1e15,
+        True,
+        "stored bytes per training sample (one sequence of --seq-len tokens)",
+    ),
     "mtbf_per_gpu_hours": (
         "--mtbf-per-gpu-hours",
         1.0,
@@ -70,6 +77,7 @@ class MachineOptions:
     storage: str = DEFAULT_TRAIN_STORAGE
     storage_write_bytes_per_s: float | None = None
     bytes_per_token: float | None = None  # None: the stored token size for the model's vocabulary
+    bytes_per_sample: float | None = None  # per sequence of seq_len tokens (non-text data); excludes bytes_per_token
     async_checkpoint: bool = False
     mtbf_per_gpu_hours: float | None = None
     grid_gco2_per_kwh: float | None = None
@@ -84,11 +92,18 @@ class MachineOptions:
         mtbf_per_gpu_hours: str | float | None = None,
         grid_gco2_per_kwh: str | float | None = None,
         default_storage: str = DEFAULT_TRAIN_STORAGE,
+        bytes_per_sample: str | float | None = None,
     ) -> MachineOptions:
+        if bytes_per_token is not None and bytes_per_sample is not None:
+            raise InputError(
+                "--bytes-per-sample",
+                "give --bytes-per-token or --bytes-per-sample (bytes per sequence of --seq-len tokens), not both",
+            )
         return cls(
             storage=storage or default_storage,
             storage_write_bytes_per_s=parse_bytes_per_s(storage_write) if storage_write is not None else None,
             bytes_per_token=_number(bytes_per_token, "bytes_per_token") if bytes_per_token is not None else None,
+            bytes_per_sample=_number(bytes_per_sample, "bytes_per_sample") if bytes_per_sample is not None else None,
             async_checkpoint=async_checkpoint,
             mtbf_per_gpu_hours=_number(mtbf_per_gpu_hours, "mtbf_per_gpu_hours")
             if mtbf_per_gpu_hours is not None
@@ -104,6 +119,8 @@ class MachineOptions:
         for name, (flag, low, high, low_open, why) in _RANGES.items():
             if getattr(self, name) is not None:
                 check_range(getattr(self, name), flag, low, high, low_open=low_open, why=why)
+        if self.bytes_per_token is not None and self.bytes_per_sample is not None:
+            raise InputError("--bytes-per-sample", "give --bytes-per-token or --bytes-per-sample, not both")
 
 
 @dataclass(frozen=True)
@@ -161,10 +178,12 @@ def train_machine(
 
     step_assumptions = step_assumptions if step_assumptions is not None else StepAssumptions()
     a = assumptions
-    if plan is not None and plan.offer is not None:
+    offer = plan.offer if plan is not None else None
+    scale_out_set = step_assumptions.scale_out_bytes_per_s_per_gpu is not None  # --assume wins over the offer
+    if offer is not None:
         from .training import offer_network
 
-        step_assumptions = offer_network(plan.offer, step_assumptions)
+        step_assumptions = offer_network(offer, step_assumptions)
     gpn = max(1, step_assumptions.gpus_per_node)
     nodes = math.ceil(layout.gpus / gpn)
     gpus_here = min(layout.gpus, gpn)
@@ -186,8 +205,16 @@ def train_machine(
     )
     writer_nodes = min(nodes, math.ceil(ckpt.writer_ranks / gpn))
     storage = mx.STORAGE_CLASSES[options.storage]
+    on_nvme = options.storage == "local-nvme" and offer is not None
+    read_per_node = storage.read_bytes_per_s_per_node
+    if on_nvme and offer is not None and offer.local_nvme_read_bytes_per_s:
+        read_per_node = offer.local_nvme_read_bytes_per_s
     if options.storage_write_bytes_per_s is not None:
         write_bw, write_src = options.storage_write_bytes_per_s, "--storage-write"
+    elif on_nvme and offer is not None and offer.local_nvme_write_bytes_per_s:
+        write_bw = offer.local_nvme_write_bytes_per_s * writer_nodes
+        src = offer.source_for("local_nvme_write_bytes_per_s")
+        write_src = f"offer {offer.id}: local NVMe write per node x {writer_nodes} node(s) ({src.title}, {src.date})"
     else:
         write_bw = mx.storage_write_bytes_per_s(storage, writer_nodes)
         write_src = f"{options.storage}: {writer_nodes} writing node(s) x per-node write" + (
@@ -221,22 +248,26 @@ def train_machine(
     }
 
     # ---- time-based figures (need --tokens)
-    bpt = options.bytes_per_token or mx.token_dtype_bytes(getattr(model, "vocab_size", None))
-    bpt_src = (
-        "--bytes-per-token"
-        if options.bytes_per_token
-        else ("Megatron-LM DType.optimal_dtype: uint16 below 65,500 vocabulary entries, else int32")
-    )
+    if options.bytes_per_sample is not None:
+        # a sample is one sequence of seq_len tokens: its stored bytes spread over them
+        bpt = options.bytes_per_sample / job.seq_len
+        bpt_src = f"--bytes-per-sample {options.bytes_per_sample:g} / --seq-len {job.seq_len} tokens per sample"
+    elif options.bytes_per_token:
+        bpt, bpt_src = options.bytes_per_token, "--bytes-per-token"
+    else:
+        bpt = mx.token_dtype_bytes(getattr(model, "vocab_size", None))
+        bpt_src = "Megatron-LM DType.optimal_dtype: uint16 below 65,500 vocabulary entries, else int32"
     figures: dict[str, Any] = {
         "storage": {
             "class": options.storage,
             "source": storage.source,
-            "read_bytes_per_s_per_node": storage.read_bytes_per_s_per_node,
+            "read_bytes_per_s_per_node": read_per_node,
             "write_bytes_per_s": write_bw,
             "write_source": write_src,
         },
         "bytes_per_token": bpt,
         "bytes_per_token_source": bpt_src,
+        "bytes_per_sample": options.bytes_per_sample,
         "dataset_bytes": None,
         "storage_read_bytes_per_s": None,
         "storage_read_bytes_per_s_per_node": None,
@@ -287,9 +318,9 @@ def train_machine(
         figures["dataset_bytes"] = mx.dataset_bytes(tokens, bpt)
         figures["storage_read_bytes_per_s"] = mx.read_bytes_per_s(tokens_per_s, bpt)
         figures["storage_read_bytes_per_s_per_node"] = figures["storage_read_bytes_per_s"] / nodes
-        if figures["storage_read_bytes_per_s_per_node"] > storage.read_bytes_per_s_per_node:
+        if figures["storage_read_bytes_per_s_per_node"] > read_per_node:
             notes.append(
-                f"storage: {options.storage} reads {storage.read_bytes_per_s_per_node / 1e9:.3g} GB/s per node, "
+                f"storage: {options.storage} reads {read_per_node / 1e9:.3g} GB/s per node, "
                 f"less than the {figures['storage_read_bytes_per_s_per_node'] / 1e9:.3g} GB/s the plan needs"
             )
         extra = write_s if options.async_checkpoint else 0.0
@@ -314,6 +345,10 @@ def train_machine(
             notes.append(f"energy: {gpu.id} has no TDP in the catalog")
         if plan.step is not None and isinstance(model, ModelSpec):
             figures.update(_network(model, gpu, layout, job, memory, plan.step, step_assumptions, gpn))
+        if offer is not None:
+            figures.update(_instance(offer, options, a, figures, ckpt, gpus_here, nodes, plan.compute.tokens * bpt))
+            if figures["nic_source"] is not None and not scale_out_set:
+                figures["nic_source"] = _offer_nic_source(offer, figures["nic_source"])
     used = [Assumption(x.name, rate, x.unit, rate_src) if x.name == "failures_per_gpu_hour" else x for x in a.items()]
     used = [
         Assumption(x.name, figures["grid_gco2_per_kwh"], x.unit, "--grid-gco2-per-kwh")
@@ -322,6 +357,100 @@ def train_machine(
         for x in used
     ]
     return MachineReport(figures, tuple(used), tuple(notes))
+
+
+def _offer_nic_source(offer, fallback: str) -> str:
+    """Where the network check's NIC figure comes from when the plan runs on an offer."""
+    if offer.scale_out_bytes_per_s:
+        src = offer.source_for("scale_out_bytes_per_s")
+        return (
+            f"offer {offer.id}: {offer.scale_out_bytes_per_s * 8 / 1e9:,.0f} Gb/s per node / {offer.gpu_count} GPUs "
+            f"({src.title}, {src.date})"
+        )
+    return f"offer {offer.id} publishes no sustained scale-out bandwidth, so the GPU's figure: {fallback}"
+
+
+def _instance(
+    offer,
+    options: MachineOptions,
+    a: mx.MachineAssumptions,
+    figures: dict,
+    ckpt,
+    gpus_here: int,
+    nodes: int,
+    unique_dataset_bytes: float,
+) -> dict:
+    """The offer's instance against what one node of the plan needs: vCPUs vs CPU cores, host RAM vs the
+    itemized need, and (with --storage local-nvme) local NVMe vs the checkpoints kept plus the node's share of
+    the dataset (staged once, sharded by node). A figure the offer does not publish is "unknown", never 0."""
+    cores_needed = figures["cpu_cores_per_node"]
+    ram_needed = figures["host_ram_bytes_per_node"]
+    checks: dict[str, Any] = {
+        "cpu": {
+            "needed_cores_per_node": cores_needed,
+            "vcpus_per_node": offer.vcpus,
+            "status": mx.resource_status(cores_needed, offer.vcpus),
+        },
+        "host_ram": {
+            "needed_bytes_per_node": ram_needed,
+            "host_memory_bytes_per_node": offer.host_memory_bytes,
+            "status": mx.resource_status(ram_needed, offer.host_memory_bytes),
+        },
+    }
+    warnings: list[str] = []
+    name = f"{offer.instance} ({offer.id})"
+    if checks["cpu"]["status"] == mx.SHORT:
+        warnings.append(
+            f"CPU: {name} has {offer.vcpus} vCPUs; the plan needs {cores_needed:g} cores per node "
+            f"({figures['cpu_cores_per_gpu']:g} per GPU x {gpus_here} GPUs: the training process and "
+            f"{a.loader_workers_per_gpu:g} DataLoader workers each)"
+        )
+    if checks["host_ram"]["status"] == mx.SHORT:
+        parts = ", ".join(
+            f"{k.removesuffix('_bytes').replace('_', ' ')} {v / 1e9:,.0f} GB"
+            for k, v in figures["host_ram_parts_bytes"].items()
+            if v
+        )
+        warnings.append(
+            f"host RAM: {name} has {offer.host_memory_bytes / 1e9:,.0f} GB; the plan needs "
+            f"{ram_needed / 1e9:,.0f} GB per node ({parts})"
+        )
+    if options.storage == "local-nvme":
+        ckpt_node = mx.node_checkpoint_bytes(ckpt.per_rank_bytes, gpus_here, ckpt.writer_ranks, ckpt.total_bytes)
+        staged = unique_dataset_bytes / nodes
+        need = mx.local_nvme_need_bytes(ckpt_node, a.local_checkpoints_kept, staged)
+        checks["local_nvme"] = {
+            "needed_bytes_per_node": need,
+            "needed_parts_bytes": {
+                "checkpoints_bytes": ckpt_node * a.local_checkpoints_kept,
+                "staged_dataset_bytes": staged,
+            },
+            "local_nvme_bytes_per_node": offer.local_nvme_bytes,
+            "status": mx.resource_status(need, offer.local_nvme_bytes),
+        }
+        if offer.local_nvme_bytes == 0:
+            warnings.append(f"local NVMe: {name} has no local instance store; --storage local-nvme needs one")
+        elif checks["local_nvme"]["status"] == mx.SHORT:
+            warnings.append(
+                f"local NVMe: {name} has {offer.local_nvme_bytes / 1e12:,.2f} TB; the plan needs "
+                f"{need / 1e12:,.2f} TB per node ({a.local_checkpoints_kept:g} checkpoints of "
+                f"{ckpt_node / 1e12:,.2f} TB + {staged / 1e12:,.2f} TB of the dataset)"
+            )
+    instance = {
+        "offer": offer.id,
+        "instance": offer.instance,
+        "gpus_per_node": offer.gpu_count,
+        "vcpus": offer.vcpus,
+        "host_memory_bytes": offer.host_memory_bytes,
+        "local_nvme_bytes": offer.local_nvme_bytes,
+        "local_nvme_read_bytes_per_s": offer.local_nvme_read_bytes_per_s,
+        "local_nvme_write_bytes_per_s": offer.local_nvme_write_bytes_per_s,
+        "nic_kind": offer.nic_kind,
+        "nic_bytes_per_s_per_gpu": offer.scale_out_bytes_per_s_per_gpu,
+        "scale_up": offer.scale_up,
+        "sources": offer.hardware_sources(),
+    }
+    return {"instance": instance, "instance_checks": checks, "warnings": warnings}
 
 
 def _network(model, gpu, layout, job, memory, step, a: StepAssumptions, gpn: int) -> dict:
@@ -383,9 +512,14 @@ def serve_machine(
     storage: str = DEFAULT_SERVE_STORAGE,
     gpus_per_node: int = DEFAULT_GPUS_PER_NODE,
     assumptions: mx.MachineAssumptions = mx.MachineAssumptions(),
+    qps: float | None = None,
 ) -> MachineReport:
     """Cold start of one replica: its weights read from storage into host memory, then copied to each GPU
-    over PCIe (in parallel across GPUs); host RAM to stage them; disk to cache the weight files."""
+    over PCIe (in parallel across GPUs); host RAM to stage them; disk to cache the weight files.
+
+    With ``qps`` (a fleet), the scale-up time after a traffic step: bringing one more replica up is node
+    provisioning (not modelled: it depends on the provider, the capacity on hand and the image; reported as
+    "unknown", never 0) plus the replica's cold start, so the cold start is a lower bound."""
     a = assumptions
     if storage not in mx.STORAGE_CLASSES:
         raise QuantityError(f"--storage must be one of {', '.join(STORAGE_CHOICES)}, got {storage!r}")
@@ -407,9 +541,16 @@ def serve_machine(
         "host_ram_parts_bytes": {"gpu_memory_floor_bytes": floor, "weight_staging_bytes": per_node},
         "disk_bytes_per_node": replica,
     }
+    notes = ["cold start: engine start-up, graph capture and compilation come on top"]
+    if qps is not None:
+        figures["scale_up"] = {
+            "node_provisioning": "unknown",
+            "cold_start_s": figures["cold_start_s"],
+            "at_least_s": figures["cold_start_s"],
+        }
+        notes.append(
+            "scale-up after a traffic step: node provisioning (not modelled: provider, free capacity, image pull) "
+            "plus the replica's cold start; keep spare replicas for steps faster than that"
+        )
     keep = {"pcie_efficiency", "host_ram_per_gpu_memory"}
-    return MachineReport(
-        figures,
-        tuple(x for x in a.items() if x.name in keep),
-        ("cold start: engine start-up, graph capture and compilation come on top",),
-    )
+    return MachineReport(figures, tuple(x for x in a.items() if x.name in keep), tuple(notes))

@@ -1,11 +1,40 @@
-"""A cloud (or on-premise) offer: an instance of some GPUs at a price, dated and sourced."""
+"""A cloud (or on-premise) offer: an instance of some GPUs at a price, dated and sourced.
+
+Besides the price, an offer may describe the machine around the GPUs: host vCPUs and RAM, local NVMe (size and,
+where published, bandwidth), the scale-out NICs (kind and the node's total bandwidth) and the scale-up link
+(NVLink / NVSwitch, in words). Each of those figures is optional: absent means "not published in a source read",
+never zero, and the machine block reports it as unknown. ``local_nvme_bytes = 0`` is a sourced figure (the
+instance has no local instance store, e.g. AWS "EBS only"). Each figure names its source
+(:meth:`Offer.source_for`): its own ``sources`` entry, else ``sources["hardware"]``, else the price's source.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from .accelerator import Source
+
+#: The kinds of scale-out network an offer's ``nic_kind`` may name: AWS Elastic Fabric Adapter, InfiniBand,
+#: RDMA over Converged Ethernet, Google's GPUDirect-TCPX (A3 High) and -TCPXO (A3 Mega), plain Ethernet
+#: (TCP, no GPU-direct RDMA).
+NIC_KINDS = ("efa", "infiniband", "roce", "gpudirect-tcpx", "gpudirect-tcpxo", "ethernet")
+
+#: The hardware figures of an offer that carry a source of their own (``sources`` keys; "hardware" covers all).
+HARDWARE_FIELDS = (
+    "vcpus",
+    "host_memory_bytes",
+    "local_nvme_bytes",
+    "local_nvme_read_bytes_per_s",
+    "local_nvme_write_bytes_per_s",
+    "nic_kind",
+    "scale_out_bytes_per_s",
+    "scale_up",
+)
+
+_NO_SOURCES: Mapping[str, Source] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -25,17 +54,37 @@ class Offer:
     vcpus: int | None = None
     host_memory_bytes: int | None = None
     scale_up: str | None = None
-    scale_out_bytes_per_s: float | None = None
+    scale_out_bytes_per_s: float | None = None  # the node's total scale-out bandwidth (all NICs), bytes/s
     notes: str | None = None
     origin: str = "built-in"
+    local_nvme_bytes: int | None = None  # 0: no local instance store (sourced); None: not known
+    local_nvme_read_bytes_per_s: float | None = None  # the node's local NVMe, all drives, where published
+    local_nvme_write_bytes_per_s: float | None = None
+    nic_kind: str | None = None  # one of NIC_KINDS
+    sources: Mapping[str, Source] = field(default_factory=lambda: _NO_SOURCES)
 
     @property
     def usd_per_gpu_hour(self) -> float:
         return self.usd_per_hour / self.gpu_count
 
     @property
+    def scale_out_bytes_per_s_per_gpu(self) -> float | None:
+        """The NIC bandwidth per GPU: the node's total over its GPUs (what the step-time model takes; None
+        when the node's figure is not known)."""
+        return self.scale_out_bytes_per_s / self.gpu_count if self.scale_out_bytes_per_s else None
+
+    @property
     def aliases(self) -> tuple[str, ...]:
         return ()
+
+    def source_for(self, field_name: str) -> Source:
+        """The source of one hardware figure: its own ``sources`` entry, else ``sources["hardware"]``, else the
+        price's source."""
+        return self.sources.get(field_name) or self.sources.get("hardware") or self.source
+
+    def hardware_sources(self) -> dict[str, dict[str, str]]:
+        """The source of each hardware figure the offer gives (field name -> title, url, date)."""
+        return {name: self.source_for(name).to_dict() for name in HARDWARE_FIELDS if getattr(self, name) is not None}
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -47,13 +96,19 @@ class Offer:
             "gpu_count": self.gpu_count,
             "vcpus": self.vcpus,
             "host_memory_bytes": self.host_memory_bytes,
+            "local_nvme_bytes": self.local_nvme_bytes,
+            "local_nvme_read_bytes_per_s": self.local_nvme_read_bytes_per_s,
+            "local_nvme_write_bytes_per_s": self.local_nvme_write_bytes_per_s,
+            "nic_kind": self.nic_kind,
             "scale_up": self.scale_up,
             "scale_out_bytes_per_s": self.scale_out_bytes_per_s,
+            "scale_out_bytes_per_s_per_gpu": self.scale_out_bytes_per_s_per_gpu,
             "usd_per_hour": self.usd_per_hour,
             "usd_per_gpu_hour": self.usd_per_gpu_hour,
             "pricing": self.pricing,
             "price_date": self.price_date,
             "source": self.source.to_dict(),
+            "hardware_sources": self.hardware_sources(),
             "notes": self.notes,
             "origin": self.origin,
         }
