@@ -57,7 +57,7 @@ PINNED = {
     "h100-nvl-94gb": (794.5 / 989, 48e9, 33_554_432, 2),
     "h100-pcie-80gb": (794.5 / 989, 48e9, 33_554_432, 2),
     "h100-sxm-80gb": (794.5 / 989, 48e9, 33_554_432, 2),
-    "h20": (0.75, 48e9, 33_554_432, None),
+    "h20": (0.75, 48e9, 33_554_432, 2),  # fp8 derived from its INT8 rate (catalog source), TN-only as GH100
     "h200-nvl-141gb": (794.5 / 989, 48e9, 33_554_432, 2),
     "h200-sxm-141gb": (794.5 / 989, 48e9, 33_554_432, 2),
     "inferentia2": (0.75, 24e9, 8_519_680, 2),
@@ -186,9 +186,12 @@ def test_a_measured_gpu_cites_its_row():
     value, source = matmul_efficiency(BUNDLED_ACCELERATORS.get("h100-sxm-80gb"))
     assert value == 794.5 / 989
     assert "794.5 of 989" in source and "2025-07-08" in source
-    # fp8 training uses the bf16 figure, and says so
+    # fp8 training uses the FP8 row of the same table (1402.6 of 1979 TFLOP/s)
     value8, source8 = matmul_efficiency(BUNDLED_ACCELERATORS.get("h100-sxm-80gb"), "fp8")
-    assert value8 == value and "no fp8 measurement in the catalog: the bf16 one" in source8
+    assert value8 == 1402.6 / 1979 and "1402.6 of 1979" in source8
+    # a GPU with only a bf16 row falls back to it, and says so
+    _, source_a = matmul_efficiency(BUNDLED_ACCELERATORS.get("a100-sxm-80gb"), "fp8")
+    assert "no fp8 measurement in the catalog: the bf16 one" in source_a
 
 
 def test_a_set_scale_out_wins_over_the_catalog():

@@ -180,10 +180,11 @@ def resolve_recipe(job: TrainingJob, layout: Parallelism) -> tuple[Recipe, str]:
         if name == "megatron" and job.precision == "fp16-mixed":
             name = "megatron-fp16"
         return RECIPES[name], f"--recipe {job.recipe}"
-    if layout.tp > 1 or layout.pp > 1 or layout.cp > 1:
-        name, why = "megatron", "tensor/pipeline/context parallelism: Megatron-style"
-    elif layout.zero == 3 and job.fsdp:
+    if layout.zero == 3 and job.fsdp:
+        # FSDP2 composes with TP/PP/CP (torchtitan, NeMo AutoModel) and keeps its recipe: sharded fp32 params
         name, why = "fsdp", "--fsdp"
+    elif layout.tp > 1 or layout.pp > 1 or layout.cp > 1:
+        name, why = "megatron", "tensor/pipeline/context parallelism: Megatron-style"
     elif layout.zero > 0:
         name, why = "deepspeed", f"--zero {layout.zero}: DeepSpeed"
     else:
@@ -238,6 +239,8 @@ class MemoryAssumptions(AssumptionSet):
     logits_bytes_per_element_hf: float = 12.0
     logits_bytes_per_element_megatron: float = 4.0
     gated_mlp_saved_tensors: int = 4
+    fused_gated_mlp_saved_tensors: int = 3
+    fp8_saved_input_bytes_per_element: float = 1.0
     activation_bytes_per_element: float = 2.0
 
     SOURCES = MappingProxyType(
@@ -288,6 +291,19 @@ class MemoryAssumptions(AssumptionSet):
                 "eager SwiGLU saves gate output, SiLU output, up "
                 "output and their product (the down projection's input); fused kernels save 3",
             ),
+            "fused_gated_mlp_saved_tensors": (
+                "tensors of b x s x ffn",
+                "Megatron-Core/NeMo (the megatron recipes): the fused SwiGLU saves only its input, the fc1 output "
+                "of width 2 x ffn (megatron/core/fusions/fused_bias_swiglu.py, SwiGLUFunction: "
+                "ctx.save_for_backward(input)), and fc2 saves the product: 3 tensors of ffn width",
+            ),
+            "fp8_saved_input_bytes_per_element": (
+                "bytes",
+                "Transformer Engine fp8 (the megatron recipes with --precision fp8-mixed): Linear and "
+                "LayerNormLinear save their input cast to fp8 for the weight-gradient GEMM, 1 byte per element "
+                "(transformer_engine/pytorch/module/linear.py, _Linear.forward saves the fp8 inputmat); "
+                "torchao's Float8Linear (FSDP stacks) saves the bf16 input and is left at 2 bytes",
+            ),
             "activation_bytes_per_element": (
                 "bytes",
                 "16-bit activations (Korthikanti et al. 2022 assume 2 bytes, "
@@ -302,6 +318,8 @@ class MemoryAssumptions(AssumptionSet):
             fractions=("allocator_reserve_fraction",),
             ranges={
                 "gated_mlp_saved_tensors": (2, 4),
+                "fused_gated_mlp_saved_tensors": (2, 4),
+                "fp8_saved_input_bytes_per_element": (0.5, 8),
                 "fsdp_units_in_flight": (1, 64),
                 "activation_bytes_per_element": (1, 8),
                 "logits_bytes_per_element_hf": (0, 64),
@@ -331,6 +349,7 @@ def layer_activation_terms(
     gated_saved: int = 4,
     trainable: frozenset[str] | None = None,
     moe_layer: bool = False,
+    linear_input_bytes: float | None = None,
 ) -> list[ActivationTerm]:
     """Activations one decoder layer saves for backward, term by term (Korthikanti et al. 2022, section 4).
 
@@ -347,6 +366,9 @@ def layer_activation_terms(
       the other operand needs a gradient. ``trainable`` names the linears that do (None: all).
     - Tensor parallelism t divides the terms inside the TP region; sequence parallelism divides the
       rest; context parallelism cp divides the sequence.
+    - ``linear_input_bytes``: bytes per element of the saved inputs of the linear layers (Q/K/V, output
+      projection, MLP input, the down projection's input) where they differ from the activations' (Transformer
+      Engine fp8 saves them cast to fp8); None: ``bytes_per_element``.
     """
     s = job.seq_len / layout.cp
     b = micro_batch
@@ -354,6 +376,7 @@ def layer_activation_terms(
     t = layout.tp
     rep = t if layout.sequence_parallel else 1  # divisor of the terms outside the TP region
     e = bytes_per_element
+    lin = e if linear_input_bytes is None else linear_input_bytes
     H = spec.attention_heads
     needs: Callable[[str], bool] = (lambda name: True) if trainable is None else (lambda name: name in trainable)
     terms: list[ActivationTerm] = []
@@ -363,7 +386,7 @@ def layer_activation_terms(
 
     add("norm_inputs", spec.norms_per_layer * s * b * h, rep, f"{spec.norms_per_layer} norms save their input")
     if any(needs(n) for n in ("q_proj", "k_proj", "v_proj", "q_a_proj", "kv_a_proj")):
-        add("qkv_input", s * b * h, rep, "input of the Q/K/V projections")
+        add("qkv_input", s * b * h, rep, "input of the Q/K/V projections", per_element=lin)
     if spec.mla is not None:
         m = spec.mla
         qk = m.qk_nope_head_dim + m.qk_rope_head_dim
@@ -389,19 +412,25 @@ def layer_activation_terms(
     if job.flash_attention or needs("o_proj"):
         # flash keeps O for its own backward; the eager path needs it only for the out projection's weight grad
         add("attention_output", s * b * o_width, t, "attention output (input of the output projection)")
+        if lin != e and needs("o_proj"):  # the output projection saves its own (fp8) copy; flash keeps O too
+            add("o_proj_input", s * b * o_width, t, "output projection's saved input", per_element=lin)
     if job.dropout:
         add("dropout_masks", 2 * s * b * h, rep, "residual dropout masks after attention and MLP", per_element=1.0)
     moe = spec.moe
     if not moe_layer or moe is None:
         input_saved, hidden = _mlp_terms(spec.ffn_size, spec.mlp_gated, gated_saved, needs, "")
         if input_saved:
-            add("mlp_input", s * b * h, rep, "input of the MLP")
-        add("mlp_hidden", s * b * hidden, t, "MLP hidden tensors (of the ffn width)")
+            add("mlp_input", s * b * h, rep, "input of the MLP", per_element=lin)
+        if lin != e and needs("down_proj"):  # the down projection's input is saved at lin bytes
+            add("mlp_hidden", s * b * (hidden - spec.ffn_size), t, "MLP hidden tensors (of the ffn width)")
+            add("mlp_down_input", s * b * spec.ffn_size, t, "down projection's saved input", per_element=lin)
+        else:
+            add("mlp_hidden", s * b * hidden, t, "MLP hidden tensors (of the ffn width)")
     else:
         k = moe.experts_per_token
-        add("mlp_input", s * b * h, rep, "input of the router and experts")
+        add("mlp_input", s * b * h, rep, "input of the router and experts", per_element=lin)
         add("router_logits", s * b * moe.experts, 1, "router logits (fp32)", per_element=4.0)
-        add("expert_dispatch", s * b * k * h, t, f"tokens copied to their {k} experts")
+        add("expert_dispatch", s * b * k * h, t, f"tokens copied to their {k} experts", per_element=lin)
         _, hidden = _mlp_terms(moe.expert_ffn_size, spec.mlp_gated, gated_saved, needs, "expert_")
         add("expert_hidden", s * b * k * hidden, t, f"expert MLP hidden tensors x {k} experts per token")
         if moe.shared_ffn_size:
@@ -415,29 +444,100 @@ def activation_bytes_per_layer(
 ) -> dict[str, float]:
     """Bytes one decoder layer keeps for backward under ``job.recompute``, averaged over dense and MoE layers.
 
-    - none: every term of ``layer_activation_terms``;
+    - none (and partial, whose layers that are not recomputed keep everything): every term of
+      ``layer_activation_terms``;
     - selective: without the attention core's s² terms (Korthikanti et al. 2022, section 5);
+    - per-op: torchtitan's per-op selective activation checkpointing (``per_op_sac_terms``);
     - full: only the layer's input, 2sbh (Korthikanti Table 2, last row); the one layer being
       recomputed is counted separately by the caller.
     """
     a = a or MemoryAssumptions()
     e = 4.0 if job.precision == "fp32" else a.activation_bytes_per_element
+    if job.recompute == "per-op":
+        out_op: dict[str, float] = {}
+        for count, moe_layer in ((spec.dense_layers, False), (spec.layers - spec.dense_layers, True)):
+            for term in per_op_sac_terms(spec, job, layout, e, moe_layer) if count else ():
+                out_op[term.name] = out_op.get(term.name, 0.0) + term.bytes * count / spec.layers
+        return out_op
     if job.recompute == "full":
         # each layer keeps its input, 2sbh; sequence parallelism splits it over the TP group (Korthikanti section 4.3)
         rep = layout.tp if layout.sequence_parallel else 1
         return {"layer_input": job.seq_len / layout.cp * job.micro_batch * spec.hidden_size * e / rep}
     trainable = _trainable(spec, job)
+    gated, lin = _stack_saving(job, layout, a)
     out: dict[str, float] = {}
     for count, moe_layer in ((spec.dense_layers, False), (spec.layers - spec.dense_layers, True)):
         if not count:
             continue
-        for term in layer_activation_terms(
-            spec, job, layout, job.micro_batch, e, a.gated_mlp_saved_tensors, trainable, moe_layer
-        ):
+        for term in layer_activation_terms(spec, job, layout, job.micro_batch, e, gated, trainable, moe_layer, lin):
             if job.recompute == "selective" and term.name in ("attention_scores", "attention_dropout"):
                 continue
             out[term.name] = out.get(term.name, 0.0) + term.bytes * count / spec.layers
     return out
+
+
+def _stack_saving(job: TrainingJob, layout: Parallelism, a: MemoryAssumptions) -> tuple[int, float | None]:
+    """(gated-MLP tensors saved, bytes per saved linear input or None) for the stack the recipe names:
+    Megatron-Core/Transformer Engine fuse SwiGLU and, in fp8, save fp8 linear inputs; eager PyTorch does neither."""
+    recipe, _ = resolve_recipe(job, layout)
+    if not recipe.name.startswith("megatron") or job.method != "full":
+        return a.gated_mlp_saved_tensors, None
+    lin = a.fp8_saved_input_bytes_per_element if job.precision == "fp8-mixed" else None
+    return a.fused_gated_mlp_saved_tensors, lin
+
+
+def per_op_sac_terms(
+    spec: ModelSpec, job: TrainingJob, layout: Parallelism, bytes_per_element: float, moe_layer: bool = False
+) -> list[ActivationTerm]:
+    """What one decoder layer keeps under torchtitan's per-op selective activation checkpointing (SAC).
+
+    torchtitan (torchtitan/models/llama3/parallelize_llama.py, ``_apply_ac_to_transformer_block`` with
+    ``selective_ac_option = "op"``, the llama3_8b.toml default) saves the outputs of the ops in ``_save_list``
+    (``aten.mm``, the SDPA kernels, ``reduce_scatter``, ``abs``/``max``) "except every second mm", counted per layer
+    in forward order, and recomputes every other op (norms, RoPE, SiLU, products) in backward. So a layer keeps:
+    its input (the checkpoint's input), the outputs of the 1st, 3rd, 5th... matmul, and the attention output with
+    its fp32 log-sum-exp. Korthikanti's selective recomputation instead keeps everything but the s² attention
+    core, which flash attention never stores: with flash attention it saves nothing more than no recomputation.
+    Routed experts run grouped GEMMs, not ``aten.mm``: their activations are recomputed.
+    """
+    s = job.seq_len / layout.cp
+    sb = s * job.micro_batch
+    h, t = spec.hidden_size, layout.tp
+    rep = t if layout.sequence_parallel else 1
+    H = spec.attention_heads
+    e = bytes_per_element
+    if spec.mla is not None:
+        m = spec.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        mms = ([("q_a_proj", m.q_lora_rank)] if m.q_lora_rank else []) + [
+            ("q_proj", H * qk / t),
+            ("kv_a_proj", m.kv_lora_rank + m.qk_rope_head_dim),
+            ("kv_b_proj", H * (m.qk_nope_head_dim + m.v_head_dim) / t),
+        ]
+        o_width = H * m.v_head_dim / t
+    else:
+        kv = max(spec.kv_heads / t, 1.0) * spec.head_dim
+        mms = [("q_proj", H * spec.head_dim / t), ("k_proj", kv), ("v_proj", kv)]
+        o_width = H * spec.head_dim / t
+    mms.append(("o_proj", h / rep))
+    moe = spec.moe
+    if moe_layer and moe is not None:
+        mms.append(("router", moe.experts))
+        if moe.shared_ffn_size:
+            f = moe.shared_ffn_size / t
+            mms += [("shared_gate_proj", f), ("shared_up_proj", f)] if spec.mlp_gated else [("shared_up_proj", f)]
+            mms.append(("shared_down_proj", h / rep))
+    else:
+        f = spec.ffn_size / t
+        mms += [("gate_proj", f), ("up_proj", f)] if spec.mlp_gated else [("up_proj", f)]
+        mms.append(("down_proj", h / rep))
+    terms = [ActivationTerm("layer_input", sb * h / rep * e, "the checkpointed layer's input")]
+    terms += [
+        ActivationTerm(f"{name}_output", sb * w * e, "saved matmul output (odd-numbered mm)") for name, w in mms[::2]
+    ]
+    terms.append(ActivationTerm("attention_output", sb * o_width * e, "SDPA output (in the save list)"))
+    terms.append(ActivationTerm("attention_lse", sb * H / t * 4.0, "SDPA's fp32 log-sum-exp"))
+    return terms
 
 
 def _mlp_terms(
@@ -499,6 +599,8 @@ def validate_layout(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job
     check_range(job.lora_rank, "--lora-rank", 1, MAX_LORA_RANK)
     if job.global_batch is not None:
         check_range(job.global_batch, "--global-batch", 1, MAX_BATCH)
+    if job.offload_layers is not None and layout.offload != "activations":
+        raise JobError("--offload-layers goes with --offload activations")
     if layout.cp > 1:
         if job.seq_len % layout.cp:
             raise JobError(
@@ -782,8 +884,8 @@ def _memory_at(
             + b.parts.get("shared_experts", 0)
         ) / L
         dense = layers_here * shared_per_layer
-        if holds_embedding:
-            dense += b.parts["embeddings"]
+        if holds_embedding:  # a vision-language model's vision tower sits before the first decoder layer
+            dense += b.parts["embeddings"] + b.parts.get("vision", 0)
         if holds_head:
             # a tied head lives in the embedding; split across stages, the last stage keeps its own copy
             dense += b.parts["lm_head"] or (b.parts["embeddings"] if stage == "last" else 0)
@@ -895,18 +997,28 @@ def _memory_at(
             cpu += opt_params * bytes_per
         else:
             put(name, "optimizer", opt_params * bytes_per)
+    units = a.fsdp_units_in_flight if recipe.name == "fsdp" else 1
     if job.method == "full" and zero >= 3:
         if recipe.name == "deepspeed":
             put("zero3_gathered_largest_module", "other", 4 * largest / tp)  # its 16-bit params and grads
+        elif recipe.name == "fsdp" and pp > 1 and dense_shards > 1:
+            # torchtitan's apply_fsdp: "For PP, do not reshard after forward to avoid per-microbatch
+            # all-gathers": the stage's parameters stay gathered (16-bit) through the step, + one layer's grads
+            put("fsdp_unsharded_stage_params", "other", 2 * held.total + 2 * layer_params)
         elif layer_params:
-            units = a.fsdp_units_in_flight if recipe.name == "fsdp" else 1
             put("zero3_gathered_layers", "other", (2 * units + 2) * layer_params)  # 16-bit params + grads
     if job.method == "full" and recipe.autocast_copy:
         put("autocast_weight_copies", "other", trainable * recipe.autocast_copy)
     if job.precision == "fp8-mixed" and job.method == "full":
         fp8_copies, why = fp8_weight_copies(gpu)
-        put("fp8_weight_copies", "other", trainable * fp8_copies)
-        notes.append(f"fp8: Transformer Engine keeps {fp8_copies} byte(s)/param of fp8 weights ({why})")
+        if zero >= 3:
+            # sharded like the weights they are cast from: a GPU casts its shard (fp8 all-gather) or the units it
+            # has gathered, never the whole model
+            put("fp8_weight_copies", "other", (trainable_sharded + units * layer_params) * fp8_copies)
+            notes.append(f"fp8: {fp8_copies} byte(s)/param of fp8 weights, sharded with ZeRO-3/FSDP ({why})")
+        else:
+            put("fp8_weight_copies", "other", trainable * fp8_copies)
+            notes.append(f"fp8: Transformer Engine keeps {fp8_copies} byte(s)/param of fp8 weights ({why})")
 
     # ---------------------------------------------------------------- activations
     if spec is not None:
@@ -914,11 +1026,33 @@ def _memory_at(
         in_flight = min(pp, micro_batches_per_step(job, layout)) if stage == "first" else 1
         s_b = job.seq_len / cp * job.micro_batch
         kept = sum(activation_bytes_per_layer(spec, job, layout, a).values())
-        if job.recompute == "full":
-            put("layer_inputs", "activations", kept * layers_here * in_flight)
-            put("recompute_working_layer", "activations", _working_layer_bytes(spec, job, layout, a))
+        # layers whose saved activations go to host memory (--offload activations), and the rest
+        offloaded = 0
+        if layout.offload == "activations":
+            offloaded = layers_here if job.offload_layers is None else min(job.offload_layers, layers_here)
+        if job.recompute == "partial":
+            # Megatron-LM --recompute-method block: the first N layers of each stage keep only their input
+            n = min(job.recompute_layers or 0, layers_here)
+            full_kept = sum(
+                activation_bytes_per_layer(
+                    spec, replace(job, recompute="full", recompute_layers=None), layout, a
+                ).values()
+            )
+            per_layer = [full_kept] * n + [kept] * (layers_here - n)
+            working = n > 0
         else:
-            put("layer_activations", "activations", kept * layers_here * in_flight)
+            per_layer = [kept] * layers_here
+            working = job.recompute in ("full", "per-op")
+        kept_on_gpu = per_layer[offloaded:]
+        name = "layer_inputs" if job.recompute == "full" else "layer_activations"
+        put(name, "activations", sum(kept_on_gpu) * in_flight)
+        if offloaded:
+            cpu += sum(per_layer[:offloaded]) * in_flight
+            # torch.autograd.graph.save_on_cpu / Megatron-Core cpu_offloading.py: the layer being copied out
+            # (forward) or back (backward) is on the GPU too
+            put("activation_offload_buffer", "activations", max(per_layer[:offloaded]))
+        if working:
+            put("recompute_working_layer", "activations", _working_layer_bytes(spec, job, layout, a))
         if holds_head:
             sp = tp if layout.sequence_parallel else 1
             put("final_norm_and_head_inputs", "activations", 2 * s_b * spec.hidden_size * e / sp)
@@ -975,13 +1109,14 @@ def _memory_at(
 def _working_layer_bytes(spec: ModelSpec, job: TrainingJob, layout: Parallelism, a: MemoryAssumptions) -> float:
     """Full recomputation rebuilds one layer at a time: the largest layer kind's activations (MoE or dense)."""
     e = 4.0 if job.precision == "fp32" else a.activation_bytes_per_element
-    no_recompute = replace(job, recompute="none")
+    no_recompute = replace(job, recompute="none", recompute_layers=None)
+    gated, lin = _stack_saving(job, layout, a)
     kinds = [False] if spec.moe is None else ([True] + ([False] if spec.dense_layers else []))
     return max(
         sum(
             t.bytes
             for t in layer_activation_terms(
-                spec, no_recompute, layout, job.micro_batch, e, a.gated_mlp_saved_tensors, _trainable(spec, job), moe
+                spec, no_recompute, layout, job.micro_batch, e, gated, _trainable(spec, job), moe, lin
             )
         )
         for moe in kinds

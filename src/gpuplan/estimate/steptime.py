@@ -18,13 +18,24 @@ One iteration on the busiest GPU, by part:
   figure ``scale_out_bytes_per_s_per_gpu``, else :data:`DEFAULT_SCALE_OUT_BYTES_PER_S_PER_GPU`), exposed
   unless the framework overlaps it with backward;
 - the optimizer step, memory-bound (about 30 bytes read and written per locally held parameter);
-- recomputation re-runs the forward (full) or the attention core (selective).
+- recomputation re-runs the forward (full) or the attention core (selective);
+- the software stack (:data:`STACKS`, ``--stack``): fused element-wise kernels (Megatron/Transformer Engine, or
+  ``--compile``) or PyTorch's eager ones, what overlaps by default, how ZeRO-3/FSDP gathers parameters;
+- fp8 as it runs (:data:`FP8_RECIPES`): only the linear layers' GEMMs at the GPU's measured fp8 ceiling (the
+  catalog's ``matmul_efficiency.fp8``), attention and the LM head at their 16-bit precision, and the
+  quantization (amax, cast, transposed copies) as memory traffic;
+- each GEMM on a roofline: the longer of its FLOPs at the matmul efficiency and its operand traffic at HBM
+  bandwidth, so small micro-batches and MoE experts with few tokens turn memory-bound;
+- MoE: the dispatch and combine all-to-all of each expert layer (forward and backward) over NVLink inside a
+  node, the NICs across nodes;
+- with no global batch, the batch of :func:`default_global_batch_tokens` (published recipes by model size).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from ..spec.accelerator import Accelerator
@@ -35,6 +46,174 @@ from .flops import attention_flops_forward, flops_per_token
 from .memory import micro_batches_per_step, resolve_recipe, stage_layers
 from .params import count_params, linear_shapes
 from .time import peak_for, training_dtype
+
+
+@dataclass(frozen=True)
+class StackProfile:
+    """What a software stack does to the step: fused element-wise kernels, the data-parallel reduction
+    overlapped with backward by default, ZeRO-3/FSDP parameter gathers prefetched behind compute, and how
+    many collectives a layer's gather takes (one per block, or one per parameter tensor)."""
+
+    name: str
+    fused_elementwise: bool
+    overlap_grad_reduce: bool
+    prefetch_gathers: bool
+    gather_per_tensor: bool
+    source: str
+    hopper_attention: bool = True  # attention kernels written for Hopper's wgmma/TMA (cuDNN, FlashAttention-3)
+
+
+#: The stacks ``--stack`` names; ``auto`` follows the memory recipe (:func:`resolve_stack`).
+STACKS: Mapping[str, StackProfile] = MappingProxyType(
+    {
+        "megatron": StackProfile(
+            "megatron",
+            fused_elementwise=True,
+            overlap_grad_reduce=False,
+            prefetch_gathers=True,
+            gather_per_tensor=False,
+            source="Megatron-LM / NeMo with Transformer Engine: fused layer-norm+GEMM, bias-GeLU/SwiGLU, RoPE and "
+            "softmax kernels; --overlap-grad-reduce is off unless set (megatron/training/arguments.py)",
+        ),
+        "fsdp2": StackProfile(
+            "fsdp2",
+            fused_elementwise=False,
+            overlap_grad_reduce=True,
+            prefetch_gathers=True,
+            gather_per_tensor=False,
+            hopper_attention=False,
+            source="torchtitan-style PyTorch: eager RMSNorm/RoPE/SwiGLU unless --compile (torchtitan "
+            "models/llama3/model.py); FSDP2 fully_shard per transformer block: one all-gather per block, "
+            "prefetched, reduce-scatter overlapped with backward (torch.distributed.fsdp, Liang et al. 2024)",
+        ),
+        "deepspeed": StackProfile(
+            "deepspeed",
+            fused_elementwise=False,
+            overlap_grad_reduce=True,
+            prefetch_gathers=False,
+            gather_per_tensor=True,
+            hopper_attention=False,
+            source="DeepSpeed ZeRO (2021): overlap_comm reduction; ZeRO-3 fetches each sub-module's parameters "
+            "tensor by tensor when the module runs (partitioned_param_coordinator), on the critical path",
+        ),
+        "hf": StackProfile(
+            "hf",
+            fused_elementwise=False,
+            overlap_grad_reduce=True,
+            prefetch_gathers=True,
+            gather_per_tensor=False,
+            hopper_attention=False,
+            source="Hugging Face Trainer / Accelerate: eager PyTorch modules, DDP bucketed all-reduce overlapped "
+            "with backward",
+        ),
+    }
+)
+
+
+def resolve_stack(job: TrainingJob, layout: Parallelism) -> tuple[StackProfile, str]:
+    """The stack profile ``job.stack`` names, else the one the memory recipe implies (--fsdp: fsdp2; Megatron
+    recipes: megatron; ZeRO: deepspeed; plain data parallel: hf)."""
+    if job.stack != "auto":
+        return STACKS[job.stack], f"--stack {job.stack}"
+    if job.fsdp:
+        return STACKS["fsdp2"], "auto (--fsdp: PyTorch FSDP2, torchtitan-style); --stack to change"
+    recipe, _ = resolve_recipe(job, layout)
+    name = {"megatron": "megatron", "megatron-fp16": "megatron", "deepspeed": "deepspeed", "zero": "deepspeed"}.get(
+        recipe.name, "hf"
+    )
+    return STACKS[name], f"auto (recipe {recipe.name}); --stack to change"
+
+
+@dataclass(frozen=True)
+class Fp8Recipe:
+    """Bytes of HBM traffic an fp8 recipe adds per element it quantizes: ``cast`` for a 16-bit tensor turned
+    into fp8 (amax and cast), ``transpose`` for the column-wise copy the weight-gradient GEMM needs where the
+    GPU's fp8 GEMMs take only the TN layout (``fp8_gemm_any_layout`` false)."""
+
+    name: str
+    cast: float
+    transpose: float
+    source: str
+
+
+#: fp8 scaling recipes. A 16-bit read is 2 B, an fp8 write 1 B.
+FP8_RECIPES: Mapping[str, Fp8Recipe] = MappingProxyType(
+    {
+        "delayed": Fp8Recipe(
+            "delayed",
+            3.0,
+            1.0,
+            "Transformer Engine DelayedScaling (the NeMo/Megatron default to 2025): the scale comes from the amax "
+            "history, the amax of this step is taken inside the cast kernel: read 2 B, write 1 B; cast_transpose "
+            "writes the transposed copy in the same pass (+1 B)",
+        ),
+        "tensorwise": Fp8Recipe(
+            "tensorwise",
+            5.0,
+            1.0,
+            "torchao Float8Linear dynamic tensorwise (current) scaling: one pass for the amax (read 2 B), one to "
+            "cast (read 2 B, write 1 B); the transposed copy +1 B (torchao float8 README)",
+        ),
+        "rowwise": Fp8Recipe(
+            "rowwise",
+            5.0,
+            3.0,
+            "torchao rowwise scaling: amax pass and cast per row (read 2 + 2 B, write 1 B); the weight-gradient "
+            "operands are re-quantized along the other axis (read 2 B, write 1 B)",
+        ),
+        "blockwise": Fp8Recipe(
+            "blockwise",
+            3.0,
+            3.0,
+            "1x128 / 128x128 block scaling (DeepSeek-V3, arXiv:2412.19437 section 3.3; TE Float8BlockScaling): "
+            "amax and cast fused per block (read 2 B, write 1 B), re-quantized along the other axis for wgrad",
+        ),
+        "mxfp8": Fp8Recipe(
+            "mxfp8",
+            3.0,
+            1.0,
+            "MXFP8 (OCP MX v1.0: 32-element blocks, e8m0 scales; TE MXFP8BlockScaling, torchao mx_formats): fused "
+            "quantize (read 2 B, write 1 B + 1/32 B scale); the column-wise copy written by the same kernel (+1 B)",
+        ),
+    }
+)
+
+
+def resolve_fp8_recipe(job: TrainingJob, stack: StackProfile) -> Fp8Recipe | None:
+    """The fp8 recipe of an fp8 job (``auto``: delayed on Megatron/TE, tensorwise elsewhere), None otherwise."""
+    if job.precision != "fp8-mixed":
+        return None
+    if job.fp8_recipe != "auto":
+        return FP8_RECIPES[job.fp8_recipe]
+    return FP8_RECIPES["delayed" if stack.name == "megatron" else "tensorwise"]
+
+
+#: Tokens per optimizer step when no global batch is given, by parameter count: GPT-3's batch sizes (Brown et al.
+#: 2020, Table 2.1: 0.5M tokens to 760M parameters, 1M to 2.7B, 2M to 13B, 3.2M for 175B) and Llama 2's 4M tokens
+#: for 7B-70B (Touvron et al. 2023, section 2.2) bracket them; the larger value is taken from 100B parameters.
+DEFAULT_GLOBAL_BATCH_TOKENS: tuple[tuple[float, float], ...] = (
+    (1e9, 0.5e6),
+    (5e9, 1e6),
+    (100e9, 2e6),
+    (math.inf, 4e6),
+)
+
+
+def default_global_batch_tokens(params: float) -> float:
+    """Tokens per step for a model of ``params`` parameters (:data:`DEFAULT_GLOBAL_BATCH_TOKENS`)."""
+    for upto, tokens in DEFAULT_GLOBAL_BATCH_TOKENS:
+        if params < upto:
+            return tokens
+    return DEFAULT_GLOBAL_BATCH_TOKENS[-1][1]
+
+
+def default_global_batch(model: ModelSpec, job: TrainingJob, layout: Parallelism) -> int:
+    """Sequences per step when ``--global-batch`` is not given: :func:`default_global_batch_tokens` / seq_len,
+    rounded to a whole number of micro-batch x data-parallel groups (at least one)."""
+    unit = job.micro_batch * layout.dp
+    sequences = default_global_batch_tokens(count_params(model).total) / job.seq_len
+    return max(1, round(sequences / unit)) * unit
+
 
 #: Fraction of the dense peak assumed for a GPU whose catalog entry has no ``matmul_efficiency`` (MAMF)
 #: figure: a round value inside the range Bekman's MAMF table spans (51 % MI300X to 87 % A100 SXM, BF16,
@@ -72,13 +251,16 @@ class StepAssumptions(AssumptionSet):
     matmul_efficiency: float | None = None  # None: the GPU's MAMF fraction (catalog, else 0.75) x model_shape_factor
     model_shape_factor: float = 0.85
     flash_attention_efficiency: float = 0.55
+    fa2_on_hopper_efficiency: float = 0.33
     hbm_efficiency: float = 0.85
     elementwise_bytes_per_token_hidden: float = 46.0
+    eager_elementwise_bytes_per_token_hidden: float = 144.0
     score_bytes_per_element: float = 9.0
     link_efficiency: float = 0.77
     scale_out_bytes_per_s_per_gpu: float | None = None  # None: the GPU's catalog figure, else 24 GB/s (one HDR NIC)
     gpus_per_node: int = 8
     collective_latency_s: float = 10e-6
+    ring_step_latency_s: float = 14e-6
     optimizer_bytes_per_param: float = 30.0
 
     SOURCES = MappingProxyType(
@@ -102,6 +284,13 @@ class StepAssumptions(AssumptionSet):
                 "FlashAttention-2 (Dao 2023) reaches 50-73 % of "
                 "A100 peak forward and less backward; 0.55 for forward + backward",
             ),
+            "fa2_on_hopper_efficiency": (
+                "fraction of dense 16-bit peak",
+                "FlashAttention-2 kernels (PyTorch SDPA's flash backend, written for Ampere's mma.sync) on a "
+                "Hopper/Blackwell GPU: ~330 of 989 TFLOP/s forward and less backward on H100, head dim 128, causal "
+                "(Shah et al. 2024, FlashAttention-3, Figures 5-7); stacks with cuDNN/FlashAttention-3 kernels "
+                "(Transformer Engine) get flash_attention_efficiency",
+            ),
             "hbm_efficiency": (
                 "fraction of memory bandwidth",
                 "element-wise kernels stream at ~85 % of HBM peak "
@@ -113,6 +302,13 @@ class StepAssumptions(AssumptionSet):
                 "2 norms (read+write, 8h), 2 residual adds (12h), bias-GeLU on 4h "
                 "(16h), 2 dropouts with masks (10h) in 16-bit = 46h; backward is "
                 "taken as twice the forward",
+            ),
+            "eager_elementwise_bytes_per_token_hidden": (
+                "bytes per token per hidden unit, forward",
+                "the same op list run as PyTorch eager kernels (torchtitan models/llama3/model.py): RMSNorm "
+                "upcast to fp32, square, mean, scale, weight, downcast (2 norms, 72h); RoPE through complex64 "
+                "(q and k, ~25h); SwiGLU silu and product over 3.5h (35h); 2 residual adds (12h) = 144h; "
+                "backward twice the forward; --compile or a fused stack uses the 46h count",
             ),
             "score_bytes_per_element": (
                 "bytes per s x s score element, forward",
@@ -137,6 +333,12 @@ class StepAssumptions(AssumptionSet):
                 "seconds",
                 "small-message NCCL collective latency, ~6-10 us (nccl issues #583, #1259)",
             ),
+            "ring_step_latency_s": (
+                "seconds",
+                "latency of one inter-node step of an NCCL ring collective, Simple protocol: 14 us "
+                "(NCCL src/graph/tuning.cc, hwLat[NET][RING][SIMPLE]); a ring all-gather over n nodes takes "
+                "n - 1 such steps",
+            ),
             "optimizer_bytes_per_param": (
                 "bytes",
                 "fused Adam reads fp32 master, grad, m, v (16 B) and writes master, m, v and the 16-bit copy (14 B)",
@@ -150,6 +352,7 @@ class StepAssumptions(AssumptionSet):
             fractions=(
                 "matmul_efficiency",
                 "flash_attention_efficiency",
+                "fa2_on_hopper_efficiency",
                 "hbm_efficiency",
                 "link_efficiency",
                 "model_shape_factor",
@@ -157,10 +360,12 @@ class StepAssumptions(AssumptionSet):
             ranges={"gpus_per_node": (1, 1024)},
             positive=(
                 "flash_attention_efficiency",
+                "fa2_on_hopper_efficiency",
                 "hbm_efficiency",
                 "link_efficiency",
                 "model_shape_factor",
                 "elementwise_bytes_per_token_hidden",
+                "eager_elementwise_bytes_per_token_hidden",
                 "matmul_efficiency",
                 "scale_out_bytes_per_s_per_gpu",
             ),
@@ -190,6 +395,10 @@ class StepTime:
         return self.tokens_per_iteration / self.iteration_s
 
     attention_flops_share: float = 0.0
+    stack: str = ""
+    fp8_recipe: str | None = None
+    global_batch: int | None = None
+    global_batch_source: str = ""
 
     @property
     def mfu(self) -> float:
@@ -240,6 +449,13 @@ def scale_out_bytes_per_s_per_gpu(gpu: Accelerator, a: StepAssumptions) -> float
     return scale_out(gpu, a)[0]
 
 
+def _gemm_s(m: float, n: float, k: float, flops_per_s: float, bw: float, operand_bytes: float = 2.0) -> float:
+    """One (m x k) @ (k x n) GEMM on a roofline: the longer of its FLOPs at ``flops_per_s`` and the traffic of its
+    operands and result (``operand_bytes`` each) at ``bw`` (Williams et al. 2009). A large GEMM is compute-bound;
+    one with few rows (tokens), such as an expert's share of a small micro-batch, is memory-bound."""
+    return max(2 * m * n * k / flops_per_s, operand_bytes * (m * k + k * n + m * n) / bw)
+
+
 def training_step(
     model: ModelSpec,
     gpu: Accelerator,
@@ -251,14 +467,19 @@ def training_step(
 ) -> StepTime:
     """Predict one training iteration of ``job`` on ``layout`` (see the module docstring for the parts)."""
     peak = peak_for(gpu, job.precision)
+    stack, _ = resolve_stack(job, layout)
+    fp8 = resolve_fp8_recipe(job, stack)
+    # attention, the LM head and the element-wise work run at 16 bits in fp8 training: their peak is the bf16 one
+    peak16 = peak_for(gpu, "bf16-mixed") if fp8 is not None else peak
     if a.matmul_efficiency is not None:
         # a set value cites its own source where the set carries one (a calibration profile overrides SOURCES)
         cited = a.SOURCES["matmul_efficiency"][1]
-        eta_mm = a.matmul_efficiency
+        eta_mm = eta16 = a.matmul_efficiency
         eta_src = cited if cited != StepAssumptions.SOURCES["matmul_efficiency"][1] else "--assume matmul_efficiency"
     else:
         best, eta_src = matmul_efficiency(gpu, training_dtype(job.precision))
         eta_mm, eta_src = best * a.model_shape_factor, f"{eta_src}, x {a.model_shape_factor:g} for a model's shapes"
+        eta16 = eta_mm if fp8 is None else matmul_efficiency(gpu, "bf16")[0] * a.model_shape_factor
     bw = gpu.memory_bandwidth_bytes_per_s * a.hbm_efficiency
     tp, pp, cp, dp = layout.tp, layout.pp, layout.cp, layout.dp
     link = gpu.scale_up_bytes_per_s * a.link_efficiency
@@ -266,54 +487,114 @@ def training_step(
     recipe, _ = resolve_recipe(job, layout)
     bytes_e = 4 if job.precision == "fp32" else 2
 
+    global_batch, gb_source = job.global_batch, "--global-batch"
+    if global_batch is None:
+        global_batch = default_global_batch(model, job, layout)
+        gb_source = (
+            f"default: {default_global_batch_tokens(count_params(model).total) / 1e6:g}M tokens per step for this "
+            "model size (GPT-3 Table 2.1, Llama 2), in whole micro-batch x dp groups; --global-batch to change"
+        )
+        job_steps = replace(job, global_batch=global_batch)
+    else:
+        job_steps = job
     micro = job.micro_batch
-    m = micro_batches_per_step(job, layout)
+    m = micro_batches_per_step(job_steps, layout)
     tokens_mb = micro * job.seq_len / cp  # tokens per micro-batch on one rank
     h, L = model.hidden_size, model.layers
     layers_here = stage_layers(L, pp, "first")
 
-    # ---- per layer, per micro-batch, forward, on one TP rank
+    # ---- per layer, per micro-batch, forward, on one TP rank: the GEMMs on a roofline
     shapes = linear_shapes(model)
-    layer_linear = (
-        sum(
-            din * dout * n
-            for k, (din, dout, n) in shapes.items()
-            if k not in ("lm_head",) and not k.startswith("expert_")
-        )
-        / L
-    )
-    if model.moe is not None:  # the experts each token visits
-        per_expert = sum(din * dout for k, (din, dout, n) in shapes.items() if k.startswith("expert_"))
-        layer_linear += per_expert * model.moe.experts_per_token * model.moe.layers / L
-    mm_f = 2 * tokens_mb * layer_linear / tp / (eta_mm * peak)
+    mm_peak = eta_mm * peak
+    mm_f = 0.0
+    cast_elements = 0.0  # elements quantized to fp8 per layer, forward (inputs) and backward (output grads)
+    cast_grad_elements = 0.0
+    weight_elements = 0.0
+    for k, (din, dout, n) in shapes.items():
+        if k == "lm_head":
+            continue
+        if k.startswith("expert_"):
+            assert model.moe is not None
+            # the tokens routed to each local expert form one GEMM of a grouped GEMM
+            experts = model.moe.experts
+            rows = tokens_mb * model.moe.experts_per_token / experts
+            per_layer = n / L  # expert matrices per layer on average (all experts of the MoE layers)
+            mm_f += per_layer * _gemm_s(rows, dout / tp, din, mm_peak, bw)
+            cast_elements += per_layer * rows * din / tp
+            cast_grad_elements += per_layer * rows * dout / tp
+        else:
+            per_layer = n / L
+            mm_f += per_layer * _gemm_s(tokens_mb, dout / tp, din, mm_peak, bw)
+            cast_elements += per_layer * tokens_mb * din / tp
+            cast_grad_elements += per_layer * tokens_mb * dout / tp
+        weight_elements += n / L * din * dout / tp / (layout.ep if k.startswith("expert_") else 1)
     score_flops = 2 * tokens_mb * model.attention_heads * (model.qk_head_dim + model.v_head_dim) * job.seq_len / tp
     if job.flash_attention:
         # the causal spans of flops.py (half the scores; sliding windows), per layer on average: the kernel
         # skips masked blocks, and the MFU numerator counts exactly these FLOPs
         causal_flops = tokens_mb * attention_flops_forward(model, job.seq_len, causal=True) / L / tp
-        attn_f = causal_flops / (a.flash_attention_efficiency * peak)
+        # FlashAttention-2 kernels use mma.sync; the tensor-core generation that brought fp8 (Hopper, Blackwell:
+        # the catalog's fp8 peak) needs wgmma/TMA kernels to reach its peak (Shah et al. 2024). Ada parts, which
+        # also list fp8, are counted with it: a known approximation
+        fa2_on_hopper = not stack.hopper_attention and gpu.vendor == "nvidia" and gpu.peak("fp8") is not None
+        eta_attn = a.fa2_on_hopper_efficiency if fa2_on_hopper else a.flash_attention_efficiency
+        attn_f = causal_flops / (eta_attn * peak16)
         score_traffic = 0.0
     else:
-        attn_f = score_flops / (eta_mm * peak)
+        attn_f = score_flops / (eta16 * peak16)
         per_element = a.score_bytes_per_element if job.dropout else 4.0
         score_traffic = micro * model.attention_heads / tp * (job.seq_len / cp) * job.seq_len * per_element / bw
     sp = tp if layout.sequence_parallel else 1
-    ew_f = tokens_mb * h * a.elementwise_bytes_per_token_hidden * (bytes_e / 2) / sp / bw + score_traffic
+    fused = stack.fused_elementwise or job.compile
+    ew_bytes = a.elementwise_bytes_per_token_hidden if fused else a.eager_elementwise_bytes_per_token_hidden
+    ew_f = tokens_mb * h * ew_bytes * (bytes_e / 2) / sp / bw + score_traffic
+    fp8_f = fp8_b = 0.0
+    if fp8 is not None:
+        transpose = 0.0 if gpu.fp8_gemm_any_layout else fp8.transpose
+        if fp8.name in ("rowwise", "blockwise"):
+            transpose = fp8.transpose  # scales along the other axis: a re-quantization on every GPU
+        # forward: inputs and weights quantized; backward: output gradients, plus the transposed copies
+        fp8_f = (cast_elements + weight_elements) * fp8.cast / bw
+        fp8_b = (
+            cast_grad_elements * fp8.cast + (cast_elements + cast_grad_elements + weight_elements) * transpose
+        ) / bw
     comm = 2 * _allreduce_s(tokens_mb * h * bytes_e, tp, link, a.collective_latency_s)
-    fwd = {"matmul": mm_f, "attention": attn_f, "elementwise": ew_f, "tp_comm": comm}
-    bwd = {k: 2 * v if k != "tp_comm" else v for k, v in fwd.items()}
+    if job.tp_comm_overlap:
+        # Transformer Engine userbuffers / async TP split the GEMMs next to each collective into chunks and
+        # run the collective behind them: only what the GEMMs cannot cover stays exposed
+        comm = max(0.0, comm - mm_f)
+    fwd = {"matmul": mm_f, "attention": attn_f, "elementwise": ew_f, "tp_comm": comm, "fp8_cast": fp8_f}
+    bwd = {k: 2 * v if k not in ("tp_comm", "fp8_cast") else v for k, v in fwd.items()}
+    bwd["fp8_cast"] = fp8_b
+    if model.moe is not None and layout.ep > 1:
+        # dispatch and combine: each token's hidden state to its k experts and back, forward and backward;
+        # all-to-all sends (ep - 1) / ep of it, over NVLink inside a node and the NICs across nodes
+        a2a_bw = link if layout.ep * tp <= a.gpus_per_node else scale_out
+        moe_share = model.moe.layers / L
+        sent = tokens_mb * model.moe.experts_per_token * h * bytes_e / tp * (layout.ep - 1) / layout.ep
+        a2a = moe_share * 2 * (sent / a2a_bw + a.collective_latency_s)
+        fwd["moe_all_to_all"] = a2a
+        bwd["moe_all_to_all"] = a2a
+    full_layer = sum(v for k, v in fwd.items() if k != "moe_all_to_all") + fwd.get("moe_all_to_all", 0.0)
     if job.recompute == "full":
-        recompute = sum(fwd.values())
+        recompute = full_layer
+    elif job.recompute == "partial":
+        # --recompute-layers N of the stage's layers re-run their forward (Megatron --recompute-method block)
+        recompute = full_layer * min(job.recompute_layers or 0, layers_here) / layers_here
     elif job.recompute == "selective":
         recompute = attn_f + score_traffic
+    elif job.recompute == "per-op":
+        # torchtitan's per-op SAC saves every other matmul output and the attention output: half the
+        # matmuls and the element-wise ops between them run again (torchtitan distributed/activation_checkpoint.py)
+        recompute = 0.5 * (mm_f + fp8_f) + ew_f
     else:
         recompute = 0.0
 
-    # ---- the stage's work per micro-batch, and the head on the last stage
-    per_mb = {k: (fwd[k] + bwd[k]) * layers_here for k in fwd}
+    # ---- the stage's work per micro-batch, and the head on the last stage (16-bit in fp8 training too)
+    per_mb = {k: (fwd[k] + bwd.get(k, 0.0)) * layers_here for k in fwd}
     per_mb["recompute"] = recompute * layers_here
-    head_flops = 2 * tokens_mb * model.vocab_size * model.token_embedding_dim / tp
-    per_mb["matmul"] += 3 * head_flops / (eta_mm * peak)
+    head_dims = (model.vocab_size / tp, model.token_embedding_dim)
+    per_mb["matmul"] += 3 * _gemm_s(tokens_mb, head_dims[0], head_dims[1], eta16 * peak16, bw)
     t_mb = sum(per_mb.values())
 
     parts = {k: v * m for k, v in per_mb.items()}
@@ -331,19 +612,25 @@ def training_step(
         dp_bw = _data_parallel_busbw(gpu, layout, a, link, scale_out)
         grad_bytes = local_params * recipe.grads
         t_dp = _allreduce_s(grad_bytes, dp_group, dp_bw, a.collective_latency_s)
-        # torch DDP buckets, DeepSpeed overlap_comm (set by Hugging Face's ZeRO configs) and FSDP overlap the
-        # reduction with backward; Megatron's default (overlap_grad_reduce=False) does not
-        overlap = recipe.name in ("amp", "deepspeed", "fsdp") if overlap_dp is None else overlap_dp
-        hidden = min(t_dp, sum(bwd.values()) * layers_here) if overlap else 0.0  # the last micro-batch's backward
+        if overlap_dp is None:
+            overlap_dp = job.overlap_grad_reduce if job.overlap_grad_reduce is not None else stack.overlap_grad_reduce
+        hidden = min(t_dp, sum(bwd.values()) * layers_here) if overlap_dp else 0.0  # the last micro-batch's backward
         parts["dp_comm"] = t_dp - hidden
         if layout.zero >= 3:
             # ZeRO-3/FSDP gather each layer's 16-bit parameters before its forward and again before its
             # backward, every micro-batch (Rajbhandari et al. 2020, section 7: 1.5x the traffic of plain data
-            # parallelism); prefetching hides a gather behind the compute of the same pass
-            gather = local_params * 2 * (dp_group - 1) / dp_group / dp_bw + a.collective_latency_s * layers_here
+            # parallelism). A ring collective over n nodes takes n - 1 inter-node steps; a stack that gathers
+            # tensor by tensor pays them per parameter tensor, one that gathers a block at once per layer
+            nodes = max(1, math.ceil(dp_group * tp * pp / a.gpus_per_node)) if gpu.vendor != "google" else 1
+            per_layer = sum(1 for k in shapes if k != "lm_head") * 2 if stack.gather_per_tensor else 1
+            latency = (a.collective_latency_s + (nodes - 1) * a.ring_step_latency_s) * per_layer * layers_here
+            gather = local_params * 2 * (dp_group - 1) / dp_group / dp_bw + latency
             fwd_compute = sum(fwd.values()) * layers_here
             bwd_compute = sum(bwd.values()) * layers_here
-            exposed = max(0.0, gather - fwd_compute) + max(0.0, gather - bwd_compute)
+            if stack.prefetch_gathers:  # prefetching hides a gather behind the compute of the same pass
+                exposed = max(0.0, gather - fwd_compute) + max(0.0, gather - bwd_compute)
+            else:
+                exposed = 2 * gather + (gather if job.recompute in ("full", "partial") else 0.0)
             parts["zero3_gather"] = exposed * m
     # ---- optimizer step
     opt_params = local_params / (dp_group if layout.zero >= 1 else 1)
@@ -362,4 +649,8 @@ def training_step(
         matmul_efficiency_source=eta_src,
         micro_batches=m,
         attention_flops_share=per_token.forward_attention_flops / per_token.forward_flops,
+        stack=stack.name,
+        fp8_recipe=fp8.name if fp8 is not None else None,
+        global_batch=global_batch,
+        global_batch_source=gb_source,
     )

@@ -70,10 +70,10 @@ def _training_steps(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job
 
     def recompute(mode):
         def f(lay, jb):
-            order = ("none", "selective", "full")
+            order = ("none", "selective", "per-op", "partial", "full")  # less kept, left to right
             if order.index(jb.recompute) >= order.index(mode):
                 return None
-            return {"recompute": mode}, lay, replace(jb, recompute=mode)
+            return {"recompute": mode}, lay, replace(jb, recompute=mode, recompute_layers=None)
 
         return f
 

@@ -142,6 +142,13 @@ def plan_training(
             f"no --global-batch: it grows with data parallelism (micro-batch x dp = "
             f"{job.micro_batch * layout.dp * max(1, layout.pp)} sequences per step)"
         )
+    if step is not None and job.global_batch is None and deadline_s is None:
+        notes.append(f"global batch {step.global_batch} sequences per step ({step.global_batch_source})")
+    if step is not None and step.fp8_recipe is not None:
+        notes.append(
+            f"fp8 ({step.fp8_recipe} scaling): the linear layers' GEMMs at the fp8 ceiling, attention and the LM "
+            "head at 16 bits, quantization as memory traffic (fp8_cast)"
+        )
     if step is not None and step.attention_flops_share > 0.1:
         from ..estimate.flops import flops_per_token
 

@@ -1,0 +1,182 @@
+"""Issue #13, memory without false refusals: measured modern runs (torchtitan, TorchAO, NeMo, Megatron-Core, IBM
+FSDP) scored against gpuplan's per-GPU memory, and the formula fixes behind them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from conftest import BUNDLED_ACCELERATORS, BUNDLED_MODELS
+from gpuplan import api
+from gpuplan.errors import JobError
+from gpuplan.estimate.memory import activation_bytes_per_layer, per_op_sac_terms, training_memory
+from gpuplan.spec.training import Parallelism, TrainingJob
+from gpuplan.units import GiB
+
+MODELS = BUNDLED_MODELS
+GPUS = BUNDLED_ACCELERATORS
+
+#: Measured runs gpuplan called "does not fit" before issue #13 and fits now.
+FIXED = (
+    "torchtitan-2412-llama31-8b-8gpu-fsdp-bf16",
+    "torchtitan-2412-llama31-8b-8gpu-fsdp-compile-bf16",
+    "torchtitan-2412-llama31-8b-128gpu-fsdp-bf16",
+    "torchtitan-2412-llama31-8b-128gpu-fsdp-compile-fp8",
+    "torchtitan-2506-llama31-8b-32xh200-fsdp-compile-fp8",
+    "torchao-h100-llama3-8b-8gpu-fsdp-fp8-tensorwise",
+    "ibm-fsdp-compile-llama2-70b-464xh100-bf16",
+    "nemo-2407-h100-gpt3-5b-64gpu-fp8",
+    "nemo-2407-h100-llama2-7b-8gpu-fp8",
+    "nemo-2407-h100-llama2-70b-64gpu-fp8",
+    "nemo-2407-h100-llama3-70b-64gpu-fp8",
+)
+
+#: Measured runs still called "does not fit", and why (each a known gap, not a tuned record).
+REMAINING = {
+    "torchtitan-2412-llama31-8b-8gpu-fsdp-compile-fp8": "96 GB H100 run as the 80 GB part (no sourced 96 GB entry); "
+    "the estimate (80.2 GiB) is within 5 % of the measured 76.8 GiB",
+    "torchtitan-2412-llama31-8b-8gpu-cp1-seq32k-fp8": "measured 83.9 GiB: more than an 80 GB H100 holds; needs the "
+    "96 GB H100 entry",
+    "torchtitan-2412-llama31-8b-8gpu-cp4-seq128k-fp8": "measured 84.0 GiB: more than an 80 GB H100 holds",
+    "torchtitan-2412-llama31-8b-8gpu-cp8-seq256k-fp8": "measured 84.5 GiB: more than an 80 GB H100 holds",
+    "megatron-examples-llama3-8b-8gpu-fp8": "fp8 parameters / bf16 gradient reduction of the example script not stated",
+    "megatron-examples-llama3-405b-1024gpu-fp8": "recomputation and fp8 parameter options not stated",
+    "nemo-2407-h100-gpt3-175b-512gpu-fp8": "0.8 GiB over; NeMo's recompute/fp8-param defaults not stated",
+    "nemo-2407-h100-nemotron4-340b-128gpu-fp8": "recomputation not stated (NeMo recipe defaults)",
+    "nemo-2407-h100-llama3-8b-8gpu-fp8": "fp8 parameters / bf16 gradients not stated",
+    "automodel-h100-llama3-70b-64gpu-bf16": "activation checkpointing not stated",
+    "automodel-h100-deepseek-v3-256gpu-bf16": "activation checkpointing not stated",
+    "automodel-h100-qwen3-30b-a3b-8gpu-bf16": "activation checkpointing not stated",
+    "automodel-h100-gpt-oss-20b-8gpu-bf16": "activation checkpointing not stated",
+    "automodel-h100-gpt-oss-120b-64gpu-bf16": "activation checkpointing not stated",
+}
+
+#: Peak-memory MAE over the bundled measured records (torchtitan/TorchAO): 0.74 before issue #13, 0.21 after.
+PEAK_MEMORY_MAE_BOUND = 0.25
+#: ... and the median signed error: +0.65 before, +0.002 after.
+PEAK_MEMORY_MEDIAN_BOUND = 0.10
+
+
+@pytest.fixture(scope="module")
+def validation():
+    return api.validate(category="training").to_dict(), api.validate(category="memory").to_dict()
+
+
+def _fits(rows):
+    return {r["record"]: r["fits"] for r in rows if r["measured"]}
+
+
+@pytest.mark.parametrize("record", FIXED)
+def test_measured_runs_fit(validation, record):
+    training, memory = validation
+    fits = {**_fits(training["rows"]), **_fits(memory["rows"])}
+    assert fits[record], f"{record} ran, but gpuplan says it does not fit"
+
+
+@pytest.mark.parametrize("record", sorted(REMAINING))
+def test_remaining_refusals_are_listed(validation, record):
+    training, _ = validation
+    fits = _fits(training["rows"])
+    if fits[record]:
+        pytest.fail(f"{record} fits now: move it from REMAINING to FIXED")
+    pytest.xfail(REMAINING[record])
+
+
+def test_no_unlisted_refusals(validation):
+    training, memory = validation
+    refused = {k for k, v in {**_fits(training["rows"]), **_fits(memory["rows"])}.items() if not v}
+    assert refused <= set(REMAINING), sorted(refused - set(REMAINING))
+
+
+def test_peak_memory_mae_bound(validation):
+    _, memory = validation
+    peak = memory["summary"]["memory"]["quantity"]["peak_bytes_per_gpu"]
+    assert peak["count"] >= 20
+    assert peak["mae"] <= PEAK_MEMORY_MAE_BOUND
+    assert abs(peak["median_signed_error"]) <= PEAK_MEMORY_MEDIAN_BOUND
+
+
+# ---------------------------------------------------------------------------------------------- the fixes
+
+
+def _mem(layout: Parallelism, job: TrainingJob, gpu: str = "h100-sxm-80gb"):
+    return training_memory(MODELS.get("llama-3.1-8b"), GPUS.get(gpu), layout, job, find_max_batch=False)
+
+
+def test_fp8_weight_copies_sharded_under_fsdp():
+    """8B on 8 GPUs, FSDP: fp8 copies of the shard (+ the units in flight), not 2 B x 8B = 16 GB per GPU."""
+    job = TrainingJob(seq_len=8192, precision="fp8-mixed", fsdp=True)
+    fp8 = _mem(Parallelism(gpus=8, zero=3), job).parts["fp8_weight_copies"]
+    full = 2 * 8.03e9
+    assert fp8 < full / 8 * 1.5  # the shard and two gathered layers
+    assert fp8 > full / 8
+    # without sharding (ZeRO-1) every GPU keeps the whole model's fp8 copies
+    z1 = _mem(Parallelism(gpus=8, zero=1), replace(job, fsdp=False)).parts["fp8_weight_copies"]
+    assert z1 == pytest.approx(full, rel=0.01)
+
+
+def test_per_op_sac_saves_every_other_matmul():
+    """torchtitan per-op SAC on Llama 3.1 8B: input, wq, wv, SDPA output, w1, w2 outputs + fp32 lse."""
+    spec = MODELS.get("llama-3.1-8b")
+    job = TrainingJob(seq_len=8192, micro_batch=1, recompute="per-op")
+    names = {t.name for t in per_op_sac_terms(spec, job, Parallelism(), 2.0)}
+    assert names == {
+        "layer_input",
+        "q_proj_output",
+        "v_proj_output",
+        "gate_proj_output",
+        "down_proj_output",
+        "attention_output",
+        "attention_lse",
+    }
+    per_op = sum(activation_bytes_per_layer(spec, job, Parallelism()).values())
+    sbh = 8192 * 4096 * 2
+    # h + h + kv_dim + h + ffn + h = 7.75 h per token, + the lse
+    assert per_op == pytest.approx(sbh * (4 + 1024 / 4096 + 14336 / 4096) + 8192 * 32 * 4)
+    none = sum(activation_bytes_per_layer(spec, replace(job, recompute="none"), Parallelism()).values())
+    assert per_op < 0.5 * none
+
+
+def test_partial_recompute_between_none_and_full():
+    layout = Parallelism(gpus=8, zero=3)
+    job = TrainingJob(seq_len=8192, fsdp=True)
+    acts = {}
+    for mode, n in (("none", None), ("partial", 16), ("partial", 32), ("full", None)):
+        r = _mem(layout, replace(job, recompute=mode, recompute_layers=n))
+        acts[(mode, n)] = r.group_bytes("activations")
+    assert acts[("none", None)] > acts[("partial", 16)] > acts[("full", None)]
+    assert acts[("partial", 32)] == pytest.approx(acts[("full", None)], rel=1e-6)
+
+
+def test_activation_offload_moves_saved_activations_to_host():
+    job = TrainingJob(seq_len=8192, fsdp=True)
+    base = _mem(Parallelism(gpus=8, zero=3), job)
+    off = _mem(Parallelism(gpus=8, zero=3, offload="activations"), job)
+    half = _mem(Parallelism(gpus=8, zero=3, offload="activations"), replace(job, offload_layers=16))
+    assert off.cpu_offload_bytes > 0
+    assert off.total_bytes < half.total_bytes < base.total_bytes
+    with pytest.raises(JobError, match="--offload-layers"):
+        _mem(Parallelism(gpus=8, zero=3), replace(job, offload_layers=4))
+
+
+def test_megatron_fused_swiglu_and_fp8_inputs():
+    """Megatron/TE: the fused SwiGLU saves 3 ffn-wide tensors (eager: 4); fp8 saves linear inputs at 1 byte."""
+    spec = MODELS.get("llama-3.1-8b")
+    layout = Parallelism(gpus=2, tp=2, sequence_parallel=True)
+    bf16 = activation_bytes_per_layer(spec, TrainingJob(seq_len=4096), layout)
+    eager = activation_bytes_per_layer(spec, TrainingJob(seq_len=4096, recipe="amp"), Parallelism(gpus=2, tp=2))
+    assert bf16["mlp_hidden"] / eager["mlp_hidden"] == pytest.approx(3 / 4)
+    fp8 = activation_bytes_per_layer(spec, TrainingJob(seq_len=4096, precision="fp8-mixed"), layout)
+    assert sum(fp8.values()) < sum(bf16.values())
+
+
+def test_fsdp_recipe_kept_with_tensor_parallelism():
+    r = _mem(Parallelism(gpus=16, tp=2, zero=3), TrainingJob(seq_len=8192, fsdp=True, recompute="full"))
+    assert r.recipe.name == "fsdp"
+
+
+def test_cli_flags_reach_the_estimate():
+    r = api.train("llama-3.1-8b", gpu="h100", gpus=8, fsdp=True, seq_len=8192, recompute="partial", recompute_layers=8)
+    assert r.to_dict()["job"]["recompute_layers"] == 8
+    assert r.memory.total_bytes < 200 * GiB
