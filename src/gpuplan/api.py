@@ -128,11 +128,15 @@ def models(*, family: str | None = None, catalog: Any = ()) -> reports.ModelsRep
     return commands.models(_catalogs(catalog), family=family)
 
 
-def model(model: str, *, seq_len: int | None = None, offline: bool = False, catalog: Any = ()) -> reports.ModelReport:
-    """``gpuplan model show MODEL``: a catalog id, a config.json (or its folder), a Hub id or a count (``7B``)."""
+def model(
+    model: str, *, seq_len: int | None = None, offline: bool = False, like: str | None = None, catalog: Any = ()
+) -> reports.ModelReport:
+    """``gpuplan model show MODEL``: a catalog id, a config.json (or its folder), a Hub id or a count (``7B``).
+
+    ``like``: read a config whose model_type gpuplan does not know as this one (``like="llama"``)."""
     from .plan import commands
 
-    return commands.model_show(_catalogs(catalog), model, seq_len=_num("seq_len", seq_len), offline=offline)
+    return commands.model_show(_catalogs(catalog), model, seq_len=_num("seq_len", seq_len), offline=offline, like=like)
 
 
 # ------------------------------------------------------------------------------------------------- train
@@ -155,10 +159,17 @@ def train(
     global_batch: int | None = None,
     seq_len: int | None = None,
     recompute: str = C.Recompute.NONE,
+    recompute_layers: int | None = None,
+    offload_layers: int | None = None,
     flash_attention: bool = True,
     dropout: bool = False,
     precision: str = C.Precision.BF16_MIXED,
     recipe: str = C.Recipe.AUTO,
+    stack: str = C.Stack.AUTO,
+    fp8_recipe: str = C.Fp8Recipe.AUTO,
+    compile: bool = False,
+    overlap_grad_reduce: bool | None = None,
+    tp_comm_overlap: bool = False,
     optimizer: str = C.Optimizer.ADAMW,
     method: str = C.Method.FULL,
     lora_rank: int = 16,
@@ -175,12 +186,14 @@ def train(
     calibration: str | os.PathLike[str] | None = None,
     rank: bool = False,
     bytes_per_token: Number | None = None,
+    bytes_per_sample: Number | None = None,
     storage: str = C.TRAIN_STORAGE_DEFAULT,
     storage_write: Number | None = None,
     async_checkpoint: bool = False,
     mtbf_per_gpu_hours: Number | None = None,
     grid_gco2_per_kwh: Number | None = None,
     offline: bool = False,
+    like: str | None = None,
     catalog: Any = (),
 ) -> reports.TrainReport | reports.TrainRankReport:
     """``gpuplan train MODEL``: memory per GPU, itemized; with ``tokens`` the FLOPs, step time, MFU, time,
@@ -203,6 +216,7 @@ def train(
         async_checkpoint,
         _text("mtbf_per_gpu_hours", mtbf_per_gpu_hours),
         _text("grid_gco2_per_kwh", grid_gco2_per_kwh),
+        bytes_per_sample=_text("bytes_per_sample", bytes_per_sample),
     )
     if deadline is not None and gpus is not None:
         raise InputError("--deadline", "give --gpus or --deadline (which picks the GPU count), not both")
@@ -227,12 +241,19 @@ def train(
         global_batch=_num("global_batch", global_batch),
         precision=precision,
         recipe=recipe,
+        stack=stack,
+        fp8_recipe=fp8_recipe,
+        compile=compile,
+        overlap_grad_reduce=overlap_grad_reduce,
+        tp_comm_overlap=tp_comm_overlap,
         optimizer=optimizer,
         method=method,
         lora_rank=_num("lora_rank", lora_rank),
         lora_targets=tuple(t.strip() for t in targets if t.strip()),
         quant=quant,
         recompute=recompute,
+        recompute_layers=_num("recompute_layers", recompute_layers),
+        offload_layers=_num("offload_layers", offload_layers),
         flash_attention=flash_attention,
         dropout=dropout,
         fsdp=fsdp,
@@ -256,6 +277,7 @@ def train(
         rank=rank,
         machine=machine,
         offline=offline,
+        like=like,
     )
     return commands.train(_catalogs(catalog), req)
 
@@ -289,6 +311,7 @@ def serve(
     storage: str = C.SERVE_STORAGE_DEFAULT,
     rank: bool = False,
     offline: bool = False,
+    like: str | None = None,
     catalog: Any = (),
 ) -> reports.ServeReport | reports.ServeRankReport:
     """``gpuplan serve MODEL``: memory, TTFT and TPOT, throughput, the fleet for ``qps`` (or ``qpm``) and
@@ -342,6 +365,7 @@ def serve(
         storage=C.check(C.Storage, storage, "--storage"),
         rank=rank,
         offline=offline,
+        like=like,
     )
     return commands.serve(_catalogs(catalog), req)
 

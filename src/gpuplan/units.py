@@ -374,6 +374,8 @@ BOUNDS: dict[str, Bound] = {
     "context": whole(1, MAX_SEQ_TOKENS),
     "lora_rank": whole(1, MAX_LORA_RANK),
     "virtual_stages": whole(1, 1024),
+    "recompute_layers": whole(0, MAX_GPUS),
+    "offload_layers": whole(0, MAX_GPUS),
     "epochs": real(0, MAX_EPOCHS, low_open=True),
     "mfu": real(
         MIN_MFU,

@@ -106,6 +106,17 @@ def json_option(f: Callable) -> Callable:
     return click.option("--json", "as_json", is_flag=True, help="Print the JSON record instead of a table.")(f)
 
 
+def like_option(f: Callable) -> Callable:
+    """--like, on model show, train and serve (the API's ``like`` keyword)."""
+    return click.option(
+        "--like",
+        metavar="MODEL_TYPE",
+        default=None,
+        help="Read a config whose model_type gpuplan does not know as this one (e.g. llama, for a config "
+        "with Llama's keys); the output notes it.",
+    )(f)
+
+
 def offline_option(f: Callable) -> Callable:
     """--offline, the same on every command that takes a model (the API's ``offline`` keyword)."""
     return click.option(

@@ -6,7 +6,7 @@ import click
 
 from .. import api
 from ..spec.choices import GpuSort, OfferSort, Pricing, values
-from ._common import default, given, json_option, number, offline_option, run
+from ._common import default, given, json_option, like_option, number, offline_option, run
 
 
 @click.group()
@@ -89,6 +89,7 @@ def model_list(ctx: click.Context, as_json: bool, **options: object) -> None:
     help="Sequence length for FLOPs per token [default: 4096, capped at the model's context].",
 )
 @offline_option
+@like_option
 @json_option
 @click.pass_context
 def model_show(ctx: click.Context, model_name: str, as_json: bool, **options: object) -> None:

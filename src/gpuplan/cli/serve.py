@@ -9,7 +9,7 @@ import click
 
 from .. import api
 from ..spec.choices import Engine, KvCache, Storage, Weights, values
-from ._common import default, given, json_option, number, offline_option, run
+from ._common import default, given, json_option, like_option, number, offline_option, run
 from .train import parse_assume
 
 
@@ -62,7 +62,9 @@ def _d(name: str) -> Any:
     type=click.Choice(values(Engine)),
     default=_d("engine"),
     show_default=True,
-    help="server: continuous-batching engine (vLLM-like); compiled: one CUDA-graph stream (gpt-fast-like).",
+    help="Engine profile: batch cap, token budget per step, step overhead (gpuplan's ENGINE_PROFILES, each "
+    "with its source; --assume overrides). vllm, sglang, trtllm, tgi: continuous batching with chunked "
+    "prefill; llama.cpp: one slot; compiled: one CUDA-graph stream (gpt-fast-like); server = vllm.",
 )
 @click.option("--assume", multiple=True, metavar="NAME=VALUE", help="Override an assumption.")
 @click.option(
@@ -86,6 +88,7 @@ def _d(name: str) -> Any:
     help="Kept for old scripts: exit code 3 when it does not fit or misses a target is now the default.",
 )
 @offline_option
+@like_option
 @json_option
 @click.pass_context
 def serve(ctx: click.Context, model_name: str, assume: tuple[str, ...], as_json: bool, **options: Any) -> None:

@@ -8,7 +8,19 @@ from typing import Any
 import click
 
 from .. import api
-from ..spec.choices import Method, Offload, Optimizer, Precision, Quant, Recipe, Recompute, Storage, values
+from ..spec.choices import (
+    Fp8Recipe,
+    Method,
+    Offload,
+    Optimizer,
+    Precision,
+    Quant,
+    Recipe,
+    Recompute,
+    Stack,
+    Storage,
+    values,
+)
 from ._common import (
     check_output_path,
     default,
@@ -16,6 +28,7 @@ from ._common import (
     flag_errors,
     given,
     json_option,
+    like_option,
     number,
     offline_option,
     write_output,
@@ -56,7 +69,7 @@ def _d(name: str) -> Any:
     type=click.Choice(values(Offload)),
     default=_d("offload"),
     show_default=True,
-    help="ZeRO-Offload of optimizer states (or params too, ZeRO-3) to CPU memory.",
+    help="To CPU memory: ZeRO-Offload of optimizer states (or params too, ZeRO-3), or saved activations.",
 )
 @click.option(
     "--micro-batch",
@@ -76,7 +89,18 @@ def _d(name: str) -> Any:
     type=click.Choice(values(Recompute)),
     default=_d("recompute"),
     show_default=True,
-    help="Activation recomputation.",
+    help="Activation recomputation: selective (Korthikanti), per-op (torchtitan SAC), partial, full.",
+)
+@click.option(
+    "--recompute-layers",
+    type=number("recompute_layers"),
+    help="With --recompute partial: decoder layers per pipeline stage fully recomputed (the rest keep all).",
+)
+@click.option(
+    "--offload-layers",
+    type=number("offload_layers"),
+    help="With --offload activations: decoder layers per stage whose saved activations go to host memory "
+    "[default: all].",
 )
 @click.option("--flash-attention/--no-flash-attention", default=_d("flash_attention"), show_default=True)
 @click.option(
@@ -90,6 +114,28 @@ def _d(name: str) -> Any:
     show_default=True,
     help="Framework accounting of mixed precision (auto picks from the layout).",
 )
+@click.option(
+    "--stack",
+    type=click.Choice(values(Stack)),
+    default=_d("stack"),
+    show_default=True,
+    help="Software stack of the step time: megatron (fused kernels), fsdp2 (torchtitan-style eager PyTorch), "
+    "deepspeed, hf; auto follows --recipe.",
+)
+@click.option(
+    "--fp8-recipe",
+    type=click.Choice(values(Fp8Recipe)),
+    default=_d("fp8_recipe"),
+    show_default=True,
+    help="fp8 scaling (with --precision fp8-mixed): delayed (TE), tensorwise, rowwise, blockwise, mxfp8.",
+)
+@click.option("--compile", is_flag=True, help="torch.compile: element-wise kernels fused (as Megatron's are).")
+@click.option(
+    "--overlap-grad-reduce/--no-overlap-grad-reduce",
+    default=None,
+    help="Overlap the data-parallel gradient reduction with backward [default: the stack's].",
+)
+@click.option("--tp-comm-overlap", is_flag=True, help="Overlap tensor-parallel collectives with GEMMs (TE/async TP).")
 @click.option("--optimizer", type=click.Choice(values(Optimizer)), default=_d("optimizer"), show_default=True)
 @click.option("--method", type=click.Choice(values(Method)), default=_d("method"), show_default=True)
 @click.option("--lora-rank", type=number("lora_rank"), default=_d("lora_rank"), show_default=True)
@@ -128,6 +174,11 @@ def _d(name: str) -> Any:
     help="Stored bytes per training token [default: 2 below 65,500 vocabulary entries (uint16), else 4].",
 )
 @click.option(
+    "--bytes-per-sample",
+    help="Stored bytes per training sample, one sequence of --seq-len tokens (images, audio: non-text data); "
+    "instead of --bytes-per-token.",
+)
+@click.option(
     "--storage",
     type=click.Choice(values(Storage)),
     default=_d("storage"),
@@ -157,6 +208,7 @@ def _d(name: str) -> Any:
     help="Kept for old scripts: exit code 3 when the job does not fit is now the default.",
 )
 @offline_option
+@like_option
 @json_option
 @click.pass_context
 def train(

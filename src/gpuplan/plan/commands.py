@@ -162,6 +162,7 @@ class TrainRequest:
     rank: bool = False
     machine: Any = None  # MachineOptions
     offline: bool = False
+    like: str | None = None
 
 
 def train(cat: Catalogs, req: TrainRequest) -> reports.TrainReport | reports.TrainRankReport:
@@ -201,7 +202,7 @@ def train(cat: Catalogs, req: TrainRequest) -> reports.TrainReport | reports.Tra
     from .records import default_seq_len
 
     layout = req.layout
-    model = resolve_model(req.model, cat.models(), fetch=hub_fetcher(req.offline))
+    model = resolve_model(req.model, cat.models(), fetch=hub_fetcher(req.offline), like=req.like)
     seq_len = req.job.get("seq_len")
     job = TrainingJob(**{**req.job, "seq_len": seq_len if seq_len is not None else default_seq_len(model)})
     accelerator = cat.accelerators().get(req.gpu)
@@ -315,6 +316,7 @@ class ServeRequest:
     storage: str = "object"
     rank: bool = False
     offline: bool = False
+    like: str | None = None
 
 
 def serve(cat: Catalogs, req: ServeRequest) -> reports.ServeReport | reports.ServeRankReport:
@@ -332,7 +334,7 @@ def serve(cat: Catalogs, req: ServeRequest) -> reports.ServeReport | reports.Ser
     machine_items, inference_items = split_assumptions(req.assume, _SERVE_MACHINE_NAMES)
     machine_assumptions = parse_assumptions(machine_items, MachineAssumptions())
     assumptions = parse_assumptions(inference_items, assumptions_for(job)) if inference_items else None
-    model = resolve_model(req.model, cat.models(), fetch=hub_fetcher(req.offline))
+    model = resolve_model(req.model, cat.models(), fetch=hub_fetcher(req.offline), like=req.like)
     if req.rank and req.calibration:
         raise InputError("--calibration", "a calibration profile describes one GPU; --rank compares many")
     if req.rank:
@@ -382,7 +384,14 @@ def serve(cat: Catalogs, req: ServeRequest) -> reports.ServeReport | reports.Ser
     notes: tuple[str, ...] = ()
     if not serving.fits and (req.qps or priced):
         notes = ("no fleet or cost: one replica does not fit",)
-    machine = serve_machine(accelerator, layout, serving, storage=req.storage, assumptions=machine_assumptions)
+    machine = serve_machine(
+        accelerator,
+        layout,
+        serving,
+        storage=req.storage,
+        assumptions=machine_assumptions,
+        qps=req.qps if serving.fits else None,
+    )
     advice = None
     if not serving.fits:
         from .advice import serving_fit_advice
@@ -471,12 +480,14 @@ def tco(
     )
 
 
-def model_show(cat: Catalogs, model: str, *, seq_len: int | None, offline: bool) -> reports.ModelReport:
+def model_show(
+    cat: Catalogs, model: str, *, seq_len: int | None, offline: bool, like: str | None = None
+) -> reports.ModelReport:
     """One model, resolved from an id, a config.json, a Hub id or a bare count."""
     from ..catalog import resolve_model
     from ..catalog.hub import hub_fetcher
 
-    spec = resolve_model(model, cat.models(), fetch=hub_fetcher(offline))
+    spec = resolve_model(model, cat.models(), fetch=hub_fetcher(offline), like=like)
     return reports.ModelReport(spec, seq_len, warnings=tuple(cat.warnings))
 
 

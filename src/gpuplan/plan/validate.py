@@ -490,9 +490,15 @@ def _recompute(value: Any) -> tuple[str, tuple[str, ...]]:
         return "none", ("recomputation not stated: none assumed",)
     if "full" in text or "every block" in text:
         return "full", ()
-    if "selective" in text or "per-op" in text or "sac" in text:
-        note = ("'checkpoint every n-th block' run as selective recomputation",) if "n-th" in text else ()
-        return "selective", note
+    if "per-op" in text or "sac" in text:
+        # torchtitan's selective_ac_option = "op": saves every other matmul output and the attention output
+        return "per-op", ()
+    if "n-th" in text:
+        # IBM fms-fsdp: selective_checkpointing is the fraction of blocks checkpointed, default 1 (every block;
+        # fms-fsdp config/training.py); a run that does not state it ran the default
+        return "full", ("'checkpoint every n-th block' without n: fms-fsdp's default, every block (full)",)
+    if "selective" in text:
+        return "selective", ()
     if "none" in text or text == "false":
         return "none", ()
     if "checkpoint" in text or "remat" in text:
@@ -623,6 +629,14 @@ def _throughput_skip_reason(rec: Mapping[str, Any]) -> str:
     return "no throughput metric gpuplan predicts (tokens/s per GPU or step time)"
 
 
+def metric_is_compile(rec: Mapping[str, Any]) -> bool:
+    """Whether the figure scored is a torch.compile one (``tokens_per_second_per_gpu_compile``)."""
+    return (
+        _value(rec, "tokens_per_second_per_gpu") is None
+        and _value(rec, "tokens_per_second_per_gpu_compile") is not None
+    )
+
+
 def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> None:
     """A training record: a throughput case (category training) and, where published, a peak-memory case
     (category memory), both from one ``api.train`` call."""
@@ -721,9 +735,44 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
     if par.get("distributed_optimizer") and not zero and not fsdp:
         zero = 1
         notes.append("Megatron distributed optimizer run as ZeRO-1")
+    nemo_recipe = stack == "nemo" or "nemo's performance scripts" in str(rec.get("caveats") or "").lower()
+    if nemo_recipe and not zero and not fsdp and gpus // (tp * pp) > 1 and "distributed_optimizer" not in par:
+        # NeMo's performance recipes train with its distributed optimizer: the launcher configs' optim
+        # distributed_fused_adam (NeMo 1.x) and llm.recipes' distributed_fused_adam_with_cosine_annealing,
+        # OptimizerConfig(use_distributed_optimizer=True) (NeMo 2.x); optimizer states sharded over dp x cp
+        zero = 1
+        notes.append("distributed optimizer not stated: NeMo's performance-recipe default, run as ZeRO-1")
     recipe = "auto"
     if stack in ("megatron", "nemo", "megatron-deepspeed") and not fsdp:
         recipe = "megatron" if zero in (0, 1) else "deepspeed"
+    # the software stack of the step time, fp8 recipe, torch.compile and overlap, as the record states them
+    step_stack = {
+        "megatron": "megatron",
+        "nemo": "megatron",
+        "megatron-deepspeed": "deepspeed" if zero >= 2 else "megatron",
+        "torchtitan": "fsdp2",
+        "pytorch-fsdp": "fsdp2",
+        "nemo-automodel": "fsdp2",
+    }.get(stack, "auto")
+    if stack == "megatron" and zero >= 2:
+        step_stack = "deepspeed"  # Megatron Table 2's ZeRO-3 baseline ran on DeepSpeed
+    compile_ = par.get("torch_compile") is True or metric_is_compile(rec)
+    overlap_text = str(par.get("overlap") or "").lower()
+    tp_overlap = par.get("async_tp") is True or "--tp-comm-overlap" in overlap_text
+    overlap_grad = True if "--overlap-grad-reduce" in overlap_text else None
+    fp8_recipe = "auto"
+    if gpuplan_precision == "fp8-mixed":
+        ptext = str(rec.get("precision") or "").lower()
+        for key, name in (
+            ("mxfp8", "mxfp8"),
+            ("rowwise", "rowwise"),
+            ("blockwise", "blockwise"),
+            ("tensorwise", "tensorwise"),
+            ("delayed", "delayed"),
+        ):
+            if key in ptext or key == precision_class:
+                fp8_recipe = name
+                break
     mapped = map_model(rec, cat.models(), out.models, seq, prefer_architecture=eager)
     if isinstance(mapped, str):
         return skip(mapped)
@@ -750,6 +799,11 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
         dropout=eager,
         precision=gpuplan_precision,
         recipe=recipe,
+        stack=step_stack,
+        fp8_recipe=fp8_recipe,
+        compile=compile_,
+        overlap_grad_reduce=overlap_grad,
+        tp_comm_overlap=tp_overlap,
         virtual_stages=virtual,
         tokens=float(gseqs * seq * PLANNED_STEPS),
     )
@@ -895,6 +949,21 @@ _WEIGHTS = {
     "q4_k_m": "gguf-q4_k_m",
     "q8_0": "gguf-q8_0",
     "int4": "int4-g32",
+    "nvfp4": "nvfp4",
+    "mxfp4": "mxfp4",
+}
+
+#: The engine profile (``serve --engine``) of each stack a record names; NIM 1.x serves TensorRT-LLM engines
+#: (inference_modern.md caveats); stacks without a profile (Databricks' 2023 server, LMDeploy) run as vLLM.
+_ENGINE_PROFILE = {
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "trtllm": "trtllm",
+    "nim": "trtllm",
+    "tgi": "tgi",
+    "llama.cpp": "llama.cpp",
+    "gpt-fast": "compiled",
+    "exllamav2": "compiled",
 }
 
 _SINGLE_STREAM_ENGINES = ("llama.cpp", "exllamav2", "gpt-fast")
@@ -915,6 +984,7 @@ _INFERENCE_METRICS: Mapping[str, tuple[str, str, float]] = {
     "e2e_latency_s": ("request_latency_s", "s", 1.0),
     "requests_per_s": ("requests_per_s_total", "req/s", 1.0),
     "total_tokens_per_s_e2e_batch1": ("total_tokens_per_s_e2e", "tokens/s", 1.0),
+    "total_tokens_per_s": ("total_tokens_per_s_total", "tokens/s", 1.0),
 }
 
 
@@ -1035,7 +1105,7 @@ def _map_inference(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> 
         weights=weights_arg,
         kv_cache=kv_arg,
         prompt_tokens=prompt,
-        engine="compiled" if single else "server",
+        engine=_ENGINE_PROFILE.get(engine_name, "compiled" if single else "vllm"),
     )
     scored = 0
     unscored: list[str] = []
@@ -1065,6 +1135,8 @@ def _map_inference(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> 
             kw["concurrency"] = conc
         elif regime == "batch-1" or single:
             kw["batch"] = 1
+        elif regime == "offline-max-throughput" and not single:
+            pass  # all requests at once: the engine runs as many as its batch cap and the KV cache allow
         else:
             unscored.append(metric)
             continue
@@ -1169,6 +1241,9 @@ def _read(case: Case, report: Any) -> tuple[float, bool]:
         "request_latency_per_output_token_s": s.request_latency_s / max(1, report.job.output_tokens),
         "decode_tokens_per_s_per_user": 1 / s.tpot_s,
         "output_tokens_per_s_total": s.tokens_per_s * layout.replicas,
+        "total_tokens_per_s_total": s.requests_per_s
+        * layout.replicas
+        * (report.job.prompt_tokens + report.job.output_tokens),
         "output_tokens_per_s_per_gpu": s.tokens_per_s / gpus_per_replica,
         "requests_per_s_total": s.requests_per_s * layout.replicas,
         "prompt_tokens_per_s": report.job.prompt_tokens / s.ttft_s,
@@ -1270,10 +1345,13 @@ def register_fitted_constant(constant: FittedConstant) -> FittedConstant:
     return constant
 
 
-def ratio_fit(lo: float, hi: float, iterations: int = 3) -> Callable[[Callable[[float], list[Row]], float], float]:
+def ratio_fit(
+    lo: float, hi: float, iterations: int = 3, inverse: bool = False
+) -> Callable[[Callable[[float], list[Row]], float], float]:
     """A fit for a constant that throughput is (close to) proportional to: from ``start``, multiply by the
     median of published / predicted, ``iterations`` times (a fixed point; each pass re-runs the cases with
-    the new value, since the rest of the step does not scale), clamped to [lo, hi]."""
+    the new value, since the rest of the step does not scale), clamped to [lo, hi]. ``inverse``: the
+    quantity is a time, inversely proportional to the constant (median of predicted / published)."""
 
     def fit(rows_at: Callable[[float], list[Row]], start: float) -> float:
         value = start
@@ -1281,7 +1359,8 @@ def ratio_fit(lo: float, hi: float, iterations: int = 3) -> Callable[[Callable[[
             rows = rows_at(value)
             if not rows:
                 return value
-            new = min(hi, max(lo, value * statistics.median(r.case.published / r.predicted for r in rows)))
+            ratios = (r.predicted / r.case.published if inverse else r.case.published / r.predicted for r in rows)
+            new = min(hi, max(lo, value * statistics.median(ratios)))
             if abs(new / value - 1) < 1e-3:
                 return new
             value = new
@@ -1308,6 +1387,53 @@ MODEL_SHAPE_FACTOR = register_fitted_constant(
         "over the training throughput records, three fixed-point passes.",
     )
 )
+
+
+def _inference_default(name: str) -> float:
+    from ..estimate.inference import InferenceAssumptions
+
+    return float(getattr(InferenceAssumptions(), name))
+
+
+PREFILL_COMPUTE_EFFICIENCY = register_fitted_constant(
+    FittedConstant(
+        name="compute_efficiency",
+        default=_inference_default("compute_efficiency"),
+        category="inference",
+        quantity="ttft_s",
+        fit=ratio_fit(0.05, 1.0, inverse=True),
+        description="fraction of the dense peak that prefill (and the packed prompt tokens of a mixed step) "
+        "reaches (estimate/inference.py InferenceAssumptions); today a hand calibration on Databricks' TTFT "
+        "rows. Fit: the median of predicted / published TTFT over the inference TTFT records, three "
+        "fixed-point passes.",
+    )
+)
+
+MEMORY_BANDWIDTH_EFFICIENCY = register_fitted_constant(
+    FittedConstant(
+        name="memory_bandwidth_efficiency",
+        default=_inference_default("memory_bandwidth_efficiency"),
+        category="inference",
+        quantity="tpot_s",
+        fit=ratio_fit(0.05, 1.0, inverse=True),
+        description="fraction of datasheet bandwidth a decode step reaches (estimate/inference.py); today "
+        "gpt-fast's ~1700 GB/s on A100. Fit: the median of predicted / published TPOT over the inference "
+        "TPOT/ITL records, three fixed-point passes.",
+    )
+)
+
+
+def _evaluate_by_category(
+    constants: Sequence[FittedConstant], cases: Sequence[Case], evaluate: Evaluate, values: Mapping[str, float]
+) -> list[Row]:
+    """Score ``cases`` with ``values``, each category with only its own constants (a training run does not
+    take an inference assumption, and the other way round)."""
+    rows: list[Row] = []
+    for category in sorted({c.category for c in cases}):
+        mine = {c.name for c in constants if c.category == category}
+        subset = [c for c in cases if c.category == category]
+        rows += evaluate(subset, {k: v for k, v in values.items() if k in mine})
+    return rows
 
 
 def _fit_all(constants: Sequence[FittedConstant], cases: Sequence[Case], evaluate: Evaluate) -> dict[str, float]:
@@ -1341,13 +1467,13 @@ def loso(
     relevant = {(c.category, c.quantity) for c in constants}
     fitted_cases = [c for c in cases if (c.category, c.quantity) in relevant]
     in_sample = _fit_all(constants, fitted_cases, evaluate)
-    in_rows = evaluate(fitted_cases, in_sample)
+    in_rows = _evaluate_by_category(constants, fitted_cases, evaluate, in_sample)
     loso_rows: list[Row] = []
     for source in sorted({c.source for c in fitted_cases}):
         held = [c for c in fitted_cases if c.source == source]
         rest = [c for c in fitted_cases if c.source != source]
         values = _fit_all(constants, rest, evaluate) if rest else {c.name: c.default for c in constants}
-        rows = evaluate(held, values)
+        rows = _evaluate_by_category(constants, held, evaluate, values)
         loso_rows += rows
         out["folds"].append(
             {

@@ -484,6 +484,7 @@ def serve_report(record: dict) -> Group:
         Text(
             f"weights {job['weights']}, KV cache {job['kv_cache']}; {job['prompt_tokens']:,} prompt + "
             f"{job['output_tokens']:,} output tokens; {job['batching']} batch {job['batch']}; engine {job['engine']}"
+            + (f" ({job['engine_profile']} profile)" if job.get("engine_profile") not in (None, job["engine"]) else "")
         ),
         Text("memory per GPU", style="bold"),
     ]
@@ -530,6 +531,15 @@ def serve_report(record: dict) -> Group:
         f"{thr['requests_per_s']:,.3g}",
     )
     parts.append(lt)
+    if job["batching"] == "continuous":
+        parts.append(
+            Text(
+                f"continuous batching: {job['running_sequences']:,.0f} sequences decode per step with "
+                f"{job['prefill_tokens_per_step']:,.0f} prompt tokens of arriving requests packed beside them "
+                f"(chunked prefill); prompts take {thr['prefill_share']:.0%} of the replica's time; KV planned "
+                f"at {job['kv_tokens_per_sequence']:,} tokens per sequence"
+            )
+        )
     if fleet["qps"] and fleet["rule_of_thumb_gpus"] is not None:
         rule = fleet["rule_of_thumb_gpus"]
         parts.append(
@@ -560,7 +570,7 @@ def _machine_lines(record: dict) -> list[Text]:
     if not m:
         return []
     if "cold_start_s" in m:  # serve
-        return [
+        lines = [
             Text(
                 f"machine: cold start {m['cold_start_s']:,.1f} s ({m['weights_bytes_per_node'] / GB:,.1f} GB of "
                 f"weights from {m['storage']['class']}, then over PCIe); "
@@ -569,6 +579,15 @@ def _machine_lines(record: dict) -> list[Text]:
                 style="bold",
             )
         ]
+        if "scale_up" in m:
+            up = m["scale_up"]
+            lines.append(
+                Text(
+                    f"  scale-up after a traffic step: node provisioning unknown + cold start "
+                    f"{up['cold_start_s']:,.1f} s (at least {up['at_least_s']:,.1f} s per replica)"
+                )
+            )
+        return lines
     p = m["checkpoint_parts_bytes"]
     out = [
         Text("machine", style="bold"),
@@ -619,7 +638,41 @@ def _machine_lines(record: dict) -> list[Text]:
         )
     if tail:
         out.append(Text("  " + "; ".join(tail)))
+    if "instance" in m:
+        out.append(Text("  " + _instance_line(m)))
+    for w in m.get("warnings", ()):
+        out.append(Text(f"  warning: {w}", style="yellow"))
     return out
+
+
+def _instance_line(m: dict) -> str:
+    """--offer: the instance's vCPUs, RAM and local NVMe against the plan's needs ("unknown" where the offer
+    publishes no figure), and its NICs."""
+    inst, checks = m["instance"], m["instance_checks"]
+    cpu, ram = checks["cpu"], checks["host_ram"]
+    have_cpu = f"{cpu['vcpus_per_node']:,} vCPUs" if "vcpus_per_node" in cpu else "vCPUs unknown"
+    have_ram = (
+        f"{ram['host_memory_bytes_per_node'] / GB:,.0f} GB RAM"
+        if "host_memory_bytes_per_node" in ram
+        else "RAM unknown"
+    )
+    parts = [
+        f"{have_cpu} vs {cpu['needed_cores_per_node']:g} cores needed ({cpu['status']})",
+        f"{have_ram} vs {ram['needed_bytes_per_node'] / GB:,.0f} GB needed ({ram['status']})",
+    ]
+    nvme = checks.get("local_nvme")
+    if nvme is not None:
+        have = (
+            f"{nvme['local_nvme_bytes_per_node'] / 1e12:,.2f} TB" if "local_nvme_bytes_per_node" in nvme else "unknown"
+        )
+        parts.append(f"local NVMe {have} vs {nvme['needed_bytes_per_node'] / 1e12:,.2f} TB needed ({nvme['status']})")
+    else:
+        nv = inst.get("local_nvme_bytes")
+        parts.append(f"local NVMe {nv / 1e12:,.2f} TB" if nv is not None else "local NVMe unknown")
+    nic = inst.get("nic_kind", "NIC kind unknown")
+    bw = inst.get("nic_bytes_per_s_per_gpu")
+    parts.append(f"{nic} {bw / GB:,.1f} GB/s per GPU" if bw is not None else f"{nic}, bandwidth unknown")
+    return f"instance {inst['instance']}: " + "; ".join(parts)
 
 
 def _calibration_lines(record: dict) -> list[Text]:

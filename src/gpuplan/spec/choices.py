@@ -32,6 +32,28 @@ class Recipe(StrEnum):
     ZERO = "zero"
 
 
+class Stack(StrEnum):
+    """The software stack a training run's step time follows (``--stack``): which kernels are fused, how
+    sharded parameters are gathered and what overlaps by default (``estimate/steptime.py`` STACKS)."""
+
+    AUTO = "auto"
+    MEGATRON = "megatron"
+    FSDP2 = "fsdp2"
+    DEEPSPEED = "deepspeed"
+    HF = "hf"
+
+
+class Fp8Recipe(StrEnum):
+    """How fp8 training scales its tensors (``--fp8-recipe``, with ``--precision fp8-mixed``)."""
+
+    AUTO = "auto"
+    DELAYED = "delayed"
+    TENSORWISE = "tensorwise"
+    ROWWISE = "rowwise"
+    BLOCKWISE = "blockwise"
+    MXFP8 = "mxfp8"
+
+
 class Optimizer(StrEnum):
     """Optimizer (``--optimizer``)."""
 
@@ -51,19 +73,24 @@ class Method(StrEnum):
 
 
 class Recompute(StrEnum):
-    """Activation recomputation (``--recompute``)."""
+    """Activation recomputation (``--recompute``): Korthikanti's selective, torchtitan's per-op SAC, full
+    recomputation of ``--recompute-layers`` layers per stage (partial), or of every layer (full)."""
 
     NONE = "none"
     SELECTIVE = "selective"
+    PER_OP = "per-op"
+    PARTIAL = "partial"
     FULL = "full"
 
 
 class Offload(StrEnum):
-    """What ZeRO moves to host memory (``--offload``)."""
+    """What moves to host memory (``--offload``): ZeRO-Offload's optimizer states or parameters, or the saved
+    activations of ``--offload-layers`` decoder layers."""
 
     NONE = "none"
     OPTIMIZER = "optimizer"
     PARAMS = "params"
+    ACTIVATIONS = "activations"
 
 
 class Quant(StrEnum):
@@ -88,6 +115,8 @@ class Weights(StrEnum):
     GGUF_Q5_K_M = "gguf-q5_k_m"
     GGUF_Q4_K_M = "gguf-q4_k_m"
     GGUF_Q4_0 = "gguf-q4_0"
+    NVFP4 = "nvfp4"
+    MXFP4 = "mxfp4"
 
 
 class KvCache(StrEnum):
@@ -100,10 +129,22 @@ class KvCache(StrEnum):
 
 
 class Engine(StrEnum):
-    """Serving engine (``--engine``): a continuous-batching server, or one compiled stream."""
+    """Serving engine profile (``--engine``); each profile's defaults, with sources, live in
+    ``estimate/inference.py`` (``ENGINE_PROFILES``). ``server`` is an alias of ``vllm``."""
 
     SERVER = "server"
+    VLLM = "vllm"
+    SGLANG = "sglang"
+    TRTLLM = "trtllm"
+    TGI = "tgi"
+    LLAMA_CPP = "llama.cpp"
     COMPILED = "compiled"
+
+
+#: Engine names that are another profile's alias.
+ENGINE_ALIASES = {Engine.SERVER.value: Engine.VLLM.value}
+#: Engines that run one static batch (no scheduler); every other profile batches continuously.
+STATIC_ENGINES = frozenset({Engine.COMPILED.value})
 
 
 class Storage(StrEnum):

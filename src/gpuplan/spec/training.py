@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import JobError, LayoutError
-from .choices import Method, Offload, Optimizer, Precision, Quant, Recipe, Recompute, values
+from .choices import Fp8Recipe, Method, Offload, Optimizer, Precision, Quant, Recipe, Recompute, Stack, values
 
 # the choice lists as tuples of strings (the classes in choices.py are the single source)
 PRECISIONS = values(Precision)
@@ -19,6 +19,8 @@ METHODS = values(Method)
 RECOMPUTE = values(Recompute)
 OFFLOAD = values(Offload)
 QUANT = values(Quant)
+STACKS = values(Stack)
+FP8_RECIPES = values(Fp8Recipe)
 
 #: Module names LoRA can target, as PEFT calls them on Llama-style models.
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -111,6 +113,21 @@ class TrainingJob:
     flash_attention: bool = True
     dropout: bool = False
     fsdp: bool = False
+    #: with ``recompute="partial"``: decoder layers per pipeline stage fully recomputed (Megatron-LM's
+    #: --recompute-method block --recompute-num-layers N); the others keep every activation
+    recompute_layers: int | None = None
+    #: with ``--offload activations``: decoder layers per stage whose saved activations live in host memory
+    offload_layers: int | None = None
+    #: the software stack of the step time (``estimate/steptime.py`` STACKS; auto: from the recipe)
+    stack: str = "auto"
+    #: fp8 scaling recipe with ``precision="fp8-mixed"`` (auto: delayed on Megatron/TE, tensorwise elsewhere)
+    fp8_recipe: str = "auto"
+    #: torch.compile: element-wise kernels fused
+    compile: bool = False
+    #: overlap the data-parallel gradient reduction with backward (None: the stack's default)
+    overlap_grad_reduce: bool | None = None
+    #: overlap tensor-parallel collectives with the neighbouring GEMMs (TE userbuffers, async TP)
+    tp_comm_overlap: bool = False
 
     def __post_init__(self) -> None:
         for name in ("micro_batch", "seq_len", "lora_rank"):
@@ -125,9 +142,22 @@ class TrainingJob:
             ("optimizer", OPTIMIZERS),
             ("method", METHODS),
             ("recompute", RECOMPUTE),
+            ("stack", STACKS),
+            ("fp8_recipe", FP8_RECIPES),
         ):
             if getattr(self, name) not in allowed:
-                raise JobError(f"--{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+                flag = name.replace("_", "-")
+                raise JobError(f"--{flag} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        for name in ("recompute_layers", "offload_layers"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise JobError(f"--{name.replace('_', '-')} must be a whole number >= 0, got {value!r}")
+        if self.recompute == "partial" and self.recompute_layers is None:
+            raise JobError("--recompute partial needs --recompute-layers N (layers per stage fully recomputed)")
+        if self.recompute != "partial" and self.recompute_layers is not None:
+            raise JobError("--recompute-layers goes with --recompute partial")
+        if self.fp8_recipe != "auto" and self.precision != "fp8-mixed":
+            raise JobError(f"--fp8-recipe {self.fp8_recipe} needs --precision fp8-mixed (got {self.precision})")
         if self.quant is not None and self.quant not in QUANT:
             raise JobError(f"--quant must be one of {', '.join(QUANT)}, got {self.quant!r}")
         if self.method == "qlora" and self.quant is None:
