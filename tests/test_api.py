@@ -330,3 +330,16 @@ def test_shell_completion_offers_the_choices():
     }
     out = subprocess.run([sys.executable, "-m", "gpuplan"], env=env, capture_output=True, text=True, timeout=60)
     assert [line.split(",", 1)[1] for line in out.stdout.split()] == list(values(Precision))
+
+
+def test_local_bench_cli_is_the_api(run, tmp_path):
+    """local bench measures, so two runs differ in their numbers: the CLI's record and the API's report
+    have the same shape and the same benchmarks."""
+    args = ["local", "bench", "disk", "--path", str(tmp_path), "--file-size", "1MiB", "--writers", "1"]
+    code, out, err = run(*args, "--json")
+    assert code == 0, err
+    cli_record = json.loads(out)
+    report = gpuplan.local_bench("disk", path=tmp_path, file_size="1MiB", writers=1)
+    api_record = report.to_dict()
+    assert report.exit_code == 0 and cli_record.keys() == api_record.keys()
+    assert [r["name"] for r in cli_record["results"]] == [r["name"] for r in api_record["results"]]
