@@ -1,0 +1,81 @@
+"""``gpuplan plan train`` and ``gpuplan plan serve``: flags in, one ``gpuplan.plan_train`` / ``plan_serve`` call,
+a table or JSON out (exit 3 when nothing meets the constraints, with the pruned counts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .. import api
+from ..spec.choices import Objective, Precision, Pricing, values
+from ._common import default, given, json_option, like_option, number, offline_option, run
+from .train import parse_assume
+
+
+@click.group()
+def plan() -> None:
+    """What should I run this on? Search GPUs, counts, layouts and offers for a training run or a serving load."""
+
+
+@plan.command("train")
+@click.argument("model_name", metavar="MODEL")
+@click.option("--tokens", required=True, callback=given, help="Training tokens, e.g. 2T.")
+@click.option("--deadline", callback=given, help="Latest time to train, e.g. 30d.")
+@click.option("--budget", callback=given, help="Most dollars to spend, e.g. 2M or $2M.")
+@click.option("--gpus", type=number("gpus"), help="A fixed GPU count (the cluster one has).")
+@click.option(
+    "--max-gpus",
+    type=number("gpus"),
+    default=default(api.plan_train, "max_gpus"),
+    show_default=True,
+    help="Largest count searched.",
+)
+@click.option(
+    "--gpu", default="all", show_default=True, help="GPUs to search: ids or aliases, comma-separated, or 'all'."
+)
+@click.option("--providers", help="Only these providers' offers, comma-separated (e.g. aws,gcp).")
+@click.option("--pricing", type=click.Choice(values(Pricing)), default=Pricing.ON_DEMAND.value, show_default=True)
+@click.option("--objective", type=click.Choice(values(Objective)), default=Objective.COST.value, show_default=True)
+@click.option("--top", type=int, default=20, show_default=True, help="Options shown, best first.")
+@click.option("--global-batch", type=number("global_batch"), help="Sequences per step [default: the size rule].")
+@click.option("--seq-len", type=number("seq_len"), help="Tokens per sequence [default: 4096 capped at the context].")
+@click.option(
+    "--precision", type=click.Choice(values(Precision)), default=Precision.BF16_MIXED.value, show_default=True
+)
+@click.option("--assume", multiple=True, metavar="NAME=VALUE", help="Override a memory or step-time assumption.")
+@offline_option
+@like_option
+@json_option
+@click.pass_context
+def plan_train(ctx: click.Context, model_name: str, assume: tuple[str, ...], as_json: bool, **options: Any) -> None:
+    """Search GPU x count x layout x offer for training MODEL on --tokens; the best by --objective.
+
+    Every candidate is timed and sized by the same functions as 'gpuplan train'; pruned ones are counted by reason.
+    """
+    run(ctx, api.plan_train, "plan_train_report", as_json, model_name, assume=parse_assume(assume), **options)
+
+
+@plan.command("serve")
+@click.argument("model_name", metavar="MODEL")
+@click.option("--qps", required=True, callback=given, help="Requests per second to serve.")
+@click.option("--prompt-tokens", type=number("prompt_tokens"), default=512, show_default=True)
+@click.option("--output-tokens", type=number("output_tokens"), default=256, show_default=True)
+@click.option("--max-ttft", callback=given, help="Largest time to first token, e.g. 2s.")
+@click.option("--max-tpot", callback=given, help="Largest time per output token, e.g. 50ms.")
+@click.option("--gpu", default="all", show_default=True, help="GPUs to search: ids, comma-separated, or 'all'.")
+@click.option("--providers", help="Only these providers' offers, comma-separated.")
+@click.option("--pricing", type=click.Choice(values(Pricing)), default=Pricing.ON_DEMAND.value, show_default=True)
+@click.option("--engine", default="vllm,sglang,trtllm", show_default=True, help="Engine profiles to search.")
+@click.option("--top", type=int, default=20, show_default=True, help="Options shown, cheapest first.")
+@click.option("--assume", multiple=True, metavar="NAME=VALUE", help="Override an inference assumption.")
+@offline_option
+@like_option
+@json_option
+@click.pass_context
+def plan_serve(ctx: click.Context, model_name: str, assume: tuple[str, ...], as_json: bool, **options: Any) -> None:
+    """Search GPU x weight format x tp x engine for serving MODEL at --qps; cheapest $ per million output tokens.
+
+    Each replica is planned by the same functions as 'gpuplan serve'; replicas are added to meet --qps.
+    """
+    run(ctx, api.plan_serve, "plan_serve_report", as_json, model_name, assume=parse_assume(assume), **options)
