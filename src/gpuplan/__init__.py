@@ -20,6 +20,8 @@ _API = (
     "local_detect",
     "local_bench",
     "validate",
+    "plan_train",
+    "plan_serve",
 )
 
 _EXPORTS = {

@@ -370,6 +370,194 @@ def serve(
     return commands.serve(_catalogs(catalog), req)
 
 
+# -------------------------------------------------------------------------------------------------- plan
+
+
+def _plan_gpus(cat: Catalogs, gpu: str | Iterable[str], pricing: str | None) -> list[Any]:
+    """``gpu="all"``: every GPU with an offer of the pricing kind; else the named ones (comma list)."""
+    registry = cat.accelerators()
+    names = [g.strip() for g in gpu.split(",")] if isinstance(gpu, str) else [str(g).strip() for g in gpu]
+    if names == ["all"]:
+        ids = sorted({o.gpu for o in cat.offers() if pricing is None or o.pricing == pricing})
+        return [registry.get(i) for i in ids]
+    if not [n for n in names if n]:
+        from .errors import InputError
+
+        raise InputError("--gpu", "name at least one GPU (gpuplan gpus list), or 'all'")
+    return list({a.id: a for a in (registry.get(n) for n in names if n)}.values())
+
+
+def _providers(providers: str | Iterable[str] | None) -> tuple[str, ...] | None:
+    if providers is None:
+        return None
+    items = providers.split(",") if isinstance(providers, str) else list(providers)
+    return tuple(p.strip().lower() for p in items if p.strip()) or None
+
+
+def plan_train(
+    model: str,
+    *,
+    tokens: Number,
+    deadline: Number | None = None,
+    budget: Number | None = None,
+    gpus: int | None = None,
+    max_gpus: int = 16384,
+    gpu: str | Iterable[str] = "all",
+    providers: str | Iterable[str] | None = None,
+    pricing: str = C.Pricing.ON_DEMAND,
+    objective: str = C.Objective.COST,
+    top: int = 20,
+    global_batch: int | None = None,
+    seq_len: int | None = None,
+    precision: str = C.Precision.BF16_MIXED,
+    assume: Mapping[str, Any] | None = None,
+    offline: bool = False,
+    like: str | None = None,
+    catalog: Any = (),
+) -> reports.PlanTrainReport:
+    """``gpuplan plan train MODEL``: search GPU x count x layout (tp, pp, ep, sharding, recompute, micro-batch)
+    over the offers of one pricing kind; the top ``top`` by ``objective`` with the Pareto front of (time, cost,
+    GPUs) flagged, the pruned candidates counted by reason, and launch hints for each option."""
+    from .catalog import resolve_model
+    from .catalog.hub import hub_fetcher
+    from .errors import InputError
+    from .estimate.memory import MemoryAssumptions
+    from .estimate.steptime import StepAssumptions
+    from .plan import reports
+    from .plan.commands import parse_assumptions, split_assumptions
+    from .plan.records import default_seq_len
+    from .plan.search import search_train
+    from .spec.model import ModelSpec
+    from .spec.training import TrainingJob
+    from .units import parse_duration, parse_tokens, parse_usd, whole
+
+    cat = _catalogs(catalog)
+    if gpus is not None and max_gpus != 16384:
+        raise InputError("--gpus", "give --gpus (a fixed count) or --max-gpus, not both")
+    fixed = _num("gpus", gpus)
+    most = int(BOUNDS["gpus"].read(max_gpus, "--max-gpus"))
+    k = int(whole(1, 10_000).read(top, "--top"))
+    chosen_pricing = C.check(C.Pricing, pricing, "--pricing")
+    chosen_objective = C.check(C.Objective, objective, "--objective")
+    C.check(C.Precision, precision, "--precision")
+    n_tokens = parse_tokens(_text("tokens", tokens))
+    deadline_s = parse_duration(_text("deadline", deadline), "--deadline") if deadline is not None else None
+    budget_usd = None
+    if budget is not None:
+        text = _text("budget", budget)
+        budget_usd = parse_usd(text.strip().rstrip("$") if isinstance(text, str) else text, "--budget")
+    mem_items, step_items = split_assumptions(_assume(assume), frozenset(MemoryAssumptions.SOURCES))
+    mem_a = parse_assumptions(mem_items, MemoryAssumptions())
+    step_a = parse_assumptions(step_items, StepAssumptions())
+    spec = resolve_model(model, cat.models(), fetch=hub_fetcher(offline), like=like)
+    if not isinstance(spec, ModelSpec):
+        raise InputError("MODEL", "plan train needs the architecture; give a model id or config.json")
+    seq = _num("seq_len", seq_len)
+    job = TrainingJob(
+        seq_len=seq if seq is not None else default_seq_len(spec),
+        global_batch=_num("global_batch", global_batch),
+        precision=precision,
+    )
+    accelerators = _plan_gpus(cat, gpu, chosen_pricing)
+    chosen_providers = _providers(providers)
+    search = search_train(
+        spec,
+        accelerators,
+        list(cat.offers()),
+        n_tokens,
+        job,
+        pricing=chosen_pricing,
+        providers=chosen_providers,
+        fixed_gpus=fixed,
+        max_gpus=most,
+        deadline_s=deadline_s,
+        budget_usd=budget_usd,
+        objective=chosen_objective,
+        top=k,
+        memory_assumptions=mem_a,
+        step_assumptions=step_a,
+    )
+    constraints = {
+        "deadline_s": deadline_s,
+        "budget_usd": budget_usd,
+        "gpus": fixed,
+        "max_gpus": None if fixed is not None else most,
+        "gpu": [a.id for a in accelerators],
+        "providers": list(chosen_providers) if chosen_providers else None,
+        "pricing": chosen_pricing,
+        "global_batch": job.global_batch,
+        "seq_len": job.seq_len,
+        "precision": precision,
+    }
+    return reports.PlanTrainReport(spec, n_tokens, chosen_objective, constraints, search, warnings=tuple(cat.warnings))
+
+
+def plan_serve(
+    model: str,
+    *,
+    qps: Number,
+    prompt_tokens: int = 512,
+    output_tokens: int = 256,
+    max_ttft: Number | None = None,
+    max_tpot: Number | None = None,
+    gpu: str | Iterable[str] = "all",
+    providers: str | Iterable[str] | None = None,
+    pricing: str = C.Pricing.ON_DEMAND,
+    engine: str | Iterable[str] = "vllm,sglang,trtllm",
+    top: int = 20,
+    assume: Mapping[str, Any] | None = None,
+    offline: bool = False,
+    like: str | None = None,
+    catalog: Any = (),
+) -> reports.PlanServeReport:
+    """``gpuplan plan serve MODEL``: search GPU x weight format x KV cache x tp x engine for ``qps`` requests/s
+    under ``max_ttft`` / ``max_tpot``, by $ per million output tokens, with replicas, the Pareto front of cost and
+    latency, pruned counts and engine launch lines."""
+    from .catalog import resolve_model
+    from .catalog.hub import hub_fetcher
+    from .errors import InputError
+    from .estimate.inference import assumptions_for
+    from .plan import reports
+    from .plan.commands import parse_assumptions
+    from .plan.search import search_serve
+    from .spec.model import ModelSpec
+    from .spec.serving import ServingJob
+    from .units import MAX_QPS, MIN_QPS, check_range, parse_count, parse_duration, whole
+
+    cat = _catalogs(catalog)
+    rate = check_range(parse_count(_text("qps", qps), "--qps"), "--qps", MIN_QPS, MAX_QPS, why="requests per second")
+    k = int(whole(1, 10_000).read(top, "--top"))
+    chosen_pricing = C.check(C.Pricing, pricing, "--pricing")
+    names = engine.split(",") if isinstance(engine, str) else list(engine)
+    engines = tuple(dict.fromkeys(C.check(C.Engine, e.strip(), "--engine") for e in names if e.strip()))
+    if not engines:
+        raise InputError("--engine", "name at least one engine")
+    job = ServingJob(
+        prompt_tokens=_num("prompt_tokens", prompt_tokens),
+        output_tokens=_num("output_tokens", output_tokens),
+        max_tpot_s=parse_duration(_text("max_tpot", max_tpot), "--max-tpot") if max_tpot is not None else None,
+        max_ttft_s=parse_duration(_text("max_ttft", max_ttft), "--max-ttft") if max_ttft is not None else None,
+    )
+    items = _assume(assume)
+    assumptions = parse_assumptions(items, assumptions_for(job)) if items else None
+    spec = resolve_model(model, cat.models(), fetch=hub_fetcher(offline), like=like)
+    if not isinstance(spec, ModelSpec):
+        raise InputError("MODEL", "plan serve needs the architecture; give a model id or config.json")
+    search = search_serve(
+        spec,
+        _plan_gpus(cat, gpu, chosen_pricing),
+        list(cat.offers()),
+        job,
+        rate,
+        pricing=chosen_pricing,
+        providers=_providers(providers),
+        engines=engines,
+        assumptions=assumptions,
+        top=k,
+    )
+    return reports.PlanServeReport(spec, job, rate, search, warnings=tuple(cat.warnings))
+
+
 # --------------------------------------------------------------------------------------------------- tco
 
 

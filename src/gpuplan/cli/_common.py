@@ -154,17 +154,28 @@ def emit(ctx: click.Context, record: dict, as_json: bool, render: Callable[[dict
     """Print a record as JSON or as the table ``render`` draws from it; either way a result that is not a
     finite number (an input far out of range overflowed) is an error, never printed as nan or inf."""
     large = max((len(v) for v in record.values() if isinstance(v, list)), default=0) > _LARGE_ROWS
-    encoded = _compact_json(record) if large else None
+    to_print = as_json or ctx.obj.as_json
+    encoded = _compact_json(record) if large and to_print else None
     # the fast encoder writes NaN / Infinity where json.dumps would refuse: only then is the record walked
-    bad = _nonfinite(record) if encoded is None or _has_nonfinite_token(encoded) else None
+    if large and encoded is None and not to_print:
+        bad = _nonfinite(record) if _large_nonfinite(record) else None
+    else:
+        bad = _nonfinite(record) if encoded is None or _has_nonfinite_token(encoded) else None
     if bad:
         raise GpuplanError(
             f"a result ({bad}) is not a finite number: an input is out of range (check the "
             "counts, prices, --epochs and the assumptions)"
         )
-    if as_json or ctx.obj.as_json:
+    if to_print:
         if encoded is not None:  # a large listing: the same record on one line (indenting it takes seconds)
-            click.echo(encoded)
+            out = getattr(sys.stdout, "buffer", None)
+            if out is None:
+                click.echo(encoded)
+            else:  # as click.echo writes it, without its copy of the whole text to add the newline
+                sys.stdout.flush()
+                out.write(encoded)
+                out.write(b"\n")
+                out.flush()
         else:
             click.echo(json.dumps(record, indent=2, allow_nan=False))
         return
@@ -183,6 +194,11 @@ def emit(ctx: click.Context, record: dict, as_json: bool, render: Callable[[dict
         draw = render
     renderable = draw(record)
     if large and width is not None and not console.is_terminal:
+        plain = getattr(renderable, "plain_text", None)  # a long listing writes itself as text (render.tables)
+        text = plain(width) if plain is not None else None
+        if text is not None:
+            click.echo(text)
+            return
         # what rich would print (each line cropped to the width), without its per-segment pass: taken only
         # when the text is plain ASCII (one character, one column)
         text = "".join(seg.text for seg in console.render(renderable, console.options) if not seg.control)
@@ -193,6 +209,25 @@ def emit(ctx: click.Context, record: dict, as_json: bool, render: Callable[[dict
             click.echo("\n".join(line[:width] for line in lines))
             return
     console.print(renderable)
+
+
+def _large_nonfinite(record: dict) -> bool:
+    """Whether a large record may hold a NaN or an infinity, checked a slice of rows at a time (encoding a
+    100,000-row listing whole only to check it costs more than drawing its table)."""
+    rest = {k: v for k, v in record.items() if not (isinstance(v, list) and len(v) > _LARGE_ROWS)}
+    parts: list[Any] = [rest]
+    for v in record.values():
+        if isinstance(v, list) and len(v) > _LARGE_ROWS:
+            parts += [v[i : i + _CHECK_ROWS] for i in range(0, len(v), _CHECK_ROWS)]
+    for part in parts:
+        encoded = _compact_json(part)
+        if encoded is None or _has_nonfinite_token(encoded):
+            return True
+    return False
+
+
+#: Rows encoded at a time to check a large record drawn as a table.
+_CHECK_ROWS = 2000
 
 
 def _has_nonfinite_token(encoded: bytes) -> bool:

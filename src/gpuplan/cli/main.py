@@ -1,6 +1,6 @@
 """The ``gpuplan`` command line: parse, call the library API (:mod:`gpuplan.api`), render. No formulas here.
 
-One module per command group (``catalog.py``: gpus, offers, model; ``train.py``; ``serve.py``; ``tco.py``;
+One module per command group (``catalog.py``: gpus, offers, model; ``train.py``; ``serve.py``; ``plan.py``; ``tco.py``;
 ``local.py``; ``validate.py``); this one holds the root group and the entry point.
 Exit codes: 0 ok; 2 bad input (one line on stderr: what to fix); 3 ran, but nothing fits.
 ``--json`` on every command prints the API report's ``to_dict()`` (with ``schema_version``) on stdout.
@@ -42,6 +42,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "tco",
         "tco",
         "Rent or buy: yearly cost of owning GPUs against every rental offer, and the break-even utilization.",
+    ),
+    "plan": (
+        "plan",
+        "plan",
+        "What should I run this on? Search GPUs, counts, layouts and offers for a training run or a serving load.",
     ),
     "local": ("local", "local", "This machine: what it has (detect) and what it really achieves (bench)."),
     "validate": ("validate", "validate", "Score gpuplan against every bundled published figure."),

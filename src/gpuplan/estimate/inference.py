@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -44,6 +44,7 @@ from .flops import attention_flops_forward, matmul_params
 from .itemized import Itemized
 from .params import count_params, linear_shapes
 from .quant import FP4_FORMATS, WEIGHT_FORMATS, bytes_per_param
+from .queueing import closed_loop_wait, mean_wait, poisson_quantile, wait_quantile
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,9 @@ class InferenceAssumptions(AssumptionSet):
     prefill_chunk_tokens: int = 8192
     max_num_seqs: int = 256
     request_overhead_s: float = 0.0
+    max_utilization: float = 0.85
+    arrival_scv: float = 1.0
+    service_scv: float = 1.0
 
     SOURCES = MappingProxyType(
         {
@@ -156,6 +160,24 @@ class InferenceAssumptions(AssumptionSet):
                 "detokenization), added to TTFT: 0 by default, since no bundled source separates it from "
                 "the prefill; set it from your own measurements",
             ),
+            "max_utilization": (
+                "fraction of a replica's saturation request rate",
+                "planning headroom for --qps: a fleet keeps each replica at or below this share of the requests "
+                "per second it serves when every slot is busy. Not measured: it bounds the queueing term, which "
+                "grows as rho / (1 - rho) (Kingman 1961): at 0.85 the mean wait of one server is 5.7 service "
+                "times (M/M/1), at 0.95 19; set it from your latency targets (0.95 for a steady load)",
+            ),
+            "arrival_scv": (
+                "squared coefficient of variation of inter-arrival times",
+                "1: Poisson arrivals, the load vLLM's benchmark_serving.py generates for --request-rate (gamma "
+                "inter-arrival times with --burstiness 1.0, i.e. exponential); above 1 for burstier traffic",
+            ),
+            "service_scv": (
+                "squared coefficient of variation of a slot's service time",
+                "1: request times spread like an exponential (chat output lengths vary widely: ShareGPT, the "
+                "dataset of vLLM's benchmark_serving.py); 0 for fixed-length benchmark requests. Only the "
+                "queue wait depends on it (Allen-Cunneen, estimate/queueing.py)",
+            ),
         }
     )
 
@@ -173,6 +195,9 @@ class InferenceAssumptions(AssumptionSet):
                 "int4_kernel_bandwidth_factor": (1, 10),
                 "prefill_chunk_tokens": (1, 10**7),
                 "max_num_seqs": (0, 10**6),
+                "max_utilization": (0.01, 0.99),
+                "arrival_scv": (0, 100),
+                "service_scv": (0, 100),
             },
             positive=("memory_bandwidth_efficiency", "compute_efficiency", "link_efficiency", "gpu_memory_utilization"),
         )
@@ -399,6 +424,34 @@ def weight_bytes(model: ModelSpec | ParamsOnlyModel, fmt: str, layout: ServingLa
 
 
 @dataclass(frozen=True)
+class LoadedLatency:
+    """One replica of a fleet under ``qps`` Poisson arrivals (``serving_plan``'s docstring: the model).
+
+    ``utilization`` is the per-replica rate over the rate the replica serves with every slot busy
+    (``capacity_requests_per_s``); ``wait_s`` the mean wait for a slot; ``ttft_s``/``tpot_s`` the means a
+    request sees at that load and ``*_q90_s``/``*_q99_s`` their 90th/99th percentiles (None: unbounded, the
+    load is at or above saturation). ``limited_by`` says what sized the fleet."""
+
+    qps: float
+    replicas: int
+    requests_per_s: float  # arrival rate per replica
+    capacity_requests_per_s: float
+    slots: float
+    utilization: float
+    max_utilization: float
+    running_sequences: float
+    wait_s: float | None
+    ttft_s: float | None
+    tpot_s: float
+    request_latency_s: float | None
+    ttft_q90_s: float | None
+    ttft_q99_s: float | None
+    tpot_q90_s: float
+    tpot_q99_s: float
+    limited_by: str
+
+
+@dataclass(frozen=True)
 class ServingReport(Itemized):
     """One replica's memory per GPU (itemized), latency and throughput."""
 
@@ -423,6 +476,14 @@ class ServingReport(Itemized):
     running_sequences: float = 0.0  # sequences decoding at once (continuous: after the token budget)
     kv_tokens_per_sequence: int = 0  # KV tokens planned per sequence (mean occupancy, or the whole sequence)
     prefill_tokens_per_step: float = 0.0  # other requests' prompt tokens packed into each decode step
+    # without a load: the same as ttft_s/tpot_s/request_latency_s; with --qps those become the loaded figures
+    # (``load``) and these keep the replica's own (at ``batch``, no queue); with --concurrency above the slots,
+    # ``queue_wait_s`` is the closed loop's wait for a slot, kept out of ttft_s (see serving_plan)
+    ttft_unloaded_s: float = 0.0
+    tpot_unloaded_s: float = 0.0
+    request_latency_unloaded_s: float = 0.0
+    queue_wait_s: float = 0.0
+    load: LoadedLatency | None = None
 
     @property
     def fits(self) -> bool:
@@ -628,6 +689,8 @@ def serving_plan(
     layout: ServingLayout,
     job: ServingJob,
     assumptions: InferenceAssumptions | None = None,
+    qps: float | None = None,
+    replicas: int | None = None,
 ) -> ServingReport:
     """Memory, latency and throughput of one replica; the batch is --batch/--concurrency, else the largest
     that fits memory and meets --max-tpot / --max-ttft (1 when none is given and nothing else limits).
@@ -639,7 +702,22 @@ def serving_plan(
     per O/B steps, so a step carries (B - 1) x P / O prompt tokens of the others on average (the time per
     output token a request sees); its own prompt takes ceil(P / (budget - B)) mixed steps (its TTFT). The
     requests per second follow from Little's law: B / (TTFT + (O - 1) x TPOT). Where the budget cannot
-    carry the prompts of B sequences, fewer run at once (the rest wait).
+    carry the prompts of B sequences, fewer run at once (the rest wait). The mean step is taken at the mean
+    prompt tokens per step: splitting it into decode-only and prompt-carrying steps (convex step time, so a
+    longer mean) overshot the NIM ITL series of the validation set (c25/c50: +20/+24 % against -9/+10 %).
+
+    Under load (``qps``, Poisson arrivals; ``_under_load``): the fleet is the fewest replicas (or
+    ``replicas``) that keep each at or below ``max_utilization`` of its saturation rate (every slot busy) and
+    the mean loaded TPOT/TTFT within the targets; at its rate per replica lambda, n = max(1, lambda S(n))
+    sequences run (Little's law; S, the request latency, grows with n through the decodes and the prompts
+    packed beside them), and a request waits for a slot as in a G/G/c queue (Allen-Cunneen with Sakasegawa's
+    M/M/c term, ``estimate/queueing.py``). ``ttft_s``/``tpot_s``/``request_latency_s`` become those means
+    (``load`` has the utilization and the q90/q99 percentiles: the running count's Poisson quantiles for TPOT
+    and the service, plus the wait's quantile, for TTFT); ``*_unloaded_s`` keep the replica's own. A closed
+    loop (--concurrency N above the slots) waits S (N / slots - 1) per request (Little's law): reported as
+    ``queue_wait_s`` beside TTFT, not in it, because the slots come from the KV estimate: on NIM's published
+    70B fp8 runs (bf16 KV assumed where the source does not say) 49 slots against ~86 that their throughput
+    and ITL imply turn TTFT -94 % at concurrency 100 into +337 % (c250: -99.5 % -> +54 %).
 
     KV memory: a continuous batch holds each sequence's prompt and, on average over its life, half its
     output (paged KV: blocks are allocated as tokens arrive and freed at the end), so the plan reserves
@@ -711,18 +789,23 @@ def serving_plan(
         ratio = prompt / output
         return max(1.0, min(float(batch), (a.prefill_chunk_tokens + ratio) / (1 + ratio)))
 
+    mean_ctx = prompt + output // 2
+
+    def at(b: float) -> tuple[float, float, float, str]:
+        """(ttft, mean tpot, request latency, bound) with ``b`` sequences running (continuous batching)."""
+        others = (b - 1) * prompt / output  # the other requests' prompt tokens in each step
+        tpot, bound = step_s(model, gpu, layout, job, a, b, mean_ctx, others, prompt)
+        ttft = chunked_prefill_s(model, gpu, layout, job, a, prompt, b - 1, mean_ctx) + a.request_overhead_s
+        return ttft, tpot, ttft + (output - 1) * tpot, bound
+
     def latency(batch: int) -> tuple[float, float, float, str, float]:
         """(ttft, mean tpot, request latency, bound, running sequences) for a batch of ``batch``."""
-        mean_ctx = prompt + output // 2
         if not job.continuous:
             tpot, bound = decode_step_s(model, gpu, layout, job, a, batch, mean_ctx)
             ttft = prefill_s(model, gpu, layout, job, a, batch, prompt) + a.request_overhead_s
             return ttft, tpot, ttft + (output - 1) * tpot, bound, float(batch)
         b = running(batch)
-        others = (b - 1) * prompt / output  # the other requests' prompt tokens in each step
-        tpot, bound = step_s(model, gpu, layout, job, a, b, mean_ctx, others, prompt)
-        ttft = chunked_prefill_s(model, gpu, layout, job, a, prompt, b - 1, mean_ctx) + a.request_overhead_s
-        return ttft, tpot, ttft + (output - 1) * tpot, bound, b
+        return (*at(b), b)
 
     def meets(batch: int) -> bool:
         ttft, tpot, _, _, _ = latency(batch)
@@ -738,7 +821,7 @@ def serving_plan(
             why = f"max_num_seqs={a.max_num_seqs}" if cap < max_seqs else "the KV cache"
             notes.append(
                 f"{requested} requests in flight but {why} holds {cap} at once: {cap} run, the rest wait in "
-                "the queue (throughput at the cap; TTFT here excludes the wait)"
+                "the queue (TTFT here excludes the wait; latency.queue_wait_s has it, Little's law on the closed loop)"
             )
     elif job.max_tpot_s is not None or job.max_ttft_s is not None:
         lo, hi = 0, cap  # largest batch in [1, cap] that meets the targets (latency grows with the batch)
@@ -769,6 +852,11 @@ def serving_plan(
             f"sequences at once, not {batch}: the others wait"
         )
     requests_per_s = live / total
+    # a closed loop (--concurrency N: N requests always in flight) with fewer slots than N: each request
+    # waits S (N / slots - 1) for a slot (Little's law on the saturated cycle, estimate/queueing.py)
+    wait = 0.0
+    if job.continuous and job.concurrency and job.concurrency > live:
+        wait = float(closed_loop_wait(job.concurrency, live, total))
     # the share of the replica's time the prompts cost: what the steps take beyond decoding alone
     decode_only = decode_step_s(model, gpu, layout, job, a, max(1, round(live)), prompt + output // 2)[0]
     decode_time = output * decode_only / max(1.0, live)
@@ -794,7 +882,24 @@ def serving_plan(
         running_sequences=live,
         kv_tokens_per_sequence=occupancy,
         prefill_tokens_per_step=(live - 1) * prompt / output if job.continuous else 0.0,
+        ttft_unloaded_s=ttft,
+        tpot_unloaded_s=tpot,
+        request_latency_unloaded_s=total,
+        queue_wait_s=wait,
     )
+    if qps is not None and report.fits:
+        check_range(qps, "--qps", MIN_QPS, MAX_QPS, why="requests per second")
+        slots = running(requested or cap) if job.continuous else float(batch)
+        fixed = latency(batch)[:3] if not job.continuous else None
+        load = _under_load(qps, slots, (lambda b: fixed) if fixed else (lambda b: at(b)[:3]), job, a, replicas)
+        report = replace(
+            report,
+            ttft_s=load.ttft_s if load.ttft_s is not None else math.inf,
+            tpot_s=load.tpot_s,
+            request_latency_s=load.request_latency_s if load.request_latency_s is not None else math.inf,
+            queue_wait_s=load.wait_s if load.wait_s is not None else math.inf,
+            load=load,
+        )
     reasons = []
     if not report.fits:
         what = "the weights alone" if w.total > planning else f"a batch of {batch} at {occupancy:,} tokens"
@@ -802,11 +907,134 @@ def serving_plan(
             f"need {report.total_bytes / GiB:.1f} GiB > {planning / GiB:.1f} GiB planned on {gpu.id} "
             f"({what}); add tensor parallelism (--tp) or quantize (--weights, --kv-cache)"
         )
+    where = ""
+    if report.load is not None:
+        ld = report.load
+        where = (
+            f" under load ({ld.requests_per_s:.3g} requests/s per replica of {ld.replicas}, utilization "
+            f"{ld.utilization:.0%})"
+        )
+    tpot, ttft = report.tpot_s, report.ttft_s
     if job.max_tpot_s is not None and tpot > job.max_tpot_s:
-        reasons.append(f"time per output token {tpot * 1e3:.1f} ms > --max-tpot {job.max_tpot_s * 1e3:.1f} ms")
+        reasons.append(f"time per output token {tpot * 1e3:.1f} ms{where} > --max-tpot {job.max_tpot_s * 1e3:.1f} ms")
     if job.max_ttft_s is not None and ttft > job.max_ttft_s:
-        reasons.append(f"time to first token {ttft * 1e3:.0f} ms > --max-ttft {job.max_ttft_s * 1e3:.0f} ms")
+        shown = f"{ttft * 1e3:.0f} ms" if math.isfinite(ttft) else "unbounded (the queue grows)"
+        reasons.append(f"time to first token {shown}{where} > --max-ttft {job.max_ttft_s * 1e3:.0f} ms")
     return replace(report, reasons=tuple(reasons))
+
+
+#: Bisection steps of the load model (continuous sequence counts and rates): 2^-40 of the range.
+_BISECTION_STEPS = 40
+
+
+def _under_load(
+    qps: float,
+    slots: float,
+    service: Callable[[float], tuple[float, float, float]],
+    job: ServingJob,
+    a: InferenceAssumptions,
+    replicas: int | None = None,
+) -> LoadedLatency:
+    """The fleet for ``qps`` and the latency one replica sees under it (``serving_plan``'s docstring).
+
+    ``service(n)`` is (ttft, mean tpot, request latency) with ``n`` sequences running; ``slots`` the most
+    that run at once. Continuous batching: a request arriving at rate lambda finds n = max(1, lambda S(n))
+    sequences running (Little's law, solved by bisection; S grows with n, as the steps carry more decodes
+    and more packed prompts); a static batch's times do not depend on the load. Either way the replica
+    saturates at capacity = slots / S(slots) requests per second and waits for a slot as G/G/c with c =
+    slots (estimate/queueing.py). The fleet is the fewest replicas whose rate keeps every replica at or below
+    ``max_utilization`` of its capacity and the mean loaded TPOT/TTFT within --max-tpot/--max-ttft; with
+    ``replicas`` given, the load is that fleet's (``limited_by`` "given"; at or above saturation the running
+    sequences are the slots and the wait is unbounded)."""
+    continuous = job.continuous
+    s_full = service(slots)
+    capacity = slots / s_full[2]
+    rho_max, ca2, cs2 = a.max_utilization, a.arrival_scv, a.service_scv
+
+    def wait(lam: float) -> float:
+        return float(mean_wait(lam / capacity, slots, s_full[2], ca2, cs2))
+
+    failed = ["max_utilization"]  # the last target a rate above the best one failed
+
+    def ok(lam: float, ttft: float, tpot: float) -> bool:
+        why = (
+            "max_utilization"
+            if lam > rho_max * capacity * (1 + 1e-12)
+            else "max_tpot"
+            if job.max_tpot_s is not None and tpot > job.max_tpot_s
+            else "max_ttft"
+            if job.max_ttft_s is not None and ttft + wait(lam) > job.max_ttft_s
+            else ""
+        )
+        if why:
+            failed[0] = why
+        return not why
+
+    s_one = service(1.0) if continuous else s_full
+    lam_one = 1 / s_one[2] if continuous else capacity  # the highest rate at which one sequence runs alone
+    if continuous and slots > 1 and ok(lam_one, *s_one[:2]):
+        lo, hi = 1.0, slots  # the most sequences running at a rate that meets the targets
+        if ok(slots / s_full[2], *s_full[:2]):
+            lo = slots
+        for _ in range(_BISECTION_STEPS if lo < hi else 0):
+            mid = (lo + hi) / 2
+            f = service(mid)
+            lo, hi = (mid, hi) if ok(mid / f[2], f[0], f[1]) else (lo, mid)
+        best = lo / service(lo)[2]
+    elif ok(lam_one * 1e-9, *s_one[:2]):
+        lo, hi = 0.0, min(lam_one, capacity)  # the highest rate at the unloaded figures
+        for _ in range(_BISECTION_STEPS + 20):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if ok(mid, *s_one[:2]) else (lo, mid)
+        best = lo
+    else:  # no load meets the targets: size for the utilization alone (the reasons say what fails)
+        best = rho_max * capacity
+    limited_by = failed[0] if replicas is None else "given"
+    if replicas is None:
+        replicas = max(1, math.ceil(qps / best * (1 - 1e-12)))
+    lam = qps / replicas
+
+    if continuous:
+        if lam * s_one[2] <= 1:
+            n = 1.0
+        elif lam * s_full[2] >= slots:
+            n = slots
+        else:
+            lo, hi = 1.0, slots
+            for _ in range(_BISECTION_STEPS):
+                mid = (lo + hi) / 2
+                lo, hi = (mid, hi) if lam * service(mid)[2] > mid else (lo, mid)
+            n = hi
+    else:
+        n = min(slots, lam * s_full[2])
+    rho = lam / capacity
+    here = service(n) if continuous else s_full
+    w = wait(lam)
+    finite = math.isfinite(w)
+    quantiles: dict[str, tuple[float | None, float]] = {}
+    for q, p in (("q90", 0.90), ("q99", 0.99)):
+        f = service(min(slots, float(poisson_quantile(n, q)))) if continuous else s_full
+        wq = float(wait_quantile(p, rho, slots, s_full[2], ca2, cs2))
+        quantiles[q] = (f[0] + wq if math.isfinite(wq) else None, f[1])
+    return LoadedLatency(
+        qps=qps,
+        replicas=replicas,
+        requests_per_s=lam,
+        capacity_requests_per_s=capacity,
+        slots=slots,
+        utilization=rho,
+        max_utilization=rho_max,
+        running_sequences=n,
+        wait_s=w if finite else None,
+        ttft_s=here[0] + w if finite else None,
+        tpot_s=here[1],
+        request_latency_s=here[2] + w if finite else None,
+        ttft_q90_s=quantiles["q90"][0],
+        ttft_q99_s=quantiles["q99"][0],
+        tpot_q90_s=quantiles["q90"][1],
+        tpot_q99_s=quantiles["q99"][1],
+        limited_by=limited_by,
+    )
 
 
 @dataclass(frozen=True)
@@ -819,12 +1047,17 @@ class Fleet:
 
 
 def fleet_for(report: ServingReport, layout: ServingLayout, job: ServingJob, qps: float | None) -> Fleet:
-    """Replicas for a request rate (ceil(qps / requests per second per replica)); the seed rule beside it:
-    GPUs = output_tokens / throughput per GPU x queries per minute / 60."""
+    """Replicas for a request rate: the load model's (``report.load``, from ``serving_plan(..., qps=)``: the
+    fewest replicas within the utilization cap and the latency targets under load), else ceil(qps / requests
+    per second per replica) at full capacity; the seed rule beside it: GPUs = output_tokens / throughput per
+    GPU x queries per minute / 60."""
     if qps is None:
         return Fleet(layout.replicas, layout.replicas * layout.gpus_per_replica, None)
     check_range(qps, "--qps", MIN_QPS, MAX_QPS, why="requests per second")
-    replicas = max(1, math.ceil(qps / report.requests_per_s)) if report.requests_per_s > 0 else 0
+    if report.load is not None and report.load.qps == qps:
+        replicas = report.load.replicas
+    else:
+        replicas = max(1, math.ceil(qps / report.requests_per_s)) if report.requests_per_s > 0 else 0
     per_gpu = report.tokens_per_s / layout.gpus_per_replica
     rule = job.output_tokens / per_gpu * (qps * 60) / 60 if per_gpu else None
     return Fleet(replicas, replicas * layout.gpus_per_replica, rule)

@@ -367,7 +367,7 @@ def serve(cat: Catalogs, req: ServeRequest) -> reports.ServeReport | reports.Ser
         from ..errors import JobError
 
         raise JobError("serving estimates need the architecture (KV cache, attention); give a model id or config.json")
-    serving = serving_plan(model, accelerator, layout, job, assumptions)
+    serving = serving_plan(model, accelerator, layout, job, assumptions, qps=req.qps)
     fleet = fleet_for(serving, layout, job, req.qps if serving.fits else None)
     if req.offer and req.usd_per_gpu_hour is not None:
         raise InputError("--offer", "give --offer or --usd-per-gpu-hour, not both")

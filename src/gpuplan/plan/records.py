@@ -5,7 +5,10 @@ Every record carries ``schema_version`` and ``kind``. Units are in the key names
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
+from dataclasses import fields
+from operator import attrgetter
 
 from ..estimate.flops import flops_per_token
 from ..estimate.params import count_params
@@ -41,11 +44,35 @@ def default_seq_len(model: ModelSpec | ParamsOnlyModel) -> int:
     return min(DEFAULT_SEQ_LEN, model.context_length)
 
 
-def model_record(model: ModelSpec | ParamsOnlyModel, seq_len: int | None = None) -> dict:
+#: The fields of a ModelSpec that the parameter count and the FLOPs per token cannot depend on (its names and
+#: provenance); every other field, present or added later, tells two architectures apart.
+_NOT_ARCHITECTURE = frozenset({"id", "name", "family", "hf_id", "aliases", "source", "notes", "origin"})
+_architecture = attrgetter(*(f.name for f in fields(ModelSpec) if f.name not in _NOT_ARCHITECTURE))
+
+
+def _derived(model: ModelSpec, seq: int, memo: dict | None) -> tuple[dict, dict, int, int]:
+    """FLOPs per token (as a record), the parameter breakdown (as a record), total and active parameters;
+    with ``memo``, computed once per architecture and sequence length (a listing of 100,000 models holds
+    few distinct ones); the records returned are fresh copies either way."""
+    key = (_architecture(model), seq) if memo is not None else None
+    try:
+        found = memo.get(key) if memo is not None else None
+    except TypeError:  # a field that cannot be hashed (a hand-made spec): computed, not kept
+        memo = found = None
+    if found is None:
+        b = count_params(model)
+        found = (flops_per_token(model, seq).to_dict(), b.to_dict(), b.total, b.active)
+        if memo is not None:
+            memo[key] = found
+    flops, breakdown, total, active = found
+    return dict(flops), dict(breakdown), total, active
+
+
+def model_record(model: ModelSpec | ParamsOnlyModel, seq_len: int | None = None, *, _memo: dict | None = None) -> dict:
     """Everything ``model show`` reports about one model, as plain data."""
     seq = seq_len or default_seq_len(model)
-    flops = flops_per_token(model, seq).to_dict()
     if isinstance(model, ParamsOnlyModel):
+        flops = flops_per_token(model, seq).to_dict()
         return {
             "id": model.id,
             "name": model.name,
@@ -55,7 +82,7 @@ def model_record(model: ModelSpec | ParamsOnlyModel, seq_len: int | None = None)
             "flops_per_token": flops,
             "cannot_estimate": ["attention FLOPs", "activation memory", "KV cache", "per-component breakdown"],
         }
-    b = count_params(model)
+    flops, breakdown, total, active = _derived(model, seq, _memo)
     moe = model.moe
     return {
         "id": model.id,
@@ -64,9 +91,9 @@ def model_record(model: ModelSpec | ParamsOnlyModel, seq_len: int | None = None)
         "model_type": model.model_type,
         "hf_id": model.hf_id,
         "architecture_known": True,
-        "params": b.total,
-        "active_params": b.active,
-        "breakdown": b.to_dict(),
+        "params": total,
+        "active_params": active,
+        "breakdown": breakdown,
         "layers": model.layers,
         "hidden_size": model.hidden_size,
         "attention_heads": model.attention_heads,
@@ -113,7 +140,8 @@ def model_show(model: ModelSpec | ParamsOnlyModel, seq_len: int | None = None) -
 
 
 def model_list(models: Iterable[ModelSpec]) -> dict:
-    return envelope("model.list", models=[model_record(m) for m in models])
+    memo: dict = {}
+    return envelope("model.list", models=[model_record(m, _memo=memo) for m in models])
 
 
 def _rule_explanation(job) -> str:
@@ -234,12 +262,7 @@ def serving_record(model, gpu: Accelerator, layout, job, report, fleet, cost, ru
             "max_ttft_s": job.max_ttft_s,
         },
         memory=memory,
-        latency={
-            "ttft_s": report.ttft_s,
-            "tpot_s": report.tpot_s,
-            "request_latency_s": report.request_latency_s,
-            "decode_bound": report.decode_bound,
-        },
+        latency=_serving_latency(report),
         throughput={
             "tokens_per_s": report.tokens_per_s,
             "requests_per_s": report.requests_per_s,
@@ -264,6 +287,45 @@ def serving_record(model, gpu: Accelerator, layout, job, report, fleet, cost, ru
     )
 
 
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _serving_latency(report) -> dict:
+    """``latency``: the means a request sees (under --qps: at the fleet's load per replica, queue included),
+    the replica's own figures (``*_unloaded_s``), the wait for a slot (under --concurrency above the slots: the
+    closed loop's, outside ``ttft_s``; ``ttft_with_queue_s`` adds it) and, under load, the utilization and the
+    latency percentiles (``*_q90_s``, ``*_q99_s``; ``_p10``/``_p90`` are the error bands). None: unbounded."""
+    load = report.load
+    return {
+        "ttft_s": _finite(report.ttft_s),
+        "tpot_s": report.tpot_s,
+        "request_latency_s": _finite(report.request_latency_s),
+        "decode_bound": report.decode_bound,
+        "under_load": load is not None,
+        "ttft_unloaded_s": report.ttft_unloaded_s,
+        "tpot_unloaded_s": report.tpot_unloaded_s,
+        "request_latency_unloaded_s": report.request_latency_unloaded_s,
+        "queue_wait_s": _finite(report.queue_wait_s),
+        "ttft_with_queue_s": _finite(report.ttft_s + report.queue_wait_s) if load is None else _finite(report.ttft_s),
+        "ttft_q90_s": load.ttft_q90_s if load else None,
+        "ttft_q99_s": load.ttft_q99_s if load else None,
+        "tpot_q90_s": load.tpot_q90_s if load else None,
+        "tpot_q99_s": load.tpot_q99_s if load else None,
+        "utilization": load.utilization if load else None,
+        "max_utilization": load.max_utilization if load else None,
+        "requests_per_s_per_replica": load.requests_per_s if load else None,
+        "capacity_requests_per_s_per_replica": load.capacity_requests_per_s if load else None,
+        "running_sequences": load.running_sequences if load else report.running_sequences,
+        "slots": load.slots if load else None,
+        "fleet_limited_by": load.limited_by if load else None,
+        "model": "Poisson arrivals; Little's law for the running sequences; G/G/c Allen-Cunneen wait with "
+        "Sakasegawa's M/M/c term (gpuplan.estimate.queueing)"
+        if load
+        else None,
+    }
+
+
 def serving_rank(model, job, options, skipped) -> dict:
     """``gpuplan serve --rank``: options that fit, best tokens/s per GPU first; the rest with the reason."""
     return envelope(
@@ -278,24 +340,38 @@ def serving_rank(model, job, options, skipped) -> dict:
             "batch": job.batch,
             "concurrency": job.concurrency,
         },
-        options=[
-            {
-                "gpu": o.gpu.id,
-                "weights": o.weights,
-                "tp": o.tp,
-                "batch": o.report.batch,
-                "usd_per_gpu_hour": o.usd_per_gpu_hour,
-                "offer": o.offer_id,
-                "usd_per_million_output_tokens_all_in": o.usd_per_million_output_tokens_all_in,
-                "ttft_s": o.report.ttft_s,
-                "tpot_s": o.report.tpot_s,
-                "tokens_per_s": o.report.tokens_per_s,
-                "tokens_per_s_per_gpu": o.tokens_per_s_per_gpu,
-                "max_concurrent_sequences": o.report.max_concurrent_sequences,
-            }
-            for o in options
-        ],
+        options=[_rank_option_bands(model, job, o) for o in options],
         not_possible=[{"gpu": g, "weights": w, "reason": r} for g, w, r in skipped],
+    )
+
+
+def _rank_option_bands(model, job, o) -> dict:
+    """One ``serve --rank`` option, with the error bands of its latencies, throughputs and $ per million."""
+    from .bands import serving_bands
+
+    bands = serving_bands(o.gpu, job, o.report, model, o.weights)
+    row = {
+        "gpu": o.gpu.id,
+        "weights": o.weights,
+        "tp": o.tp,
+        "batch": o.report.batch,
+        "usd_per_gpu_hour": o.usd_per_gpu_hour,
+        "offer": o.offer_id,
+        "usd_per_million_output_tokens_all_in": o.usd_per_million_output_tokens_all_in,
+        "ttft_s": o.report.ttft_s,
+        "tpot_s": o.report.tpot_s,
+        "tokens_per_s": o.report.tokens_per_s,
+        "tokens_per_s_per_gpu": o.tokens_per_s_per_gpu,
+        "max_concurrent_sequences": o.report.max_concurrent_sequences,
+    }
+    row = _beside(row, bands["ttft"], (("ttft_s", 1),))
+    row["ttft_band_class"] = row.pop("band_class")
+    row = _beside(row, bands["tpot"], (("tpot_s", 1),))
+    row["tpot_band_class"] = row.pop("band_class")
+    return _beside(
+        row,
+        bands["serving_throughput"],
+        (("tokens_per_s", 1), ("tokens_per_s_per_gpu", 1), ("usd_per_million_output_tokens_all_in", -1)),
     )
 
 
@@ -385,24 +461,26 @@ def with_calibration(record: dict, calibration) -> dict:
 
 def offer_ranking(model, layout, job, tokens, epochs, ranked) -> dict:
     """``gpuplan train --rank``: offers that can run the job, cheapest first, and those that cannot."""
-    from ..plan.training import pareto_front
+    from .bands import training_band
+    from .training import pareto_front
 
     fit = [r for r in ranked if r.fits]
     front = set(pareto_front([(r.plan.time.seconds, r.plan.usd) for r in fit]))
     rows = []
     for i, r in enumerate(fit):
-        rows.append(
-            {
-                "offer": r.offer.to_dict(),
-                "gpu": r.gpu.id,
-                "gpus": r.plan.layout.gpus,
-                "mfu": r.plan.time.mfu,
-                "seconds": r.plan.time.seconds,
-                "gpu_hours": r.plan.time.gpu_hours,
-                "usd": r.plan.usd,
-                "pareto": i in front,
-            }
-        )
+        band = training_band(r.gpu, job, r.plan, model)
+        row = {
+            "offer": r.offer.to_dict(),
+            "gpu": r.gpu.id,
+            "gpus": r.plan.layout.gpus,
+            "mfu": r.plan.time.mfu,
+            "seconds": r.plan.time.seconds,
+            "gpu_hours": r.plan.time.gpu_hours,
+            "usd": r.plan.usd,
+            "pareto": i in front,
+        }
+        row = _beside(row, band, (("mfu", 1),), cap=1.0)
+        rows.append(_beside(row, band, (("seconds", -1), ("gpu_hours", -1), ("usd", -1))))
     return envelope(
         "train.rank",
         model={"id": model.id},
@@ -463,3 +541,80 @@ def tco_record(gpu, gpus, case, cost, offers, purchase_row, data, period_years: 
         method="capital recovery factor r/(1-(1+r)^-n) x (GPU + server); energy TDP x host factor x PUE x $/kWh while "
         "busy; colocation $/kW-month on capacity; break-even u* = fixed/(8760 (rent - energy per hour))",
     )
+
+
+# ------------------------------------------------------------------------------------------ error bands
+
+#: What a missing band means, in the record's ``bands`` block.
+_NO_BAND_TABLE = "no error-band table (data/bands.json): run scripts/build_bands.py"
+_NO_BAND_MFU = "no band: the time follows the MFU given (--mfu), not the step-time model the bands describe"
+
+
+def _beside(block: dict, band, specs: tuple[tuple[str, int], ...], cap: float | None = None) -> dict:
+    """``block`` with ``KEY_p10`` / ``KEY_p90`` right after each banded ``KEY`` (``None`` when there is no
+    band or no value) and ``band_class``; ``specs``: (key, exponent: 1 with the band's reference, -1 against)."""
+    out: dict = {}
+    banded = dict(specs)
+    for key, value in block.items():
+        out[key] = value
+        if key in banded:
+            lo, hi = band.interval(value, banded[key]) if band is not None else (None, None)
+            if cap is not None and lo is not None and hi is not None:
+                lo, hi = min(lo, cap), min(hi, cap)
+            out[f"{key}_p10"], out[f"{key}_p90"] = lo, hi
+    out["band_class"] = band.band_class if band is not None else None
+    return out
+
+
+def _bands_block(bands: dict, why_none: str) -> dict:
+    from .bands import LEVELS, METHOD
+
+    return {
+        "levels": list(LEVELS),
+        "method": METHOD,
+        "families": {k: (b.to_dict() if b is not None else None) for k, b in bands.items()},
+        "note": None if all(b is not None for b in bands.values()) else why_none,
+    }
+
+
+def with_training_bands(record: dict, band, mfu_given: bool = False) -> dict:
+    """``train --tokens``: a P10-P90 error band beside the step time, time to train, GPU-hours, tokens/s, MFU
+    (capped at 1) and cost (``*_p10`` / ``*_p90``), the class used (``band_class``) and the ``bands`` block
+    (:mod:`gpuplan.plan.bands`)."""
+    out = dict(record)
+    time = _beside(
+        dict(record["time"]), band, (("step_s", -1), ("seconds", -1), ("gpu_hours", -1), ("tokens_per_s", 1))
+    )
+    out["time"] = _beside(time, band, (("mfu", 1),), cap=1.0)
+    out["cost"] = _beside(dict(record["cost"]), band, (("usd", -1),))
+    out["bands"] = _bands_block({"training_throughput": band}, _NO_BAND_MFU if mfu_given else _NO_BAND_TABLE)
+    return out
+
+
+def with_serving_bands(record: dict, bands: dict) -> dict:
+    """``serve``: P10-P90 error bands beside TTFT, TPOT and request latency, the throughputs and the $ per
+    million tokens (``*_p10`` / ``*_p90``), each block's ``band_class``, and the ``bands`` block."""
+    out = dict(record)
+    lat = _beside(dict(record["latency"]), bands.get("ttft"), (("ttft_s", 1),))
+    lat["ttft_band_class"] = lat.pop("band_class")
+    lat = _beside(lat, bands.get("tpot"), (("tpot_s", 1), ("request_latency_s", 1)))
+    lat["tpot_band_class"] = lat.pop("band_class")
+    out["latency"] = lat
+    thr = bands.get("serving_throughput")
+    out["throughput"] = _beside(
+        dict(record["throughput"]),
+        thr,
+        (("tokens_per_s", 1), ("requests_per_s", 1), ("tokens_per_s_per_gpu", 1), ("input_tokens_per_s", 1)),
+    )
+    if record.get("cost") is not None:
+        out["cost"] = _beside(
+            dict(record["cost"]),
+            thr,
+            (
+                ("usd_per_million_output_tokens", -1),
+                ("usd_per_million_input_tokens", -1),
+                ("usd_per_million_tokens_blended", -1),
+            ),
+        )
+    out["bands"] = _bands_block(bands, _NO_BAND_TABLE)
+    return out

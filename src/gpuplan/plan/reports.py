@@ -136,7 +136,13 @@ class TrainReport(Report):
     def to_dict(self) -> dict[str, Any]:
         record = records.training_record(self.model, self.gpu, self.layout, self.job, self.memory, self.rule)
         if self.plan is not None:
+            from .bands import training_band
+
             record = records.with_training_plan(record, self.plan, self.step_assumptions, self.gpu)
+            band = training_band(self.gpu, self.job, self.plan, self.model)
+            record = records.with_training_bands(
+                record, band, mfu_given=not str(self.plan.mfu_source).startswith("predicted")
+            )
             record = records.with_calibration(record, self.calibration)
         record = records.with_machine(record, self.machine)
         if not self.fits:
@@ -200,6 +206,9 @@ class ServeReport(Report):
             self.model, self.gpu, self.layout, self.job, self.serving, self.fleet, self.cost, self.rule, self.qps
         )
         record["notes"] = list(record["notes"]) + list(self.notes)
+        from .bands import serving_bands
+
+        record = records.with_serving_bands(record, serving_bands(self.gpu, self.job, self.serving, self.model))
         record = records.with_calibration(record, self.calibration)
         record = records.with_machine(record, self.machine)
         if not self.serving.fits:
@@ -249,3 +258,52 @@ class TcoReport(Report):
         return records.tco_record(
             self.gpu, self.gpus, self.case, self.cost, self.offers, self.purchase_row, self.data, self.period_years
         )
+
+
+# -------------------------------------------------------------------------------------------------- plan
+
+
+@dataclass(frozen=True)
+class PlanTrainReport(Report):
+    """``plan train``: the searched grid, the pruned counts by reason and the top options (``search``, a
+    ``plan.search.TrainSearch``); exit code 3 when no candidate meets the constraints."""
+
+    kind: ClassVar[str] = "plan.train"
+    model: Any
+    tokens: float
+    objective: str
+    constraints: dict[str, Any]
+    search: Any
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def fits(self) -> bool:
+        return bool(self.search.options)
+
+    def to_dict(self) -> dict[str, Any]:
+        from .search import train_record
+
+        return records.envelope(
+            self.kind, **train_record(self.model, self.tokens, self.objective, self.constraints, self.search)
+        )
+
+
+@dataclass(frozen=True)
+class PlanServeReport(Report):
+    """``plan serve``: the searched grid, the pruned counts and the options by $ per million output tokens."""
+
+    kind: ClassVar[str] = "plan.serve"
+    model: Any
+    job: Any
+    qps: float
+    search: Any
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def fits(self) -> bool:
+        return bool(self.search.options)
+
+    def to_dict(self) -> dict[str, Any]:
+        from .search import serve_record
+
+        return records.envelope(self.kind, **serve_record(self.model, self.job, self.qps, self.search))

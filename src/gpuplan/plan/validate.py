@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..errors import GpuplanError
-from . import records
+from . import bands, records
 
 # ------------------------------------------------------------------------------------------- the files
 
@@ -120,6 +120,8 @@ class Row:
     case: Case
     predicted: float
     fits: bool
+    #: the error-band class of the run, read from its report (:func:`gpuplan.plan.bands.class_of`)
+    band_class: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def run(self) -> tuple[str, str, str]:
@@ -146,6 +148,7 @@ class Row:
             "predicted": self.predicted,
             "error": self.error,
             "fits": self.fits,
+            "band_class": bands.class_key(self.band_class) if self.band_class else None,
             "source": c.source,
             "gpu_generation": c.gpu_generation,
             "precision": c.precision,
@@ -1273,7 +1276,7 @@ def score(
             failed.append(Skip(case.record, case.file, case.category, f"gpuplan refused the mapped run: {report}"))
             continue
         predicted, fits = _read(case, report)
-        rows.append(Row(case, predicted, fits))
+        rows.append(Row(case, predicted, fits, bands.class_of(case.call, report)))
     return rows, failed
 
 
@@ -1503,6 +1506,20 @@ def loso(
     return out
 
 
+# ------------------------------------------------------------------------------------------ error bands
+
+
+def band_coverage(rows: Sequence[Row]) -> dict[str, Any]:
+    """The error bands' calibration on these rows (:mod:`gpuplan.plan.bands`): per category (training,
+    inference) the share of values inside their own P10-P90 band, in sample and leave-one-source-out (the
+    band of a value built from the other sources' residuals), against the 75-85 % target."""
+    return {
+        "method": bands.METHOD,
+        "target": "75-85 % of values inside their own P10-P90 band, leave-one-source-out",
+        "coverage": bands.coverage(bands.residuals(rows)),
+    }
+
+
 # ---------------------------------------------------------------------------------------------- report
 
 
@@ -1518,6 +1535,8 @@ class ValidateReport:
     skipped: tuple[Skip, ...]
     records_read: Mapping[str, int]
     loso: Mapping[str, Any]
+    #: error-band coverage (:mod:`gpuplan.plan.bands`): per category, in sample and leave-one-source-out
+    bands: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @property
@@ -1552,6 +1571,7 @@ class ValidateReport:
             },
             summary=summarize(self.rows),
             loso=dict(self.loso),
+            bands=dict(self.bands),
             rows=[r.to_dict() for r in self.rows],
             skipped=[s.to_dict() for s in self.skipped],
             skipped_by_reason=dict(sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))),
@@ -1598,5 +1618,6 @@ def validate(
         skipped=tuple(skipped),
         records_read=read,
         loso=harness,
+        bands=band_coverage(rows),
         warnings=tuple(getattr(cat, "warnings", ())),
     )

@@ -6,6 +6,8 @@ with the driver-reported capacity; every header names its unit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich import box
 from rich.console import Group
 from rich.table import Table
@@ -21,7 +23,12 @@ def _num(value: float | None, scale: float, digits: int = 4) -> str:
     if value is None:
         return _DASH
     v = value / scale
-    return f"{v:.{digits}g}" if abs(v) < 10**digits else f"{v:,.0f}"
+    return format(v, _G[digits]) if -_LIMIT[digits] < v < _LIMIT[digits] else format(v, ",.0f")
+
+
+#: _num's format and bound by digits (a 100,000-row listing formats 700,000 numbers).
+_G = {d: f".{d}g" for d in range(1, 10)}
+_LIMIT = {d: 10**d for d in range(1, 10)}
 
 
 def _link(ic: dict | None) -> str:
@@ -35,7 +42,8 @@ def _link(ic: dict | None) -> str:
 class _ListTable(Table):
     """A listing table. Up to ``_FAST_ROWS`` rows rich lays it out; beyond, the rows are drawn as plain
     lines in the same shape (rich's per-cell layout costs ~20 us a cell: minutes for a 100,000-entry
-    catalog). Cells are text, never markup, either way."""
+    catalog), and :meth:`plain_text` gives the whole table as text for a console that is not a terminal
+    (what rich would print, without a segment per line). Cells are text, never markup, either way."""
 
     _FAST_ROWS = 500
 
@@ -44,60 +52,85 @@ class _ListTable(Table):
         self.long_rows: list[list[str]] | None = None
         self.long_flexible = ""
 
+    def _long_lines(self, max_width: int) -> tuple[list[str], int, int]:
+        """The drawn lines (no newlines), the number of header lines and the table's width."""
+        cols = self.columns
+        rows = self.long_rows or []
+        n = len(cols)
+        cells = [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in cols]
+        heads = [str(c.header).split("\n") for c in cols]
+        widths = [max(max(map(len, cells[i]), default=0), *map(len, heads[i])) for i in range(n)]
+        flex = next((i for i, c in enumerate(cols) if str(c.header) == self.long_flexible), n - 1)
+        over = sum(widths) + 3 * n + 1 - max_width
+        if over > 0:
+            widths[flex] = max(12, widths[flex] - over)
+
+        def cut(cell: str, w: int) -> str:
+            return cell[: w - 1] + "\u2026" if len(cell) > w else cell
+
+        for i in range(n):  # only a shrunk column has cells wider than itself
+            if max(map(len, cells[i]), default=0) > widths[i]:
+                cells[i] = [cut(c, widths[i]) for c in cells[i]]
+        aligns = [">" if c.justify == "right" else "<" for c in cols]
+        form = "  " + "   ".join(f"{{:{a}{w}}}" for a, w in zip(aligns, widths, strict=True)) + "  "
+        total = sum(widths) + 3 * n + 1
+        depth = max(len(h) for h in heads)
+        head = [[""] * (depth - len(h)) + h for h in heads]  # headers sit on the rule, as rich draws them
+        lines = [" " * total]
+        lines += [form.format(*(cut(h[k], widths[i]) for i, h in enumerate(head))) for k in range(depth)]
+        lines.append(" " + "\u2500" * (total - 2) + " ")
+        lines += map(form.format, *cells) if rows else ()
+        lines.append(" " * total)
+        if self.caption:
+            lines.append(str(self.caption).center(total).rstrip())
+        return lines, depth, total
+
+    def plain_text(self, width: int) -> str | None:
+        """The table as rich prints it on a ``width``-column console that is not a terminal (no styles, each
+        line cropped to the width), without the final newline; None when rich must lay it out (few rows) or
+        a cell holds a character that is not one column wide (only ASCII is taken as such)."""
+        if self.long_rows is None:
+            return None
+        if not all(map(str.isascii, map("".join, self.long_rows))):
+            return None
+        if not all(str(c.header).isascii() for c in self.columns) or not str(self.caption or "").isascii():
+            return None
+        lines, _, total = self._long_lines(width)
+        if total > width or len(lines[-1]) > width:
+            lines = [line[:width] for line in lines]
+        return "\n".join(lines)
+
     def __rich_console__(self, console, options):
         if self.long_rows is None:
             yield from super().__rich_console__(console, options)
             return
         from rich.segment import Segment
 
-        cols, rows = self.columns, self.long_rows
-        widths = [
-            max([len(r[i]) for r in rows] + [len(x) for x in str(c.header).split("\n")]) for i, c in enumerate(cols)
-        ]
-        flex = next((i for i, c in enumerate(cols) if str(c.header) == self.long_flexible), len(cols) - 1)
-        over = sum(widths) + 3 * len(widths) + 1 - options.max_width
-        if over > 0:
-            widths[flex] = max(12, widths[flex] - over)
-
-        def line(cells: list[str]) -> str:
-            out = []
-            for i, (cell, c) in enumerate(zip(cells, cols, strict=False)):
-                if len(cell) > widths[i]:
-                    cell = cell[: widths[i] - 1] + "\u2026"
-                out.append(cell.rjust(widths[i]) if c.justify == "right" else cell.ljust(widths[i]))
-            return "  " + "   ".join(out) + "  "
-
-        total = sum(widths) + 3 * len(widths) + 1
-        head = [str(c.header).split("\n") for c in cols]
-        depth = max(len(h) for h in head)
-        head = [[""] * (depth - len(h)) + h for h in head]  # headers sit on the rule, as rich draws them
-        bold, new_line = console.get_style(self.header_style or "", default="bold"), Segment.line()
-        yield Segment(" " * total)
-        yield new_line
-        for k in range(depth):
-            yield Segment(line([h[k] for h in head]), bold)
-            yield new_line
-        yield Segment(" " + "\u2500" * (total - 2) + " ")
-        yield new_line
-        for r in rows:
-            yield Segment(line(r) + "\n")
-        yield Segment(" " * total)
-        yield new_line
-        if self.caption:
-            yield Segment(str(self.caption).center(total).rstrip(), console.get_style("table.caption", default=""))
+        lines, depth, _ = self._long_lines(options.max_width)
+        bold = console.get_style(self.header_style or "", default="bold")
+        caption = console.get_style("table.caption", default="")
+        new_line = Segment.line()
+        for k, line in enumerate(lines):
+            if 1 <= k <= depth:
+                yield Segment(line, bold)
+            elif self.caption and k == len(lines) - 1:
+                yield Segment(line, caption)
+            else:
+                yield Segment(line)
             yield new_line
 
 
 def _fixed_columns(t: Table, rows: list[list[str]], headers: list[tuple[str, str]], flexible: str) -> None:
     """Columns as wide as their longest cell, except ``flexible``, which shrinks (ellipsis) on narrow screens."""
+    long = isinstance(t, _ListTable) and len(rows) > t._FAST_ROWS  # drawn by _ListTable, which sizes its columns
     for i, (header, just) in enumerate(headers):
-        widest = max([len(r[i]) for r in rows] + [len(line) for line in header.split("\n")])
         if header == flexible:
             t.add_column(header, justify=just, no_wrap=True, overflow="ellipsis", min_width=12)  # type: ignore[arg-type]
         else:
+            widest = 0 if long else max([len(r[i]) for r in rows] + [len(line) for line in header.split("\n")])
             t.add_column(header, justify=just, no_wrap=True, min_width=widest)  # type: ignore[arg-type]
-    if isinstance(t, _ListTable) and len(rows) > t._FAST_ROWS:
-        t.long_rows, t.long_flexible = rows, flexible
+    if long:
+        t.long_rows, t.long_flexible = rows, flexible  # type: ignore[attr-defined]
         return
     for r in rows:
         t.add_row(*(Text(c) for c in r))  # catalog strings: text, never markup
@@ -523,14 +556,18 @@ def serve_report(record: dict) -> Group:
     ):
         lt.add_column(col, justify="right")
     lt.add_row(
-        f"{lat['ttft_s'] * 1e3:,.1f} ms",
-        f"{lat['tpot_s'] * 1e3:,.2f} ms ({lat['decode_bound']}-bound)",
-        f"{lat['request_latency_s']:,.2f} s",
-        f"{thr['tokens_per_s']:,.1f}",
-        f"{thr['tokens_per_s_per_gpu']:,.1f}",
-        f"{thr['requests_per_s']:,.3g}",
+        f"{lat['ttft_s'] * 1e3:,.1f} ms{_band(lat, 'ttft_s', lambda x: f'{x * 1e3:,.1f}')}",
+        f"{lat['tpot_s'] * 1e3:,.2f} ms{_band(lat, 'tpot_s', lambda x: f'{x * 1e3:,.2f}')} "
+        f"({lat['decode_bound']}-bound)",
+        f"{lat['request_latency_s']:,.2f} s{_band(lat, 'request_latency_s', lambda x: f'{x:,.2f}')}",
+        f"{thr['tokens_per_s']:,.1f}{_band(thr, 'tokens_per_s', lambda x: f'{x:,.1f}')}",
+        f"{thr['tokens_per_s_per_gpu']:,.1f}{_band(thr, 'tokens_per_s_per_gpu', lambda x: f'{x:,.1f}')}",
+        f"{thr['requests_per_s']:,.3g}{_band(thr, 'requests_per_s', lambda x: f'{x:,.3g}')}",
     )
     parts.append(lt)
+    note = _band_note(record)
+    if note is not None:
+        parts.append(note)
     if job["batching"] == "continuous":
         parts.append(
             Text(
@@ -538,6 +575,29 @@ def serve_report(record: dict) -> Group:
                 f"{job['prefill_tokens_per_step']:,.0f} prompt tokens of arriving requests packed beside them "
                 f"(chunked prefill); prompts take {thr['prefill_share']:.0%} of the replica's time; KV planned "
                 f"at {job['kv_tokens_per_sequence']:,} tokens per sequence"
+            )
+        )
+    if lat.get("under_load"):
+
+        def ms(x: float | None) -> str:
+            return "unbounded" if x is None else f"{x * 1e3:,.1f} ms"
+
+        parts.append(
+            Text(
+                f"under load (Poisson arrivals): {lat['requests_per_s_per_replica']:.3g} requests/s per replica, "
+                f"utilization {lat['utilization']:.0%} of {lat['capacity_requests_per_s_per_replica']:.3g} "
+                f"(cap {lat['max_utilization']:.0%}), {lat['running_sequences']:,.1f} sequences running; "
+                f"TTFT mean {ms(lat['ttft_s'])}, q90 {ms(lat['ttft_q90_s'])}, q99 {ms(lat['ttft_q99_s'])} "
+                f"(queue {ms(lat['queue_wait_s'])}); TPOT mean {ms(lat['tpot_s'])}, q90 {ms(lat['tpot_q90_s'])}, "
+                f"q99 {ms(lat['tpot_q99_s'])}; unloaded TTFT {ms(lat['ttft_unloaded_s'])}, TPOT "
+                f"{ms(lat['tpot_unloaded_s'])}; fleet sized by {lat['fleet_limited_by']}"
+            )
+        )
+    elif lat.get("queue_wait_s"):
+        parts.append(
+            Text(
+                f"closed loop: each request also waits {lat['queue_wait_s']:,.2f} s for a slot before the TTFT "
+                f"above (Little's law; {lat['ttft_with_queue_s']:,.2f} s with it)"
             )
         )
     if fleet["qps"] and fleet["rule_of_thumb_gpus"] is not None:
@@ -554,8 +614,10 @@ def serve_report(record: dict) -> Group:
         parts.append(
             Text(
                 f"cost at ${cost['usd_per_gpu_hour']:g}/GPU-hour: ${cost['usd_per_hour']:,.2f}/h per replica; "
-                f"${cost['usd_per_million_output_tokens']:,.2f} per million output tokens, "
-                f"${cost['usd_per_million_input_tokens']:,.2f} per million input tokens"
+                f"${cost['usd_per_million_output_tokens']:,.2f}"
+                f"{_band(cost, 'usd_per_million_output_tokens', lambda x: f'${x:,.2f}')} per million output tokens, "
+                f"${cost['usd_per_million_input_tokens']:,.2f}"
+                f"{_band(cost, 'usd_per_million_input_tokens', lambda x: f'${x:,.2f}')} per million input tokens"
             )
         )
     for n in record["notes"]:
@@ -785,7 +847,8 @@ def serve_rank(record: dict) -> Group:
     parts.append(
         Text(
             "Ranked by $ per million output tokens, all in (the replica's whole time, prefill included), "
-            "at each GPU's cheapest on-demand offer; GPUs without an offer come last, by throughput.",
+            "at each GPU's cheapest on-demand offer; GPUs without an offer come last, by throughput. P10-P90 "
+            "error bands of TTFT, TPOT, throughput and $ per million under --json.",
             style="dim",
         )
     )
@@ -800,6 +863,37 @@ def _duration(seconds: float) -> str:
     return f"{seconds:,.1f} s"
 
 
+def _band(block: dict, key: str, fmt: Callable[[float], str]) -> str:
+    """`` (P10-P90)`` after a value that carries an error band (``KEY_p10`` / ``KEY_p90``), else ``""``:
+    ``14.2 days (11.8-17.5)``."""
+    lo, hi = block.get(f"{key}_p10"), block.get(f"{key}_p90")
+    if lo is None or hi is None:
+        return ""
+    return f" ({fmt(lo)}-{fmt(hi)})"
+
+
+def _duration_band(block: dict, key: str) -> str:
+    """A duration in the unit its value picks, with its band in the same unit: ``14.2 days (11.8-17.5)``."""
+    seconds = block[key]
+    scale = 86400 if seconds >= 86400 else 3600 if seconds >= 3600 else 1
+    return _duration(seconds) + _band(block, key, lambda x: f"{x / scale:,.1f}")
+
+
+def _band_note(record: dict) -> Text | None:
+    """Where the bands come from, in one dim line (None when the record has no band)."""
+    fams = [f for f in (record.get("bands") or {}).get("families", {}).values() if f]
+    if not fams:
+        note = (record.get("bands") or {}).get("note")
+        return Text(f"error bands: {note}", style="dim") if note else None
+    classes = "; ".join(
+        f"{f['family']} {f['band_class']} ({f['residuals']} values, {f['sources']} sources)" for f in fams
+    )
+    return Text(
+        "(P10-P90) error bands from gpuplan validate's residuals (published / predicted) of the class: " + classes,
+        style="dim",
+    )
+
+
 def _time_and_cost(record: dict) -> list:
     """The --tokens part of ``train``: FLOPs, step time by part, MFU, time, GPU-hours, cost, seed rule."""
     c, t, cost, seed = record["compute"], record["time"], record["cost"], record["seed_rule"]
@@ -811,7 +905,13 @@ def _time_and_cost(record: dict) -> list:
         )
     ]
     if t["step_parts_s"]:
-        out.append(Text(f"one step: {t['step_s']:,.2f} s ({t['tokens_per_s']:,.0f} tokens/s)", style="bold"))
+        out.append(
+            Text(
+                f"one step: {t['step_s']:,.2f} s{_band(t, 'step_s', lambda x: f'{x:,.2f}')}, "
+                f"{t['tokens_per_s']:,.0f} tokens/s{_band(t, 'tokens_per_s', lambda x: f'{x:,.0f}')}",
+                style="bold",
+            )
+        )
         st = Table(box=box.SIMPLE_HEAD, header_style="bold")
         st.add_column("part")
         st.add_column("seconds", justify="right")
@@ -824,15 +924,25 @@ def _time_and_cost(record: dict) -> list:
         )
     out.append(
         Text(
-            f"MFU {t['mfu']:.1%} ({t['mfu_source']}); time to train {_duration(t['seconds'])} on "
-            f"{t['gpus']:,} GPUs = {t['gpu_hours']:,.0f} GPU-hours",
+            f"MFU {t['mfu']:.1%}{_band(t, 'mfu', lambda x: f'{x:.1%}')} ({t['mfu_source']}); time to train "
+            f"{_duration_band(t, 'seconds')} on {t['gpus']:,} GPUs = {t['gpu_hours']:,.0f} GPU-hours"
+            f"{_band(t, 'gpu_hours', lambda x: f'{x:,.0f}')}",
             style="bold green",
         )
     )
     if cost["usd"] is not None:
         o = cost["offer"]
         where = f" ({o['provider']} {o['instance']}, {o['pricing']}, {o['price_date']})" if o else ""
-        out.append(Text(f"cost ${cost['usd']:,.0f} at ${cost['usd_per_gpu_hour']:.2f}/GPU-hour{where}", style="bold"))
+        out.append(
+            Text(
+                f"cost ${cost['usd']:,.0f}{_band(cost, 'usd', lambda x: f'${x:,.0f}')} at "
+                f"${cost['usd_per_gpu_hour']:.2f}/GPU-hour{where}",
+                style="bold",
+            )
+        )
+    note = _band_note(record)
+    if note is not None:
+        out.append(note)
     rule = f"; for this deadline the rule says {seed['gpus']:.1f} GPUs" if seed["gpus"] else ""
     out.append(
         Text(
@@ -908,7 +1018,7 @@ def offer_ranking(record: dict) -> Group:
     parts: list = [
         Text(
             f"{record['model']['id']}: {record['tokens']:.3g} tokens; cheapest first; * = on the "
-            "time/cost Pareto front",
+            "time/cost Pareto front; P10-P90 error bands of MFU, time and cost under --json",
             style="bold",
         ),
         t,
@@ -1303,6 +1413,18 @@ def validate_report(record: dict) -> Group:
                 _mae(fold["held_out_mae"]),
             )
         parts.append(folds)
+    cov = (record.get("bands") or {}).get("coverage") or {}
+    if cov:
+        parts.append(Text("error bands (P10-P90): share of values inside their own band", style="bold"))
+        for category, block in cov.items():
+            i, lo_ = block["in_sample"], block["loso"]
+            parts.append(
+                Text(
+                    f"  {category}: {_mae(i['coverage'])} in sample, {_mae(lo_['coverage'])} leave-one-source-out "
+                    f"({lo_['covered']} of {lo_['count']} values; target 75-85 %)"
+                )
+            )
+        parts.append(Text(f"  method: {record['bands']['method']}", style="dim"))
     if record["skipped"]:
         k = Table(
             box=box.SIMPLE_HEAD, header_style="bold", title="skipped (not mapped yet), by reason", title_justify="left"
@@ -1319,3 +1441,83 @@ def validate_report(record: dict) -> Group:
     for stem, why in record["not_scored_files"].items():
         parts.append(Text(f"not scored: {stem}.json: {why}", style="dim"))
     return Group(*parts)
+
+
+# -------------------------------------------------------------------------------------------------- plan
+
+
+def _pruned_line(record: dict) -> Text:
+    counts = ", ".join(f"{k} {v:,}" for k, v in record["pruned"].items() if v)
+    return Text(
+        f"searched {record['searched']:,} candidates ({record['evaluated']:,} timed), {record['feasible']:,} meet the "
+        f"constraints, {record['pareto_size']:,} on the Pareto front; pruned: {counts or 'none'}"
+    )
+
+
+def _usd_short(usd: float) -> str:
+    return f"${usd / 1e6:,.2f}M" if usd >= 1e6 else f"${usd:,.0f}"
+
+
+def plan_train_report(record: dict) -> Group:
+    """``plan train``: the options, best first (* on the Pareto front), the pruned counts and the best launch."""
+    t = Table(box=box.SIMPLE_HEAD, title=f"plan train {record['model']['id']} (by {record['objective']})")
+    right = ("gpus", "mb", "gbs", "mfu", "cost", "mem")
+    # rows are in rank order; "P" marks the Pareto front
+    for h in ("gpu", "gpus", "provider", "layout", "recomp", "mb", "gbs", "mfu", "time", "cost", "mem", "P"):
+        t.add_column(h, justify="right" if h in right else "left", no_wrap=True)
+    for o in record["options"]:
+        lay = o["layout"]
+        layout = f"tp{lay['tp']} pp{lay['pp']} dp{lay['dp']}" + (f" ep{lay['ep']}" if lay["ep"] > 1 else "")
+        layout += " fsdp" if lay["fsdp"] else f" zero-{lay['zero']}"
+        t.add_row(
+            o["gpu"], f"{o['gpus']:,}", o["offer"]["provider"] if o["offer"] else "-", layout, lay["recompute"],
+            str(lay["micro_batch"]), f"{lay['global_batch']:,}", f"{o['mfu']:.1%}", _duration(o["time_s"]),
+            _usd_short(o["cost_usd"]), f"{o['peak_memory_bytes'] / GiB:.0f} GiB", "*" if o["pareto"] else "",
+        )  # fmt: skip
+    lines: list = [t, _pruned_line(record)]
+    if record["options"]:
+        first = record["options"][0]
+        best = first["launch"]
+        if first["offer"]:
+            lines.append(Text(f"offer (option 1): {first['offer']['id']}"))
+        lines.append(Text("launch (option 1):"))
+        for k in ("torchtitan", "megatron", "deepspeed"):
+            if best.get(k):
+                lines.append(Text(f"  {k}: {best[k]}"))
+    else:
+        lines.append(Text("nothing meets the constraints: see the pruned counts"))
+    return Group(*lines)
+
+
+def plan_serve_report(record: dict) -> Group:
+    """``plan serve``: the options, cheapest $ per million output tokens first, and the pruned counts."""
+    t = Table(box=box.SIMPLE_HEAD, title=f"plan serve {record['model']['id']} at {record['qps']:g} req/s")
+    for h in (
+        "#",
+        "gpu",
+        "weights",
+        "kv",
+        "tp",
+        "engine",
+        "replicas",
+        "gpus",
+        "batch",
+        "ttft",
+        "tpot",
+        "$/M out",
+        "front",
+    ):
+        t.add_column(h)
+    for i, o in enumerate(record["options"], 1):
+        t.add_row(
+            str(i), o["gpu"], o["weights"], o["kv_cache"], str(o["tp"]), o["engine"], str(o["replicas"]),
+            str(o["gpus"]),
+            str(o["max_batch"]), f"{o['ttft_s'] * 1e3:.0f} ms", f"{o['tpot_s'] * 1e3:.1f} ms",
+            f"${o['usd_per_million_output_tokens']:.3f}", "*" if o["pareto"] else "",
+        )  # fmt: skip
+    lines: list = [t, _pruned_line(record)]
+    if record["options"]:
+        lines.append(Text(f"launch (option 1): {record['options'][0]['launch']['vllm']}"))
+    else:
+        lines.append(Text("nothing meets the constraints: see the pruned counts"))
+    return Group(*lines)

@@ -118,6 +118,18 @@ def validate_html(record: dict) -> str:
                 frozenset({1, 3}),
             )
         )
+    cov = (record.get("bands") or {}).get("coverage") or {}
+    if cov:
+        items = "".join(
+            f"<li>{_e(cat)}: {_pct(b['in_sample']['coverage'], False)} in sample, "
+            f"{_pct(b['loso']['coverage'], False)} leave-one-source-out ({b['loso']['covered']} of "
+            f"{b['loso']['count']} values)</li>"
+            for cat, b in cov.items()
+        )
+        out.append(
+            "<h2>Error bands (P10-P90)</h2><p>Share of values inside their own band; target 75-85 % "
+            f"leave-one-source-out. {_e(record['bands']['method'])}</p><ul>{items}</ul>"
+        )
     scored = []
     for r in record["rows"]:
         cls = "over" if r["error"] > 0 else "under"

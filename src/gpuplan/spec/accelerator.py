@@ -65,6 +65,10 @@ def pcie_bytes_per_s(gen: int, lanes: int = 16) -> float:
     return PCIE_LANE_BYTES_PER_S[gen] * lanes
 
 
+#: Figure keys by shape (see Accelerator._figure_keys): a listing of 100,000 devices has a handful of shapes.
+_FIGURE_KEYS: dict[tuple[Any, ...], tuple[str, ...]] = {}
+
+
 @dataclass(frozen=True)
 class Accelerator:
     """One accelerator model. Peaks are dense (no structured sparsity), in FLOP/s (int8: ops/s).
@@ -165,16 +169,40 @@ class Accelerator:
 
     def _figure_sources(self) -> dict[str, dict[str, str]]:
         """``source_for`` of every figure, as dicts (one dict per distinct source: a catalog of 100,000
-        devices lists in about a second)."""
+        devices lists in well under a second)."""
+        sources = self.sources
+        if len(sources) == 1 and "default" in sources:  # the usual user entry: every figure has one source
+            return dict.fromkeys(self._figure_keys(), sources["default"].to_dict())
         made: dict[int, dict[str, str]] = {}
         out = {}
-        for k, _ in self.figures():
+        for k in self._figure_keys():
             s = self.source_for(k)
             d = made.get(id(s))
             if d is None:
                 d = made[id(s)] = s.to_dict()
             out[k] = d
         return out
+
+    def _figure_keys(self) -> tuple[str, ...]:
+        """The keys of :meth:`figures`, in its order (kept per shape: which figures the device has)."""
+        missing = (
+            self.memory_bytes is None,
+            self.memory_reported_bytes is None,
+            self.memory_type is None,
+            self.memory_bandwidth_bytes_per_s is None,
+            self.interconnect is None,
+            self.scale_out_bytes_per_s_per_gpu is None,
+            self.pcie_gen is None,
+            self.cublas_workspace_bytes is None,
+            self.fp8_gemm_any_layout is None,
+            self.tdp_w is None,
+            self.year is None,
+        )
+        shape = (tuple(self.peak_flops_per_s), tuple(self.matmul_efficiency), missing)
+        keys = _FIGURE_KEYS.get(shape)
+        if keys is None:
+            keys = _FIGURE_KEYS[shape] = tuple(k for k, _ in self.figures())
+        return keys
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON record (bytes, bytes/s, FLOP/s; every figure's source under ``sources``)."""

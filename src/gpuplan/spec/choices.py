@@ -221,6 +221,36 @@ class ValidateCategory(StrEnum):
     MEMORY = "memory"
 
 
+class Objective(StrEnum):
+    """What ``plan train --objective`` ranks by: time to train, cost, or GPU count (ties: the others)."""
+
+    TIME = "time"
+    COST = "cost"
+    GPUS = "gpus"
+
+
+class PlanPrune(StrEnum):
+    """Why ``gpuplan plan`` set a candidate aside: the fixed reason ids of the ``pruned`` counts (docs/plan.md).
+
+    does_not_fit_memory: the estimate of the busiest GPU exceeds its memory; layout_does_not_divide: tp x pp x ep
+    does not divide the GPU count, tp does not divide the heads or exceeds the node, or the global batch is not
+    whole micro-batches x dp; batch_above_rule: without --global-batch, micro-batch x dp alone is more than twice
+    the default batch rule's sequences; no_offer_of_that_size: no instance of the pricing kind gives that many
+    GPUs in whole instances; dominated: the same GPUs, layout and micro-batch fit with less recomputation (which
+    is never slower); misses_deadline, over_budget, misses_slo: the constraint; not_supported: the GPU lacks the
+    dtype (fp8, fp4) or the estimate refused the combination."""
+
+    DOES_NOT_FIT_MEMORY = "does_not_fit_memory"
+    LAYOUT_DOES_NOT_DIVIDE = "layout_does_not_divide"
+    BATCH_ABOVE_RULE = "batch_above_rule"
+    NO_OFFER_OF_THAT_SIZE = "no_offer_of_that_size"
+    DOMINATED = "dominated"
+    MISSES_DEADLINE = "misses_deadline"
+    OVER_BUDGET = "over_budget"
+    MISSES_SLO = "misses_slo"
+    NOT_SUPPORTED = "not_supported"
+
+
 def values(choice: type[StrEnum]) -> tuple[str, ...]:
     """The strings of a choice class, in declaration order (what ``click.Choice`` and messages list)."""
     return tuple(m.value for m in choice)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -35,6 +36,7 @@ HARDWARE_FIELDS = (
 )
 
 _NO_SOURCES: Mapping[str, Source] = MappingProxyType({})
+_hardware_values = attrgetter(*HARDWARE_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,14 @@ class Offer:
 
     def hardware_sources(self) -> dict[str, dict[str, str]]:
         """The source of each hardware figure the offer gives (field name -> title, url, date)."""
-        return {name: self.source_for(name).to_dict() for name in HARDWARE_FIELDS if getattr(self, name) is not None}
+        values = _hardware_values(self)
+        if values.count(None) == len(values):  # the usual quote: no hardware figures
+            return {}
+        return {
+            name: self.source_for(name).to_dict()
+            for name, v in zip(HARDWARE_FIELDS, values, strict=True)
+            if v is not None
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return {

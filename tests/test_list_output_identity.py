@@ -1,0 +1,75 @@
+"""The listing commands over a generated 1,000-entry catalog print exactly what they printed before the
+issue #11 speed-ups (fast table writer, memoized figure keys and model figures, chunked finiteness check):
+the digests below were taken from the previous code's output (the catalog folder's path replaced by
+CATALOG, as JSON records name the file each entry came from)."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+
+from bench_catalog_scale import write_catalogs
+
+N = 1000
+
+CASES = {
+    "gpus": (["accelerators"], ["gpus", "list"]),
+    "gpus-sort-mem": (["accelerators"], ["gpus", "list", "--sort", "memory", "--min-memory", "40GB"]),
+    "offers": (["offers"], ["offers", "list"]),
+    "offers-gpus": (["accelerators", "offers"], ["offers", "list"]),
+    "offers-sort-provider": (["offers"], ["offers", "list", "--sort", "provider"]),
+    "models": (["models"], ["model", "list"]),
+    "models-fam": (["models"], ["model", "list", "--family", "fam3"]),
+}
+
+# sha256 (first 32 hex digits) of stdout; "@d": $COLUMNS unset (140 columns when piped), "@100": COLUMNS=100
+DIGESTS = {
+    "gpus@d": "513bbaabad4409ea9e7361de78780b60",
+    "gpus@100": "a49e4e157d517976a00c4d60d672d515",
+    "gpus-json@d": "ca698ec892136399e8d25edafbdb7dd8",
+    "gpus-sort-mem@d": "195e6d35c48dd4fe79b9ce895d5b2524",
+    "gpus-sort-mem@100": "9c790c691827fd4bd90b4dea57b39f2f",
+    "gpus-sort-mem-json@d": "c76349110f236fd93102fa92a2a51ec7",
+    "offers@d": "2d857e2285bb2eea0d1ef0dfa0ad90ff",
+    "offers@100": "4f8bc74ba611ce7745d7a6da7a6f2803",
+    "offers-json@d": "f4126b8c27995162cba8b7cadb10e3f8",
+    "offers-gpus@d": "2d857e2285bb2eea0d1ef0dfa0ad90ff",
+    "offers-gpus@100": "4f8bc74ba611ce7745d7a6da7a6f2803",
+    "offers-gpus-json@d": "f4126b8c27995162cba8b7cadb10e3f8",
+    "offers-sort-provider@d": "717aea49697001b90d9ebe5701f83767",
+    "offers-sort-provider@100": "2426d1c69a899881627cb23b9e5084f2",
+    "models@d": "e1256e4055f61f18e2412020df08b9dd",
+    "models@100": "398e92e87c58ff9d67a7e4241139af3b",
+    "models-json@d": "28b92b80e831d4133b831baedfc10f3e",
+    "models-fam@d": "6a6e772389ddb17779bb7921c8bd7d06",
+    "models-fam@100": "35a06e57b77836e32e0102a2d62a299f",
+    "models-fam-json@d": "25eb803b1acc719ed9406e0452faf288",
+}
+
+
+@pytest.fixture(scope="module")
+def catalogs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("catalog1000")
+    return folder, write_catalogs(folder, N)
+
+
+@pytest.mark.parametrize("key", sorted(DIGESTS))
+def test_list_output_is_unchanged(run, catalogs, monkeypatch, key):
+    folder, files = catalogs
+    name, columns = key.split("@")
+    as_json = name.endswith("-json")
+    kinds, args = CASES[name.removesuffix("-json")]
+    if columns == "d":
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    cat = [x for k in kinds for x in ("--catalog", str(files[k]))]
+    code, out, err = run(*cat, *args, *(["--json"] if as_json else []))
+    assert code == 0, err
+    digest = hashlib.sha256(out.encode().replace(str(folder).encode(), b"CATALOG")).hexdigest()[:32]
+    assert digest == DIGESTS[key]
