@@ -343,3 +343,14 @@ def test_local_bench_cli_is_the_api(run, tmp_path):
     api_record = report.to_dict()
     assert report.exit_code == 0 and cli_record.keys() == api_record.keys()
     assert [r["name"] for r in cli_record["results"]] == [r["name"] for r in api_record["results"]]
+
+
+def test_reports_are_frozen_records():
+    r = gpuplan.train("llama-3.1-8b", gpu="h100", gpus=8)
+    with pytest.raises(AttributeError):
+        r.memory = None  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        type(r)(*range(50))  # more values than fields
+    same = gpuplan.train("llama-3.1-8b", gpu="h100", gpus=8)
+    assert r == same and r != gpuplan.train("llama-3.1-8b", gpu="h100", gpus=16)
+    assert repr(r).startswith("TrainReport(model=")

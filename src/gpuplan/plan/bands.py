@@ -50,8 +50,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 #: The band's nominal levels (``*_p10`` / ``*_p90``).
 LEVELS = (0.1, 0.9)
@@ -143,8 +142,7 @@ def class_key(cls: Mapping[str, str], kept: Iterable[str] = DIMS) -> str:
 # -------------------------------------------------------------------------------------------- residuals
 
 
-@dataclass(frozen=True)
-class Residual:
+class Residual(NamedTuple):
     """One validation value as a ratio of its family's reference quantity (published / predicted)."""
 
     id: str
@@ -304,8 +302,7 @@ def build_table(rows: Iterable[Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ at estimate
 
 
-@dataclass(frozen=True)
-class Band:
+class Band(NamedTuple):
     """The band of one family for one estimate: the class used and the ratio quantiles."""
 
     family: str

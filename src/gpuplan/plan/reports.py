@@ -8,8 +8,7 @@ when nothing fits). Volatile things (the catalog warnings met while loading) sta
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, dataclass_transform
 
 from . import records
 
@@ -17,12 +16,63 @@ EXIT_OK = 0
 EXIT_DOES_NOT_FIT = 3
 
 
-@dataclass(frozen=True)
+@dataclass_transform(frozen_default=True, kw_only_default=False)
 class Report:
     """Base of every report: ``to_dict()``, ``fits`` and ``exit_code``; ``warnings`` are the catalog
-    warnings met while answering (never part of the record)."""
+    warnings met while answering (never part of the record, nor of equality).
+
+    A report is a frozen record: the fields are the annotated names of the class (defaults as class
+    attributes), set once by the generated ``__init__``. This base builds that ``__init__`` from the
+    annotations instead of ``@dataclass``, whose code generation cost ~10 ms of every command's start-up for
+    the dozen report classes (Python 3.11)."""
 
     kind: ClassVar[str] = ""
+    _fields: ClassVar[tuple[str, ...]] = ()
+    _defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        names: list[str] = list(cls._fields)
+        # this class's own annotations only (the 3.11 way; inspect.get_annotations would import inspect)
+        for name, note in cls.__dict__.get("__annotations__", {}).items():  # noqa: RUF063
+            if not str(note).startswith("ClassVar") and name not in names:
+                names.append(name)
+        cls._fields = tuple(names)
+        cls._defaults = {n: cls.__dict__[n] for n in names if n in cls.__dict__} | {
+            n: v for n, v in cls._defaults.items() if n not in cls.__dict__
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if len(args) > len(self._fields):
+            raise TypeError(f"{type(self).__name__} takes {len(self._fields)} fields, got {len(args)}")
+        values = dict(zip(self._fields, args, strict=False))
+        for name, value in kwargs.items():
+            if name not in self._fields or name in values:
+                raise TypeError(f"{type(self).__name__}: unexpected or repeated field {name!r}")
+            values[name] = value
+        for name in self._fields:
+            if name not in values:
+                if name not in self._defaults:
+                    raise TypeError(f"{type(self).__name__}: missing field {name!r}")
+                values[name] = self._defaults[name]
+            object.__setattr__(self, name, values[name])
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen: cannot delete {name!r}")
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._fields if n != "warnings")
+        return f"{type(self).__name__}({shown})"
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in self._fields if n != "warnings")
+
+    __hash__ = None  # type: ignore[assignment]  # reports hold dicts and lists: compared, never hashed
 
     def to_dict(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -39,13 +89,12 @@ class Report:
 # ----------------------------------------------------------------------------------------------- catalogs
 
 
-@dataclass(frozen=True)
 class GpusReport(Report):
     """``gpus list`` (or ``gpus compare`` with ``compare=True``): the accelerators, in order."""
 
     accelerators: tuple[Any, ...]
     compare: bool = False
-    warnings: tuple[str, ...] = field(default=(), compare=False)
+    warnings: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:  # type: ignore[override]
@@ -57,50 +106,46 @@ class GpusReport(Report):
         return records.accelerator_list(self.accelerators)
 
 
-@dataclass(frozen=True)
 class GpuReport(Report):
     """``gpus show``: one accelerator with the source and date of each figure."""
 
     kind: ClassVar[str] = "gpus.show"
     accelerator: Any
-    warnings: tuple[str, ...] = field(default=(), compare=False)
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return records.accelerator_show(self.accelerator)
 
 
-@dataclass(frozen=True)
 class OffersReport(Report):
     """``offers list``: the offers, in order."""
 
     kind: ClassVar[str] = "offers.list"
     offers: tuple[Any, ...]
-    warnings: tuple[str, ...] = field(default=(), compare=False)
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return records.offer_list(self.offers)
 
 
-@dataclass(frozen=True)
 class ModelsReport(Report):
     """``model list``: the models, in catalog order."""
 
     kind: ClassVar[str] = "model.list"
     models: tuple[Any, ...]
-    warnings: tuple[str, ...] = field(default=(), compare=False)
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return records.model_list(self.models)
 
 
-@dataclass(frozen=True)
 class ModelReport(Report):
     """``model show``: parameter count, breakdown, architecture and FLOPs per token of one model."""
 
     kind: ClassVar[str] = "model.show"
     model: Any
     seq_len: int | None = None
-    warnings: tuple[str, ...] = field(default=(), compare=False)
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return records.model_show(self.model, self.seq_len)
@@ -109,7 +154,6 @@ class ModelReport(Report):
 # ------------------------------------------------------------------------------------------------- train
 
 
-@dataclass(frozen=True)
 class TrainReport(Report):
     """``train``: memory of the most loaded GPU (``memory``, a MemoryReport), and with tokens the compute,
     time and cost (``plan``, a TrainingPlan), the whole machine (``machine``), the calibration applied and,
@@ -127,7 +171,7 @@ class TrainReport(Report):
     step_assumptions: Any = None
     calibration: Any = None
     fit_advice: Any = None
-    warnings: tuple[str, ...] = field(default=(), compare=False)
+    warnings: tuple[str, ...] = ()
 
     @property
     def fits(self) -> bool:
@@ -150,7 +194,6 @@ class TrainReport(Report):
         return record
 
 
-@dataclass(frozen=True)
 class TrainRankReport(Report):
     """``train --rank``: every offer that can run the job (``ranked``, RankedOffer rows, cheapest first)
     and those that cannot, with the reason; the Pareto front of time and cost is marked."""
@@ -162,7 +205,7 @@ class TrainRankReport(Report):
     tokens: float
     epochs: float
     ranked: tuple[Any, ...]
-    warnings: tuple[str, ...] = field(default=(), compare=False)
+    warnings: tuple[str, ...] = ()
 
     @property
     def fits(self) -> bool:
@@ -175,7 +218,6 @@ class TrainRankReport(Report):
 # ------------------------------------------------------------------------------------------------- serve
 
 
-@dataclass(frozen=True)
 class ServeReport(Report):
     """``serve``: memory per GPU, latency, throughput (``serving``, a ServingReport), the fleet for a load,
     the cost per million tokens, the whole machine and, when it does not fit, the fit advice."""
@@ -194,7 +236,7 @@ class ServeReport(Report):
     calibration: Any = None
     fit_advice: Any = None
     notes: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = field(default=(), compare=False)
+    warnings: tuple[str, ...] = ()
 
     @property
     def fits(self) -> bool:
@@ -216,7 +258,6 @@ class ServeReport(Report):
         return record
 
 
-@dataclass(frozen=True)
 class ServeRankReport(Report):
     """``serve --rank``: options that fit (``options``, best $ per million output tokens first) and the
     GPU x format pairs that cannot run, with the reason (``skipped``)."""
@@ -226,7 +267,7 @@ class ServeRankReport(Report):
     job: Any
     options: tuple[Any, ...]
     skipped: tuple[tuple[str, str, str], ...]
-    warnings: tuple[str, ...] = field(default=(), compare=False)
+    warnings: tuple[str, ...] = ()
 
     @property
     def fits(self) -> bool:
@@ -239,7 +280,6 @@ class ServeRankReport(Report):
 # --------------------------------------------------------------------------------------------------- tco
 
 
-@dataclass(frozen=True)
 class TcoReport(Report):
     """``tco``: owning ``gpus`` GPUs (``case``, ``cost``) against every rental ``offers`` over the period."""
 
@@ -252,7 +292,7 @@ class TcoReport(Report):
     purchase_row: Any
     data: Any
     period_years: float
-    warnings: tuple[str, ...] = field(default=(), compare=False)
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return records.tco_record(
@@ -263,7 +303,6 @@ class TcoReport(Report):
 # -------------------------------------------------------------------------------------------------- plan
 
 
-@dataclass(frozen=True)
 class PlanTrainReport(Report):
     """``plan train``: the searched grid, the pruned counts by reason and the top options (``search``, a
     ``plan.search.TrainSearch``); exit code 3 when no candidate meets the constraints."""
@@ -274,7 +313,7 @@ class PlanTrainReport(Report):
     objective: str
     constraints: dict[str, Any]
     search: Any
-    warnings: tuple[str, ...] = field(default=(), compare=False)
+    warnings: tuple[str, ...] = ()
 
     @property
     def fits(self) -> bool:
@@ -288,7 +327,6 @@ class PlanTrainReport(Report):
         )
 
 
-@dataclass(frozen=True)
 class PlanServeReport(Report):
     """``plan serve``: the searched grid, the pruned counts and the options by $ per million output tokens."""
 
@@ -297,7 +335,7 @@ class PlanServeReport(Report):
     job: Any
     qps: float
     search: Any
-    warnings: tuple[str, ...] = field(default=(), compare=False)
+    warnings: tuple[str, ...] = ()
 
     @property
     def fits(self) -> bool:
