@@ -354,3 +354,11 @@ def test_reports_are_frozen_records():
     same = gpuplan.train("llama-3.1-8b", gpu="h100", gpus=8)
     assert r == same and r != gpuplan.train("llama-3.1-8b", gpu="h100", gpus=16)
     assert repr(r).startswith("TrainReport(model=")
+
+
+def test_like_is_checked_even_for_a_catalog_model():
+    from gpuplan.errors import ModelConfigError
+
+    with pytest.raises(ModelConfigError, match="--like 'nosuch' is not a model_type"):
+        gpuplan.model("llama-3.1-8b", like="nosuch")
+    assert gpuplan.model("llama-3.1-8b", like="llama").model.id == "llama-3.1-8b"

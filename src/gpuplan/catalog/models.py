@@ -211,6 +211,13 @@ def resolve_model(
     text = text.strip()
     if not text:
         raise ModelConfigError("empty model name; give a built-in id, a config.json path, a Hub id or a count like 7B")
+    if like is not None:  # checked whatever the model is, so a typo is never silently ignored
+        from .hf_config import SUPPORTED_MODEL_TYPES
+
+        if like not in SUPPORTED_MODEL_TYPES:
+            raise ModelConfigError(
+                f"--like '{like}' is not a model_type gpuplan reads; use one of: {', '.join(SUPPORTED_MODEL_TYPES)}"
+            )
     models = models if models is not None else load_models()
     if models.matches(text):
         return models.get(text)
