@@ -161,3 +161,8 @@ def test_cli_exit_codes(capsys):
     assert main(["plan", "train", "llama-3.1-8b", "--tokens", "1T", "--gpus", "8", "--max-gpus", "64"]) == 2
     assert main(["plan", "serve", "llama-3.1-8b", "--qps", "2", "--gpu", "l4"]) == 0
     capsys.readouterr()
+
+
+def test_unknown_provider_is_bad_input(run):
+    code, _, err = run("plan", "train", "llama-3.1-8b", "--tokens", "1T", "--providers", "nosuch")
+    assert code == 2 and "no offers from nosuch" in err and err.count("\n") == 1

@@ -64,6 +64,18 @@ BATCH_RULE_SLACK = 2.0
 _STEPS = (4, 5, 6, 7)
 
 
+def _offers_of(offers: Iterable[Any], pricing: str, providers: Sequence[str] | None) -> list[Any]:
+    """The offers of one pricing kind from the named providers; a provider with no offer at all is a typo
+    (one line, exit 2), not an empty search."""
+    offers = list(offers)
+    if providers:
+        known = sorted({o.provider for o in offers})
+        unknown = [p for p in providers if p not in known]
+        if unknown:
+            raise InputError("--providers", f"no offers from {', '.join(unknown)}; providers: {', '.join(known)}")
+    return [o for o in offers if o.pricing == pricing and (not providers or o.provider in providers)]
+
+
 def gpu_counts(per_instance: int, max_gpus: int) -> list[int]:
     """Whole-instance GPU counts up to ``max_gpus``: 1-8 instances, then x1, x1.25, x1.5, x1.75 per doubling."""
     ks = set(range(1, 9))
@@ -242,7 +254,7 @@ def search_train(
 ) -> TrainSearch:
     """Every candidate of the grid (module docstring), pruned with counts by reason; the top ``top`` by the
     objective among the feasible ones, each flagged when it is on the Pareto front of (time, cost, GPUs)."""
-    offers = [o for o in offers if o.pricing == pricing and (not providers or o.provider in providers)]
+    offers = _offers_of(offers, pricing, providers)
     by_gpu = hardware_classes(offers, {g.id for g in gpus})
     compute = training_compute(model, base_job.seq_len, tokens)
     rule_sequences = default_global_batch_tokens(_params(model)) / base_job.seq_len
@@ -854,7 +866,7 @@ def search_serve(
     from ..spec.serving import ServingLayout
     from .training import pareto_front
 
-    offers = [o for o in offers if o.pricing == pricing and (not providers or o.provider in providers)]
+    offers = _offers_of(offers, pricing, providers)
     tally = _Count()
     feasible: list[ServeOption] = []
     for gpu in gpus:
