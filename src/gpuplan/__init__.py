@@ -19,6 +19,8 @@ _API = (
     "model",
     "local_detect",
     "local_bench",
+    "local_watch",
+    "local_diagnose",
     "validate",
     "plan_train",
     "plan_serve",

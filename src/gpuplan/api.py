@@ -682,3 +682,57 @@ def local_bench(
         model=spec,
         progress=progress,
     )
+
+
+def local_watch(
+    command: Iterable[str] = (),
+    *,
+    pid: int | None = None,
+    interval: Number = "1s",
+    out: str | os.PathLike[str] | None = None,
+    catalog: Any = (),
+    gpu_backend: Any = None,
+) -> Any:
+    """``gpuplan local watch``: run ``command`` (or follow process ``pid``) and sample the host, the job's
+    process tree and the GPUs every ``interval`` into the JSONL trace ``out`` (docs/watch.md); returns a
+    report whose ``exit_code`` is the job's. ``gpu_backend``: the NVML seam (default: NVML when present)."""
+    from datetime import datetime
+
+    from .errors import InputError
+    from .local.watch import MIN_INTERVAL_S, NvmlWatchBackend, WatchReport, watch
+    from .units import parse_duration
+
+    interval_s = parse_duration(_text("interval", interval), "--interval")
+    if interval_s < MIN_INTERVAL_S:
+        raise InputError("--interval", f"{interval} is below the shortest interval, {MIN_INTERVAL_S * 1000:.0f}ms")
+    cmd = list(command)
+    if cmd and pid is not None:
+        raise InputError("--pid", "give a command (after --) or --pid, not both")
+    if not cmd and pid is None:
+        raise InputError("--pid", "give a command to run (after --) or --pid of a running process")
+    if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0):
+        raise InputError("--pid", f"{pid!r} is not a process id")
+    path = os.fspath(out) if out is not None else f"watch-{datetime.now():%Y%m%d-%H%M%S}.jsonl"
+    try:
+        accelerators = _catalogs(catalog).accelerators()
+    except Exception:  # a broken user catalog must not stop the watch: GPUs are then unmatched
+        accelerators = None
+    gpu = gpu_backend if gpu_backend is not None else NvmlWatchBackend()
+    try:
+        f = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed below
+    except OSError as e:
+        raise InputError("--out", f"can't write {path}: {e.strerror or e}") from None
+    with f:
+        result = watch(f, path, command=cmd or None, pid=pid, interval_s=interval_s, gpu=gpu, accelerators=accelerators)
+    return WatchReport(result)
+
+
+def local_diagnose(run: str | os.PathLike[str], *, catalog: Any = ()) -> Any:
+    """``gpuplan local diagnose``: ranked verdicts (input-bound, throttled, near-OOM, ...) on a ``local watch``
+    trace, each with its evidence, counter-evidence and advice."""
+    from .local.diagnose import DiagnoseReport, diagnose
+    from .local.watch import read_trace
+
+    path = os.fspath(run)
+    records, warnings = read_trace(path)
+    return DiagnoseReport(diagnose(records), path, tuple(warnings))

@@ -150,6 +150,19 @@ def _nonfinite(value: Any, path: str = "") -> str | None:
     return None
 
 
+def _nonfinite_result(path: str) -> GpuplanError:
+    return GpuplanError(
+        f"a result ({path}) is not a finite number: an input is out of range (check the "
+        "counts, prices, --epochs and the assumptions)"
+    )
+
+
+def nonfinite_error(record: dict) -> GpuplanError | None:
+    """The error the CLI raises for a record holding nan or inf (None when every number is finite)."""
+    bad = _nonfinite(record)
+    return _nonfinite_result(bad) if bad else None
+
+
 def emit(ctx: click.Context, record: dict, as_json: bool, render: Callable[[dict], Any] | str) -> None:
     """Print a record as JSON or as the table ``render`` draws from it; either way a result that is not a
     finite number (an input far out of range overflowed) is an error, never printed as nan or inf."""
@@ -162,10 +175,7 @@ def emit(ctx: click.Context, record: dict, as_json: bool, render: Callable[[dict
     else:
         bad = _nonfinite(record) if encoded is None or _has_nonfinite_token(encoded) else None
     if bad:
-        raise GpuplanError(
-            f"a result ({bad}) is not a finite number: an input is out of range (check the "
-            "counts, prices, --epochs and the assumptions)"
-        )
+        raise _nonfinite_result(bad)
     if to_print:
         if encoded is not None:  # a large listing: the same record on one line (indenting it takes seconds)
             out = getattr(sys.stdout, "buffer", None)

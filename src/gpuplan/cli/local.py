@@ -20,7 +20,7 @@ from ._common import check_output_path, emit, flag_errors, json_option, number, 
 
 @click.group()
 def local() -> None:
-    """This machine: what it has (detect) and what it really achieves (bench)."""
+    """This machine: what it has (detect), achieves (bench), and how a running job does (watch, diagnose)."""
 
 
 @local.command("detect")
@@ -103,3 +103,75 @@ def local_bench(ctx: click.Context, save: Path | None, as_json: bool, **options:
         write_output(save, json.dumps(report.to_dict(), indent=2) + "\n", "--save")
         click.echo(f"gpuplan: saved calibration profile to {save}", err=True)
     emit(ctx, report.to_dict(), as_json, "bench_report")  # the profile is the record (kind "calibration")
+
+
+@local.command("watch", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--interval", default="1s", show_default=True, help="Time between samples, e.g. 500ms, 2s.")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The JSONL trace (docs/watch.md) [default: watch-YYYYmmdd-HHMMSS.jsonl here].",
+)
+@click.option("--pid", type=int, help="Follow this running process (never signalled) instead of running a command.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def local_watch(ctx: click.Context, interval: str, out: Path | None, pid: int | None, command: tuple[str, ...]) -> None:
+    """Sample host, job and GPUs while a job runs: gpuplan local watch --out run.jsonl -- python train.py
+
+    The command runs as a child (Ctrl-C and SIGTERM are forwarded to it) and watch exits with its exit code;
+    with --pid N a running process is followed until it ends. Then: gpuplan local diagnose run.jsonl
+    """
+    if out is not None:
+        check_output_path(out, "--out")
+    with flag_errors():
+        report = api.local_watch(command, pid=pid, interval=interval, out=out, catalog=ctx.obj.catalogs)
+    r = report.to_dict()
+    ended = f"signal {r['signal']}" if r["signal"] else f"exit code {r['job_exit_code']}"
+    click.echo(
+        f"gpuplan: {r['samples']} samples in {r['duration_s']:.1f} s written to {r['out']}"
+        + (f"; the job ended with {ended}" if r["mode"] == "command" else "; the process ended"),
+        err=True,
+    )
+    if report.exit_code:
+        raise click.exceptions.Exit(report.exit_code)
+
+
+@local.command("diagnose")
+@click.argument("run_file", metavar="RUN", type=click.Path(dir_okay=False, path_type=Path))
+@json_option
+@click.pass_context
+def local_diagnose(ctx: click.Context, run_file: Path, as_json: bool) -> None:
+    """Why a watched job is slow: ranked verdicts (input-bound, throttled, near-OOM, ...) on a watch trace."""
+    with flag_errors():
+        report = api.local_diagnose(run_file, catalog=ctx.obj.catalogs)
+    for w in report.warnings:
+        click.echo(f"warning: {w}", err=True)
+    emit(ctx, report.to_dict(), as_json, _diagnose_table)
+
+
+def _diagnose_table(record: dict) -> Any:
+    from rich.console import Group
+    from rich.text import Text
+
+    t = record["trace"]
+    parts: list[Any] = [
+        Text(
+            f"{t['path']}: {t['samples']} samples, {t['gpus']} GPU(s)"
+            + (f", {t['duration_s']:.1f} s" if t["duration_s"] is not None else "")
+            + (f", job exit code {t['exit_code']}" if t["exit_code"] is not None else "")
+        )
+    ]
+    for v in record["verdicts"]:
+        parts.append(Text(f"\n{v['id']}  (confidence {v['confidence']:.2f})", style="bold"))
+        for e in v["evidence"]:
+            note = f" ({e['note']})" if e.get("note") else ""
+            parts.append(Text(f"  + {e['metric']}: {e['value']:g} vs {e['threshold']:g} {e['unit']}{note}"))
+        for c in v["counter_evidence"]:
+            parts.append(Text(f"  - {c}"))
+        parts.append(Text(f"  advice: {v['advice']}"))
+    skipped = [c for c in record["checks"] if c["status"] == "no data"]
+    if skipped:
+        parts.append(Text("\nnot checked (no data): " + ", ".join(f"{c['id']} ({c['reason']})" for c in skipped)))
+    for n in record["notes"]:
+        parts.append(Text(f"note: {n}"))
+    return Group(*parts)

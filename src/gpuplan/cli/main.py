@@ -48,8 +48,13 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "plan",
         "What should I run this on? Search GPUs, counts, layouts and offers for a training run or a serving load.",
     ),
-    "local": ("local", "local", "This machine: what it has (detect) and what it really achieves (bench)."),
+    "local": (
+        "local",
+        "local",
+        "This machine: what it has (detect), achieves (bench), and how a running job does (watch, diagnose).",
+    ),
     "validate": ("validate", "validate", "Score gpuplan against every bundled published figure."),
+    "ui": ("ui", "ui", "A local web page: plan a training run with forms and charts, over the same API as the CLI."),
 }
 
 
