@@ -345,3 +345,22 @@ def test_schema_rejects_bad_hardware_facts(tmp_path, mutate, fragments):
         read_accelerator_file(f)
     for frag in fragments:
         assert frag in str(err.value), (frag, str(err.value))
+
+
+def test_gpus_show_lists_the_hardware_facts(run, monkeypatch):
+    """The table shows the measured ceilings, the NIC, the workspace and the fp8 layout rule with their
+    sources, and says when a ceiling is not measured (the default stands in)."""
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = run("gpus", "show", "h100")
+    assert code == 0
+    for text in (
+        "bf16 matmul ceiling (MAMF)",
+        "80.3% of the bf16 peak",
+        "fp8 matmul ceiling (MAMF)",
+        "48 GB/s per direction",
+        "32 MiB",
+        "TN only",
+    ):
+        assert text in out, text
+    code, out, _ = run("gpus", "show", "a10")
+    assert code == 0 and "not measured: estimates assume 75 % of the peak" in out

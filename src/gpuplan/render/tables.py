@@ -205,8 +205,29 @@ def _figure_rows(a: dict) -> list[tuple[str, str, str]]:
                 "interconnect",
             )
         )
+    if not a.get("matmul_efficiency") and "bf16" in a["peak_flops_per_s"]:
+        rows.append(("bf16 matmul ceiling (MAMF)", "not measured: estimates assume 75 % of the peak", "-"))
+    for d, frac in (a.get("matmul_efficiency") or {}).items():
+        peak = a["peak_flops_per_s"].get(d)
+        shown = f"{frac:.1%} of the {d} peak" + (f" ({_num(frac * peak, 1e12)} TFLOP/s)" if peak else "")
+        rows.append((f"{d} matmul ceiling (MAMF)", shown, f"matmul_efficiency.{d}"))
+    if a.get("scale_out_bytes_per_s_per_gpu"):
+        rows.append(
+            (
+                "scale-out per GPU",
+                f"{_num(a['scale_out_bytes_per_s_per_gpu'], GB)} GB/s per direction (typical NIC)",
+                "scale_out_bytes_per_s_per_gpu",
+            )
+        )
     if a["pcie_gen"]:
         rows.append(("PCIe", f"Gen {a['pcie_gen']}", "pcie_gen"))
+    if a.get("cublas_workspace_bytes"):
+        rows.append(
+            ("cuBLAS workspace", format_bytes(a["cublas_workspace_bytes"], binary=True), "cublas_workspace_bytes")
+        )
+    if a.get("fp8_gemm_any_layout") is not None:
+        layouts = "any layout" if a["fp8_gemm_any_layout"] else "TN only (a transposed fp8 weight copy is kept)"
+        rows.append(("fp8 GEMM operands", layouts, "fp8_gemm_any_layout"))
     rows.append(("TDP", f"{_num(a['tdp_w'], 1)} W" if a["tdp_w"] else "not published", "tdp_w"))
     rows.append(("year", str(a["year"]), "year"))
     return rows
@@ -221,6 +242,9 @@ def gpu_show(record: dict) -> Group:
     t.add_column("source")
     sources = a["sources"]
     for label, value, key in _figure_rows(a):
+        if key == "-":  # a figure the catalog does not have: gpuplan's documented default stands in
+            t.add_row(label, value, "gpuplan's default (estimate/steptime.py DEFAULT_MATMUL_EFFICIENCY)")
+            continue
         s = sources.get(key) or sources.get(key.split(".")[0]) or next(iter(sources.values()), None)
         t.add_row(label, value, f"{s['title']} ({s['date']})" if s else _DASH)
     parts: list = [title, t]
