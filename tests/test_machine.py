@@ -142,7 +142,7 @@ def test_cpu_and_host_ram_rules():
 def test_storage_classes_are_sourced_and_the_cli_lists_them():
     from gpuplan.cli.main import cli
 
-    flags = {p.name: p for p in cli.commands["train"].params} | {}
+    flags = {p.name: p for p in cli.commands["train"].params}
     cli_choices = set(flags["storage"].type.choices)
     assert set(STORAGE_CHOICES) == cli_choices == {"local-nvme", "nfs", "lustre", "object"}
     for sc in mx.STORAGE_CLASSES.values():

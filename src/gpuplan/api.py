@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .spec import choices as C
-from .units import BOUNDS
+from .units import BOUNDS, nonblank
 
 if TYPE_CHECKING:
     from .catalog.session import Catalogs
@@ -46,12 +46,8 @@ def _num(name: str, value: Any) -> Any:
 
 
 def _text(name: str, value: T) -> T:
-    """A quantity given as text must not be blank (a blank flag is an error, not the flag left out)."""
-    from .errors import QuantityError
-
-    if isinstance(value, str) and not value.strip():
-        raise QuantityError(f"--{name.replace('_', '-')} is empty; give a value (see --help)")
-    return value
+    """A quantity given as text must not be blank (the CLI's flags check the same, see units.nonblank)."""
+    return nonblank(value, "--" + name.replace("_", "-"))
 
 
 def _assume(assume: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import QuantityError
+
+T = TypeVar("T")
 
 KB = 10**3
 MB = 10**6
@@ -300,6 +302,14 @@ def format_flops(value: float, digits: int = 4) -> str:
         if abs(value) >= factor:
             return f"{value / factor:.{digits}g} {suffix}"
     return f"{value:.{digits}g} "
+
+
+def nonblank(value: T, flag: str) -> T:
+    """``value``, unless it is text that is empty or blank: a quantity flag given no value is an error (one
+    line naming ``flag``), not the flag left out. The CLI's flags and the API's keywords share it."""
+    if isinstance(value, str) and not value.strip():
+        raise QuantityError(f"{flag} is empty; give a value (see --help)")
+    return value
 
 
 class Bound:

@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from ..errors import GpuplanError, InputError
-from ..units import BOUNDS, Bound
+from ..units import BOUNDS, Bound, nonblank
 
 EXIT_BAD_INPUT = 2
 
@@ -41,12 +41,8 @@ def number(name: str) -> Number:
 
 
 def given(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """A quantity flag given an empty or blank value is an error, not the flag left out."""
-    if value is not None and not value.strip():
-        from ..errors import QuantityError
-
-        raise QuantityError(f"{param.opts[0] if param.opts else param.name} is empty; give a value (see --help)")
-    return value
+    """A quantity flag given an empty or blank value is an error, not the flag left out (units.nonblank)."""
+    return nonblank(value, param.opts[0] if param.opts else str(param.name))
 
 
 def default(fn: Callable[..., Any], name: str) -> Any:
@@ -57,7 +53,7 @@ def default(fn: Callable[..., Any], name: str) -> Any:
 
 class Ctx:
     """What every command needs: the output mode and the catalogs of this command (a Catalogs, loaded
-    once; its warnings are printed by ``main`` when the command ends)."""
+    once and passed to the API as ``catalog=``; its warnings are printed by ``main`` when the command ends)."""
 
     def __init__(self, catalog_files: Sequence[Path], as_json: bool, warnings: list[str] | None = None):
         from ..catalog.session import Catalogs
@@ -66,19 +62,6 @@ class Ctx:
         self.catalogs = Catalogs(catalog_files)
         if warnings is not None:
             self.catalogs.warnings = warnings
-
-    @property
-    def warnings(self) -> list[str]:
-        return self.catalogs.warnings
-
-    def accelerators(self) -> Any:
-        return self.catalogs.accelerators()
-
-    def models(self) -> Any:
-        return self.catalogs.models()
-
-    def offers(self) -> Any:
-        return self.catalogs.offers()
 
 
 @contextmanager

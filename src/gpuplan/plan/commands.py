@@ -367,10 +367,10 @@ def serve(cat: Catalogs, req: ServeRequest) -> reports.ServeReport | reports.Ser
         from ..errors import JobError
 
         raise JobError("serving estimates need the architecture (KV cache, attention); give a model id or config.json")
+    if req.offer and req.usd_per_gpu_hour is not None:  # before the estimate, not after it
+        raise InputError("--offer", "give --offer or --usd-per-gpu-hour, not both")
     serving = serving_plan(model, accelerator, layout, job, assumptions, qps=req.qps)
     fleet = fleet_for(serving, layout, job, req.qps if serving.fits else None)
-    if req.offer and req.usd_per_gpu_hour is not None:
-        raise InputError("--offer", "give --offer or --usd-per-gpu-hour, not both")
     cost = None
     priced = bool(req.offer or req.usd_per_gpu_hour is not None)
     if serving.fits and req.offer:
