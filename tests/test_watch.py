@@ -270,3 +270,14 @@ def test_signal_handlers_are_restored(tmp_path):
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     _watch(tmp_path, "pass")
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_diagnose_refuses_devices_and_fifos_without_blocking(run, tmp_path):
+    """A trace path that is a device or a FIFO is one line and exit 2, never a read without end."""
+    import os
+
+    fifo = tmp_path / "trace.jsonl"
+    os.mkfifo(fifo)
+    for path in ("/dev/zero", str(fifo)):
+        code, _, err = run("local", "diagnose", path)
+        assert code == 2 and "not a regular file" in err and err.count("\n") == 1, err

@@ -498,13 +498,17 @@ class WatchReport:
 def read_trace(path: str) -> tuple[list[dict[str, Any]], list[str]]:
     """The records of a trace file, and warnings (a cut-off last line, from a watch that was killed, is skipped
     with a warning; any other bad line is an error)."""
+    from pathlib import Path
+
+    from ..catalog.schema import read_file_bytes
     from ..errors import GpuplanError
 
+    # the project's one reader of input files: regular files only (never a FIFO or /dev/zero), size-capped
+    data = read_file_bytes(Path(path), error=GpuplanError)
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except OSError as e:
-        raise InputError("RUN", f"can't read {path}: {e.strerror or e}") from None
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise GpuplanError(f"{path}: not UTF-8 text; is this a gpuplan local watch trace?") from None
     records, warnings = [], []
     for n, line in enumerate(lines, 1):
         if not line.strip():
