@@ -586,31 +586,21 @@ def _pareto_flags(
     best: Sequence[Any], feasible: Sequence[Any], axes=("time_s", "cost_usd", "gpus")
 ) -> tuple[list[bool], int]:
     """Whether each of ``best`` is on the Pareto front of ``feasible`` (lower is better on every axis), and the
-    front's size."""
+    front's size. One sweep in lexicographic order: a point can only be dominated by one before it, and a
+    point dominated by anything is dominated by a point of the front, so it is checked against the front
+    kept so far (a few dozen points). Pure Python: numpy is not a dependency of the package."""
     if not feasible:
         return [], 0
-    import numpy as np
 
-    pts = np.array([[getattr(c, a) for a in axes] for c in feasible], dtype=float)
+    def dominates(q: tuple[float, ...], p: tuple[float, ...]) -> bool:
+        return q != p and all(a <= b for a, b in zip(q, p, strict=True))
 
-    def dominated(p) -> bool:
-        le = np.all(pts <= p, axis=1)
-        lt = np.any(pts < p, axis=1)
-        return bool(np.any(le & lt))
-
-    flags = [not dominated(np.array([getattr(c, a) for a in axes], dtype=float)) for c in best]
-    # the front's size: sort by the first axis, then sweep (exact for 2 axes; 3 axes: checked point by point on
-    # the candidates not beaten on the first two, which are few)
-    order = np.lexsort(pts.T[::-1])
-    front = 0
-    kept: list[Any] = []
-    for i in order:
-        p = pts[i]
-        if any(bool(np.all(q <= p) and np.any(q < p)) for q in kept):
-            continue
-        kept.append(p)
-        front += 1
-    return flags, front
+    front: list[tuple[float, ...]] = []
+    for p in sorted(tuple(getattr(c, a) for a in axes) for c in feasible):
+        if not any(dominates(q, p) for q in front):
+            front.append(p)
+    flags = [not any(dominates(q, tuple(getattr(c, a) for a in axes)) for q in front) for c in best]
+    return flags, len(front)
 
 
 def _option(model: ModelSpec, c: TrainCandidate, base_job: TrainingJob, pareto: bool, mem_a) -> TrainOption:
