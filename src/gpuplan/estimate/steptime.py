@@ -207,12 +207,17 @@ def default_global_batch_tokens(params: float) -> float:
     return DEFAULT_GLOBAL_BATCH_TOKENS[-1][1]
 
 
+def global_batch_of(sequences: float, unit: int) -> int:
+    """``sequences`` per step rounded to a whole number of ``unit`` (micro-batch x data-parallel) groups, at
+    least one."""
+    return max(1, round(sequences / unit)) * unit
+
+
 def default_global_batch(model: ModelSpec, job: TrainingJob, layout: Parallelism) -> int:
     """Sequences per step when ``--global-batch`` is not given: :func:`default_global_batch_tokens` / seq_len,
     rounded to a whole number of micro-batch x data-parallel groups (at least one)."""
-    unit = job.micro_batch * layout.dp
     sequences = default_global_batch_tokens(count_params(model).total) / job.seq_len
-    return max(1, round(sequences / unit)) * unit
+    return global_batch_of(sequences, job.micro_batch * layout.dp)
 
 
 #: Fraction of the dense peak assumed for a GPU whose catalog entry has no ``matmul_efficiency`` (MAMF)

@@ -42,7 +42,7 @@ from typing import Any
 
 from ..errors import GpuplanError, InputError
 from ..estimate.memory import MemoryAssumptions, training_memory
-from ..estimate.steptime import StepAssumptions, default_global_batch, default_global_batch_tokens, training_step
+from ..estimate.steptime import StepAssumptions, default_global_batch_tokens, global_batch_of, training_step
 from ..estimate.time import peak_for, time_to_train, training_compute
 from ..spec.accelerator import Accelerator
 from ..spec.choices import Objective, PlanPrune
@@ -447,7 +447,8 @@ def _search_layout(
                 elif mb * lay.dp > BATCH_RULE_SLACK * rule_sequences:
                     gbs.append(-1)
                 else:
-                    gbs.append(default_global_batch(model, replace(base_job, micro_batch=mb), lay))
+                    # default_global_batch's rounding of the rule's sequences (computed once per search)
+                    gbs.append(global_batch_of(rule_sequences, mb * lay.dp))
             live = [i for i, g in enumerate(gbs) if g is not None and g > 0]
             for i, g in enumerate(gbs):
                 if g is None:
