@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
+from .detect import BUSY_UTILIZATION_PERCENT
+
 JUDGMENT = "judgment (gpuplan's rule of thumb, not a published figure)"
 NVML_REASONS = "NVML API reference, nvmlClocksEventReasons (the clocks-event / throttle reason bits)"
 
@@ -28,7 +30,7 @@ class Threshold:
 THRESHOLDS: dict[str, Threshold] = {
     "gpu_idle_util_percent": Threshold(50, "%", JUDGMENT + ": below half busy, the GPU waits more than it works"),
     "gpu_busy_util_percent": Threshold(
-        10, "%", "as local detect (BUSY_UTILIZATION_PERCENT): a link or clock is judged only on a busy GPU"
+        BUSY_UTILIZATION_PERCENT, "%", "as local detect: a link or clock is judged only on a busy GPU"
     ),
     "idle_fraction": Threshold(0.3, "share of samples", JUDGMENT),
     "iowait_percent": Threshold(10, "%", JUDGMENT + " (sustained iowait is a saturation sign, USE method)"),

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import IO, Any, Protocol
 
 from ..errors import InputError
+from ..units import KiB
 from .detect import GpuReading, PynvmlBackend, match_catalog
 from .sampler import REASONS, decode_reasons
 
@@ -36,7 +37,6 @@ TRACE_SCHEMA_VERSION = 1
 #: over 1/6 s to 1 s, NVML API reference, nvmlDeviceGetUtilizationRates) stop meaning anything.
 MIN_INTERVAL_S = 0.05
 #: NVML's PCIe throughput counters are in KB/s (nvmlDeviceGetPcieThroughput).
-_KB = 1024
 
 
 class WatchGpuBackend(Protocol):
@@ -99,8 +99,8 @@ class NvmlWatchBackend(PynvmlBackend):
                 "temp_c": q(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU),
                 "throttle_mask": mask,
                 "throttle_reasons": decode_reasons(mask) if mask is not None else None,
-                "pcie_rx_bytes_per_s": rx * _KB if rx is not None else None,
-                "pcie_tx_bytes_per_s": tx * _KB if tx is not None else None,
+                "pcie_rx_bytes_per_s": rx * KiB if rx is not None else None,
+                "pcie_tx_bytes_per_s": tx * KiB if tx is not None else None,
                 "pcie_gen": q(nv.nvmlDeviceGetCurrPcieLinkGeneration, h),
                 "pcie_width": q(nv.nvmlDeviceGetCurrPcieLinkWidth, h),
                 **self._static[i],
