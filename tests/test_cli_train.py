@@ -139,6 +139,7 @@ def test_qlora_and_assume(run):
         (("--quant", "nf4"), "cannot keep them quantized"),
         (("--offload", "params", "--zero", "2", "--gpus", "2"), "needs --zero 3"),
         (("--fsdp", "--zero", "2"), "--fsdp is ZeRO-3"),
+        (("--fsdp", "--stack", "deepspeed"), "--fsdp is PyTorch FSDP"),
         (("--assume", "warp_factor=9"), "NAME=VALUE"),
         (("--assume", "cuda_context_bytes=lots"), "cuda_context_bytes"),
         (("--gpu", "h10"), "unknown accelerator 'h10'"),

@@ -220,6 +220,8 @@ def train(
         if zero not in (0, 3):
             raise InputError("--fsdp", "--fsdp is ZeRO-3 sharding; drop --zero or use --zero 3")
         zero = 3
+        if stack == C.Stack.DEEPSPEED:
+            raise InputError("--fsdp", "--fsdp is PyTorch FSDP, not DeepSpeed; with --stack deepspeed use --zero 3")
     layout = Parallelism(
         gpus=gpus if gpus is not None else tp * pp * cp,
         tp=tp,
