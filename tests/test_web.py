@@ -1,5 +1,6 @@
-"""``gpuplan ui``: the JSON API answers the CLI's --json, bad input is a 4xx with one line, the page is served
-from the package under a strict CSP and asks for nothing outside it. (Browser tests are not here yet.)"""
+"""``gpuplan ui``: the JSON API answers the CLI's --json, bad input is a 4xx with one line, an uploaded config.json
+is held in memory and planned like the same file given to the CLI, the pages are served from the package under a
+strict CSP and ask for nothing outside it. The pages in a real browser: tests/test_web_browser.py."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ pytest.importorskip("httpx")
 
 from fastapi.testclient import TestClient
 
-from gpuplan.web.app import CSP, STATIC, create_app
+from gpuplan.web.app import CSP, MAX_UPLOAD_BYTES, MAX_UPLOADS, PAGES, STATIC, create_app
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +86,12 @@ SAME = [
     ("models", {"family": "llama"}, ["model", "list", "--family", "llama"]),
     ("offers", {"gpu": "h100", "pricing": "spot"}, ["offers", "list", "--gpu", "h100", "--pricing", "spot"]),
     ("validate", {"category": "inference"}, ["validate", "--category", "inference"]),
+    (
+        "tco",
+        {"gpu": "b200", "gpus": "8", "years": "3", "life_years": "4"},
+        ["tco", "--gpu", "b200", "--years", "3", "--life-years", "4"],
+    ),
+    ("gpus", {"vendor": "amd", "sort": "memory"}, ["gpus", "list", "--vendor", "amd", "--sort", "memory"]),
 ]
 
 
@@ -153,7 +160,18 @@ def test_bad_input_is_a_4xx_with_one_line(client, url):
 
 def test_openapi_lists_every_endpoint_with_the_api_keywords(client):
     schema = client.get("/openapi.json").json()
-    for path in ("train", "serve", "plan/train", "plan/serve", "tco", "gpus", "models", "offers", "validate"):
+    for path in (
+        "train",
+        "serve",
+        "plan/train",
+        "plan/serve",
+        "tco",
+        "gpus",
+        "models",
+        "offers",
+        "validate",
+        "local/detect",
+    ):
         assert f"/api/{path}" in schema["paths"]
     names = {p["name"] for p in schema["paths"]["/api/train"]["get"]["parameters"]}
     assert {"model", "gpu", "tp", "zero", "micro_batch", "tokens", "offer", "assume"} <= names
@@ -166,8 +184,8 @@ def test_only_loopback_names_are_answered(client):
 
 def test_page_and_static_files_carry_the_csp_and_stay_local(client):
     assert "unsafe-inline" not in CSP and "unsafe-eval" not in CSP
-    files = ["/", *(f"/static/{p.name}" for p in STATIC.iterdir())]
-    assert len(files) >= 4
+    files = [*PAGES, *(f"/static/{p.name}" for p in STATIC.iterdir())]
+    assert len(files) >= 20
     for url in files:
         response = client.get(url)
         assert response.status_code == 200, url
@@ -175,9 +193,133 @@ def test_page_and_static_files_carry_the_csp_and_stay_local(client):
         text = response.text
         assert not re.search(r"(?:src|href)\s*=\s*[\"']?(?:https?:)?//", text), url
         assert "http://" not in text.replace("http://www.w3.org/2000/svg", "") and "https://" not in text, url
-    page = client.get("/").text
-    assert "<script>" not in page and "onclick" not in page and "style=" not in page
-    assert '<script src="/static/app.js"' in page
+    for path, name in PAGES.items():
+        page = client.get(path).text
+        assert "<script>" not in page and " on" + "click" not in page and "style=" not in page, path
+        script = name.replace(".html", ".js")
+        assert f'<script type="module" src="/static/{script}"></script>' in page, path
+        assert (STATIC / script).is_file() and '<link rel="icon" href="data:,">' in page
+    for js in STATIC.glob("*.js"):  # what the CSP forbids, so it never reaches a browser to be refused
+        text = js.read_text()
+        for banned in (
+            "eval(",
+            "new Function",
+            "innerHTML",
+            'setAttribute("style',
+            "insertAdjacentHTML",
+            "document.write",
+        ):
+            assert banned not in text, (js.name, banned)
+
+
+def test_local_detect_is_the_cli_json(client, run):
+    code, out, err = run("local", "detect", "--json")
+    assert code == 0, err
+    body = client.get("/api/local/detect").json()
+    cli = json.loads(out)
+    for record in (body, cli):  # free space moves while the tests run
+        for disk in record["host"]["disks"]:
+            disk.pop("free_bytes")
+    assert body == cli
+
+
+# -------------------------------------------------------------------------------------- POST /api/config
+
+TINY = {
+    "model_type": "llama",
+    "hidden_size": 2048,
+    "num_hidden_layers": 16,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 8,
+    "intermediate_size": 5632,
+    "vocab_size": 32000,
+    "max_position_embeddings": 4096,
+}
+
+
+def _upload(client, data, **headers):
+    return client.post("/api/config", content=data, headers={"content-type": "application/json", **headers})
+
+
+def test_an_uploaded_config_plans_like_the_same_file_given_to_the_cli(client, run, tmp_path):
+    folder = tmp_path / "tiny-llama"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY))
+    response = _upload(client, json.dumps(TINY))
+    assert response.status_code == 201, response.text
+    record = response.json()
+    model_id = record["model"]["id"]
+    assert re.fullmatch(r"upload:[0-9a-f]{16}", model_id)
+    assert _upload(client, json.dumps(TINY)).json()["model"]["id"] == model_id  # the id is the file's hash
+
+    def same(body, cli_out):
+        cli = json.loads(cli_out)
+        assert body["model"].pop("id") == model_id and cli["model"].pop("id") == "tiny-llama"
+        for key in ("name", "origin"):
+            body["model"].pop(key, None)
+            cli["model"].pop(key, None)
+        assert body == cli
+
+    code, out, err = run("model", "show", str(folder / "config.json"), "--json")
+    assert code == 0, err
+    same(record, out)
+    for endpoint, query, argv in [
+        (
+            "train",
+            {"gpu": "h100", "gpus": "8", "tokens": "1T"},
+            ["train", "--gpu", "h100", "--gpus", "8", "--tokens", "1T"],
+        ),
+        ("serve", {"gpu": "h100", "qps": "2"}, ["serve", "--gpu", "h100", "--qps", "2"]),
+    ]:
+        code, out, err = run(argv[0], str(folder / "config.json"), *argv[1:], "--json")
+        assert code == 0, err
+        response = client.get(f"/api/{endpoint}?{urlencode({'model': model_id, **query})}")
+        assert response.status_code == 200, response.text
+        same(response.json(), out)
+
+
+@pytest.mark.parametrize(
+    ("data", "headers", "status"),
+    [
+        (b"{", {}, 400),  # not JSON
+        (b"[]", {}, 400),  # not an object
+        (json.dumps({**TINY, "hidden_size": float("nan")}).encode(), {}, 400),  # NaN is not JSON
+        (json.dumps({"model_type": "nope"}).encode(), {}, 400),
+        (json.dumps(TINY).encode(), {"content-type": "text/plain"}, 415),  # a form or a no-cors post from a page
+        (json.dumps(TINY).encode(), {"content-type": "multipart/form-data; boundary=x"}, 415),
+        (json.dumps(TINY).encode(), {"origin": "http://attacker.example"}, 403),
+        (b" " * MAX_UPLOAD_BYTES + b"{}", {}, 413),
+    ],
+)
+def test_a_bad_upload_is_a_4xx_with_one_line(client, data, headers, status):
+    response = _upload(client, data, **headers)
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert list(body) == ["error"] and body["error"] and "\n" not in body["error"]
+
+
+def test_an_upload_without_a_declared_length_is_still_capped(client):
+    def chunks():
+        for _ in range(MAX_UPLOAD_BYTES // 65536 + 2):
+            yield b" " * 65536
+
+    response = client.post("/api/config", content=chunks(), headers={"content-type": "application/json"})
+    assert response.status_code == 413
+
+
+def test_uploads_are_ids_never_paths_and_the_oldest_are_dropped(client):
+    response = client.get("/api/train?model=upload:0123456789abcdef&gpu=h100")
+    assert response.status_code == 400 and "upload it again" in response.json()["error"]
+    app = create_app()
+    fresh = TestClient(app, base_url="http://127.0.0.1")
+    ids = [
+        _upload(fresh, json.dumps({**TINY, "vocab_size": 32000 + i})).json()["model"]["id"]
+        for i in range(MAX_UPLOADS + 1)
+    ]
+    assert fresh.get(f"/api/train?model={ids[0]}&gpu=h100").status_code == 400
+    assert fresh.get(f"/api/train?model={ids[-1]}&gpu=h100").status_code == 200
+    schema = fresh.get("/openapi.json").json()
+    assert "application/json" in schema["paths"]["/api/config"]["post"]["requestBody"]["content"]
 
 
 def test_ui_command_is_listed_and_imports_no_fastapi_at_startup():

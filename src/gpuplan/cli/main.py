@@ -54,7 +54,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "This machine: what it has (detect), achieves (bench), and how a running job does (watch, diagnose).",
     ),
     "validate": ("validate", "validate", "Score gpuplan against every bundled published figure."),
-    "ui": ("ui", "ui", "A local web page: plan a training run with forms and charts, over the same API as the CLI."),
+    "ui": (
+        "ui",
+        "ui",
+        "A local web page over the CLI's API: plan, train, serve, compare GPUs, rent vs buy, validate.",
+    ),
 }
 
 

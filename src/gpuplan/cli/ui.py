@@ -17,10 +17,13 @@ from ..errors import GpuplanError
 )
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in the default web browser.")
 def ui(port: int, host: str, open_browser: bool) -> None:
-    """A local web page: plan a training run with forms and charts, over the same API as the CLI.
+    """A local web page over the CLI's API: plan, train, serve, compare GPUs, rent vs buy, validate.
+
+    Pages: Plan (opens first), Train, Serve, GPUs, Rent vs buy, Validate, Local.
 
     JSON API: GET /api/train, /api/serve, /api/plan/train, /api/plan/serve, /api/tco, /api/gpus,
-    /api/models, /api/offers, /api/validate (query names = the Python API's keywords); schema at /openapi.json.
+    /api/models, /api/offers, /api/validate, /api/local/detect (query names = the Python API's keywords);
+    POST /api/config (a config.json, kept in memory); schema at /openapi.json. See docs/ui.md.
     """
     try:
         import uvicorn

@@ -1,0 +1,605 @@
+"""``gpuplan ui`` in a real headless Chromium (Debian's ``chromium`` and ``chromium-driver``, through Selenium).
+
+For every page: open it, fill the form, submit, check that the numbers shown are the values of the API's answer
+(each shown value carries the exact number in ``data-value``), move a slider or change an input and see the chart
+change, reload from the address and get the same state, and check that nothing outside the server was requested
+(the browser's network log and performance entries) and that the console has no error (a CSP refusal is one).
+Screenshots go to a temporary folder (printed); with UPDATE_UI_SCREENSHOTS=1 the README's docs/img/ui-train.png
+and docs/img/ui-plan.png are rewritten too.
+
+Without chromium, chromedriver, selenium or uvicorn these tests skip with the reason; in CI (GPUPLAN_CI or CI
+set) that is a failure instead: .ci/run installs them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import pytest
+
+from conftest import REPO, in_ci
+
+
+def _missing() -> str | None:
+    try:
+        import fastapi  # noqa: F401
+        import selenium  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as e:
+        return f"{e.name} is not installed (pip install -e '.[ui-test]')"
+    for binary in ("chromium", "chromedriver"):
+        if not (shutil.which(binary) or Path(f"/usr/bin/{binary}").exists()):
+            return f"{binary} not found (apt-get install chromium chromium-driver)"
+    return None
+
+
+_WHY = _missing()
+if _WHY is not None:
+    if in_ci():
+        pytest.fail(f"browser tests cannot run in CI: {_WHY}; .ci/run installs them", pytrace=False)
+    pytest.skip(f"browser tests need a headless Chromium: {_WHY}", allow_module_level=True)
+
+from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import TimeoutException  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+WAIT_S = 90  # a plan/train search over two GPUs takes a few seconds here; shared CI machines are slower
+PAGE_PARAMS = {"pick", "launcher", "x", "y", "rental", "ids", "quantity", "by"}  # the page's own, not the API's
+
+
+# ------------------------------------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def server():
+    import uvicorn
+
+    from gpuplan.web.app import create_app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not srv.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    srv.should_exit = True
+    thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ui-screenshots")
+    print(f"\nscreenshots: {folder}")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def downloads_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("ui-downloads")
+
+
+@pytest.fixture(scope="module")
+def browser(server, downloads_dir):
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",  # as root, Chromium's sandbox does not start
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1000",  # a laptop's width
+        "--no-first-run",
+        "--disable-background-networking",  # no update checks, safe-browsing lists, ... in the network log
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-default-apps",
+    ):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
+    options.add_experimental_option("prefs", {"download.default_directory": str(downloads_dir)})
+    service = Service(shutil.which("chromedriver") or "/usr/bin/chromedriver")
+    driver = webdriver.Chrome(service=service, options=options)
+    driver.set_page_load_timeout(60)
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads_dir)})
+    driver.execute_cdp_cmd(
+        "Browser.grantPermissions",
+        {"origin": server, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]},
+    )
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def page(browser, server, shots):
+    """The browser, its network and console logs emptied first; after the test, the checks every page passes."""
+    browser.get_log("performance")
+    browser.get_log("browser")
+    yield browser
+    _nothing_external(browser, server)
+
+
+# ------------------------------------------------------------------------------------------------- helpers
+
+
+def api(server: str, path: str, query: dict | str = "") -> dict:
+    text = query if isinstance(query, str) else urlencode(query)
+    with urllib.request.urlopen(f"{server}/api/{path}?{text}", timeout=120) as response:
+        return json.load(response)
+
+
+def wait(driver, condition, what: str, timeout: float = WAIT_S):
+    try:
+        return WebDriverWait(driver, timeout, poll_frequency=0.1).until(lambda d: condition(d))
+    except TimeoutException:
+        status = driver.find_element(By.ID, "status").text if driver.find_elements(By.ID, "status") else ""
+        raise AssertionError(f"timed out waiting for {what} (status line: {status!r})") from None
+
+
+def _attrs(driver, css: str, attrs: tuple[str, ...]) -> list[list[str | None]]:
+    """The attributes of every element matching css, read in one call (the page may redraw in between calls)."""
+    script = (
+        "return [...document.querySelectorAll(arguments[0])].map((e) => arguments[1].map((a) => e.getAttribute(a)))"
+    )
+    return driver.execute_script(script, css, list(attrs))
+
+
+def shown(driver, css: str) -> float | None:
+    """The exact number an element shows (its data-value); None while there is no such element."""
+    found = _attrs(driver, css, ("data-value",))
+    return float(found[0][0]) if found and found[0][0] is not None else None
+
+
+def values(driver, css: str, attr: str = "data-value") -> list[float]:
+    return [float(v) for (v,) in _attrs(driver, css, (attr,))]
+
+
+def points(driver, css: str = "#chart svg .pt") -> list[tuple[str, float, float]]:
+    return [(i, float(x), float(y)) for i, x, y in _attrs(driver, css, ("data-id", "data-x", "data-y"))]
+
+
+def address(driver) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(urlsplit(driver.current_url).query).items()}
+
+
+def api_query(driver) -> dict[str, str]:
+    """The page's address less its own parameters: the query it sends the API."""
+    return {k: v for k, v in address(driver).items() if k not in PAGE_PARAMS}
+
+
+def fill(driver, name: str, text: str, form: str = "form") -> None:
+    field = driver.find_element(By.CSS_SELECTOR, f"{form} [name={name}]")
+    field.clear()
+    field.send_keys(text)
+
+
+def submit(driver) -> None:
+    driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+
+
+def _nothing_external(driver, server: str) -> None:
+    requested = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            requested.append(message["params"]["request"]["url"])
+    requested += driver.execute_script("return performance.getEntriesByType('resource').map((e) => e.name)")
+    assert requested, "the network log is empty: the check would pass vacuously"
+    outside = [u for u in requested if not u.startswith((server + "/", "data:", "blob:" + server))]
+    assert not outside, f"requests outside the server: {outside}"
+    errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, f"console errors (a CSP refusal is one): {errors}"
+
+
+def screenshot(driver, shots: Path, name: str, docs: bool = False) -> None:
+    """The page from its top, at a laptop's width and tall enough for what the README shows."""
+    size = driver.get_window_size()
+    driver.set_window_size(1280, 1700)
+    driver.execute_script("window.scrollTo(0, 0)")
+    try:
+        driver.save_screenshot(str(shots / f"{name}.png"))
+        if docs and os.environ.get("UPDATE_UI_SCREENSHOTS"):
+            driver.save_screenshot(str(REPO / "docs" / "img" / f"{name}.png"))
+    finally:
+        driver.set_window_size(size["width"], size["height"])
+
+
+def download(driver, folder: Path, button: str) -> str:
+    """Click a download button; the text of the file it saves."""
+    name = driver.find_element(By.CSS_SELECTOR, button).get_attribute("data-download")
+    target = folder / name
+    target.unlink(missing_ok=True)
+    driver.find_element(By.CSS_SELECTOR, button).click()
+    wait(driver, lambda d: target.exists() and target.stat().st_size > 0, f"the download {name}", 20)
+    time.sleep(0.2)
+    return target.read_text()
+
+
+# ------------------------------------------------------------------------------------------------ the pages
+
+
+def test_plan_page_from_a_model_and_a_deadline_to_a_plan_its_link_and_its_launch_command(
+    page, server, shots, downloads_dir
+):
+    """The issue's done-when: pick a model and a deadline, leave with a chosen plan, its link and its command."""
+    page.get(server + "/")
+    wait(page, lambda d: d.find_elements(By.CSS_SELECTOR, "#model-ids option"), "the model list")
+    fill(page, "model", "llama-3.1-8b")
+    fill(page, "tokens", "100B")
+    fill(page, "deadline", "7d")
+    fill(page, "gpu", "h100,a100-sxm-80gb")  # two GPUs keep the search to seconds
+    submit(page)
+    wait(page, lambda d: d.find_element(By.ID, "chosen").get_attribute("data-bands") == "loaded", "the best plan")
+    query = api_query(page)
+    assert query["model"] == "llama-3.1-8b" and query["tokens"] == "100B" and query["deadline"] == "7d"
+    record = api(server, "plan/train", query)
+    best = record["options"][0]
+    assert shown(page, "#card-time .big") == best["time_s"]
+    assert shown(page, "#card-cost .big") == best["cost_usd"]
+    assert shown(page, "#card-mfu .big") == best["mfu"]
+    assert shown(page, "#card-memory .big") == best["peak_memory_bytes"]
+    assert page.find_element(By.ID, "launch-text").text == best["launch"]["torchtitan"]
+    drawn = points(page)
+    assert [(x, y) for _, x, y in sorted(drawn, key=lambda p: int(p[0]))] == [
+        (o["time_s"] / 86400, o["cost_usd"]) for o in record["options"]
+    ]
+    assert page.find_element(By.CSS_SELECTOR, "#chart .pt.selected").get_attribute("data-id") == "0"
+    # the bands: gpuplan train with the option's own settings (same time and cost, and the P10-P90 band)
+    layout = best["layout"]
+    train = api(
+        server,
+        "train",
+        {
+            "model": "llama-3.1-8b",
+            "gpu": best["gpu"],
+            "gpus": best["gpus"],
+            **{k: layout[k] for k in ("tp", "pp", "cp", "ep", "zero", "micro_batch", "global_batch", "seq_len")},
+            **{k: str(layout[k]).lower() for k in ("fsdp", "sequence_parallel")},
+            "recompute": layout["recompute"],
+            "stack": layout["stack"],
+            "recipe": layout["recipe"],
+            "precision": best["precision"],
+            "tokens": "100B",
+            "offer": best["offer"]["id"],
+        },
+    )
+    assert train["time"]["seconds"] == best["time_s"] and train["cost"]["usd"] == best["cost_usd"]
+    assert values(page, "#card-time small span") == [train["time"]["seconds_p10"], train["time"]["seconds_p90"]]
+    assert values(page, "#card-cost small span") == [train["cost"]["usd_p10"], train["cost"]["usd_p90"]]
+
+    # another point: its layout, its command, and the address names it
+    page.find_element(By.CSS_SELECTOR, '#chart .pt[data-id="3"]').click()
+    wait(page, lambda d: "Option #4" in d.find_element(By.ID, "headline").text, "option #4")
+    wait(page, lambda d: d.find_element(By.ID, "chosen").get_attribute("data-bands") == "loaded", "its bands")
+    fourth = record["options"][3]
+    assert address(page)["pick"] == "3"
+    assert shown(page, "#card-time .big") == fourth["time_s"] and shown(page, "#card-cost .big") == fourth["cost_usd"]
+    page.find_element(By.CSS_SELECTOR, 'input[name=launcher][value="megatron"]').click()
+    assert page.find_element(By.ID, "launch-text").text == fourth["launch"]["megatron"]
+    page.find_element(By.ID, "copy-launch").click()
+    wait(page, lambda d: d.find_element(By.ID, "copied").text == "Copied.", "the copy")
+    clipboard = page.execute_async_script(
+        "navigator.clipboard.readText().then(arguments[0], (e) => arguments[0]('ERR ' + e))"
+    )
+    assert clipboard == fourth["launch"]["megatron"]
+    link = page.find_element(By.ID, "share-link").get_attribute("value")
+    assert link == page.current_url and address(page)["launcher"] == "megatron"
+    page.find_element(By.ID, "copy-link").click()
+    wait(page, lambda d: d.find_element(By.ID, "copied").text == "Copied.", "the link copy")
+    assert page.execute_async_script("navigator.clipboard.readText().then(arguments[0])") == link
+    screenshot(page, shots, "ui-plan", docs=True)
+
+    # downloads: the options as CSV (the answer's numbers, units in the column names) and the answer as JSON
+    rows = list(csv.DictReader(io.StringIO(download(page, downloads_dir, "#chart-downloads [data-download$=csv]"))))
+    assert [float(r["cost_usd"]) for r in rows] == [o["cost_usd"] for o in record["options"]]
+    assert json.loads(download(page, downloads_dir, "#chart-downloads [data-download$=json]")) == record
+
+    # the link, opened afresh, is the same plan
+    page.get(link)
+    wait(page, lambda d: d.find_element(By.ID, "chosen").get_attribute("data-bands") == "loaded", "the linked plan")
+    assert "Option #4" in page.find_element(By.ID, "headline").text
+    assert page.find_element(By.ID, "launch-text").text == fourth["launch"]["megatron"]
+    assert sorted(points(page)) == sorted(drawn)
+
+    # a tighter deadline: the chart changes to the new answer
+    fill(page, "deadline", "3d")
+    submit(page)
+    wait(page, lambda d: "deadline 3" in d.find_element(By.ID, "chart").text, "the new chart")
+    tighter = api(server, "plan/train", api_query(page))
+    wait(page, lambda d: len(points(d)) == len(tighter["options"]), "the new points")
+    assert sorted(points(page)) != sorted(drawn)
+    assert all(x <= 3 for _, x, _ in points(page))
+    assert "pick" not in address(page)
+
+
+def test_train_page_sliders_replan_and_the_address_keeps_the_state(page, server, shots):
+    query = {
+        "model": "llama-3.1-8b",
+        "gpu": "h100",
+        "gpus": "8",
+        "zero": "3",
+        "tokens": "1T",
+        "recompute": "full",
+        "offer": "aws-p5.48xlarge-us-east-1-ondemand",
+    }
+    page.get(server + "/train?" + urlencode(query))
+    wait(page, lambda d: d.find_elements(By.CSS_SELECTOR, "#figures tbody tr"), "the plan")
+    record = api(server, "train", api_query(page))
+    for field, value in query.items():
+        assert api_query(page)[field] == value
+    t = record["time"]
+    assert values(page, "#figures tbody tr:first-child td") == [t["seconds"], t["seconds_p10"], t["seconds_p90"]]
+    assert values(page, "#figures tbody tr:last-child td") == [
+        record["cost"]["usd"],
+        record["cost"]["usd_p10"],
+        record["cost"]["usd_p90"],
+    ]
+    assert shown(page, '#memory rect[data-part="activations"]') == record["memory"]["activations_bytes"]
+    screenshot(page, shots, "ui-train", docs=True)
+    before = shown(page, '#memory rect[data-part="activations"]')
+
+    slider = page.find_element(By.CSS_SELECTOR, "input[name=micro_batch]")
+    slider.send_keys(Keys.ARROW_RIGHT)
+    wait(page, lambda d: address(d).get("micro_batch") == "2", "the address to follow the slider")
+    bigger = api(server, "train", api_query(page))
+    wait(
+        page,
+        lambda d: shown(d, '#memory rect[data-part="activations"]') == bigger["memory"]["activations_bytes"],
+        "bars",
+    )
+    assert bigger["memory"]["activations_bytes"] > before
+    assert page.find_element(By.CSS_SELECTOR, 'output[for="micro_batch"]').text == "2"
+
+    page.refresh()
+    wait(page, lambda d: d.find_elements(By.CSS_SELECTOR, "#figures tbody tr"), "the reloaded plan")
+    assert page.find_element(By.CSS_SELECTOR, "input[name=micro_batch]").get_attribute("value") == "2"
+    assert shown(page, '#memory rect[data-part="activations"]') == bigger["memory"]["activations_bytes"]
+    assert shown(page, "#figures tbody tr:first-child td") == bigger["time"]["seconds"]
+
+
+def test_serve_page_options_under_the_slo_and_their_latency_at_load(page, server, shots):
+    page.get(server + "/serve")
+    wait(page, lambda d: d.find_elements(By.CSS_SELECTOR, "#model-ids option"), "the model list")
+    fill(page, "model", "llama-3.1-8b")
+    fill(page, "qps", "5")
+    fill(page, "max_tpot", "50ms")
+    fill(page, "gpu", "h100,b200,l40s")
+    submit(page)
+    wait(page, lambda d: d.find_element(By.ID, "chosen").get_attribute("data-load") == "loaded", "the options")
+    record = api(server, "plan/serve", api_query(page))
+    best = record["options"][0]
+    assert shown(page, "#card-ttft .big") == best["ttft_s"] and shown(page, "#card-tpot .big") == best["tpot_s"]
+    assert shown(page, "#card-throughput .big") == best["tokens_per_s"]
+    assert shown(page, "#card-cost .big") == best["usd_per_million_output_tokens"]
+    assert page.find_element(By.ID, "launch-text").text == best["launch"]["vllm"]
+    assert all(o["tpot_s"] <= 0.05 for o in record["options"])
+    drawn = sorted(points(page), key=lambda p: int(p[0]))
+    assert [(x, y) for _, x, y in drawn] == [(o["tokens_per_s"], o["tpot_s"]) for o in record["options"]]
+    assert "SLO: TPOT 50 ms" in page.find_element(By.ID, "chart").text
+    at_load = api(
+        server,
+        "serve",
+        {
+            "model": "llama-3.1-8b",
+            "gpu": best["gpu"],
+            "tp": best["tp"],
+            "pp": best["pp"],
+            "replicas": best["replicas"],
+            "weights": best["weights"],
+            "kv_cache": best["kv_cache"],
+            "engine": best["engine"],
+            "qps": "5",
+            "offer": best["offer"]["id"],
+            "prompt_tokens": "512",
+            "output_tokens": "256",
+            "max_tpot": "50ms",
+        },
+    )
+    lat = at_load["latency"]
+    assert values(page, "#load-ttft span") == [lat["ttft_s"], lat["ttft_s_p10"], lat["ttft_s_p90"]]
+    assert values(page, "#load-tpot span") == [lat["tpot_s"], lat["tpot_s_p10"], lat["tpot_s_p90"]]
+    screenshot(page, shots, "ui-serve")
+
+    Select(page.find_element(By.ID, "y-axis")).select_by_value("ttft_s")
+    wait(page, lambda d: address(d).get("y") == "ttft_s", "the address to keep the axis")
+    after = sorted(points(page), key=lambda p: int(p[0]))
+    assert [y for _, _, y in after] == [o["ttft_s"] for o in record["options"]] and after != drawn
+
+    page.refresh()
+    wait(page, lambda d: d.find_element(By.ID, "chosen").get_attribute("data-load") == "loaded", "the reload")
+    assert Select(page.find_element(By.ID, "y-axis")).first_selected_option.get_attribute("value") == "ttft_s"
+    assert sorted(points(page), key=lambda p: int(p[0])) == after
+
+
+def test_gpus_page_compares_side_by_side_with_peak_bars(page, server, shots):
+    page.get(server + "/gpus")
+    wait(page, lambda d: d.find_elements(By.CSS_SELECTOR, "#compare tbody tr"), "the comparison")
+    catalog = {a["id"]: a for a in api(server, "gpus")["accelerators"]}
+    ids = address(page).get("ids", "").split(",") if "ids" in address(page) else None
+    chosen = page.find_element(By.CSS_SELECTOR, "[name=ids]").get_attribute("value").split(",")
+    assert ids in (None, chosen)
+    memory = values(page, '#compare tr[data-key="memory_bytes"] td')
+    assert memory == [catalog[i]["memory_bytes"] for i in chosen]
+    bf16 = values(page, '#compare tr[data-key="peak_flops_per_s.bf16"] td')
+    assert bf16 == [catalog[i]["peak_flops_per_s"]["bf16"] for i in chosen]
+    bars_before = values(page, "#chart rect[data-series]")
+    screenshot(page, shots, "ui-gpus")
+
+    page.find_element(By.CSS_SELECTOR, '#picker input[value="l40s"]').click()
+    wait(page, lambda d: address(d).get("ids", "").endswith(",l40s"), "the address to keep the ticked GPU")
+    l40s = catalog["l40s"]
+    drawn = values(page, f'#chart rect[data-series="{l40s["name"]}"]')
+    assert drawn == [v for v in l40s["peak_flops_per_s"].values() if v is not None]
+    assert values(page, "#chart rect[data-series]") != bars_before
+
+    page.refresh()
+    wait(page, lambda d: d.find_elements(By.CSS_SELECTOR, "#compare tbody tr"), "the reload")
+    assert page.find_element(By.CSS_SELECTOR, '#picker input[value="l40s"]').is_selected()
+    assert values(page, '#compare tr[data-key="memory_bytes"] td')[-1] == l40s["memory_bytes"]
+
+
+def test_rent_vs_buy_page_marks_the_crossover_and_follows_the_utilization_slider(page, server, shots):
+    page.get(server + "/tco")
+    wait(page, lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-util [data-mark]"), "the first comparison")
+    Select(page.find_element(By.CSS_SELECTOR, "select[name=gpu]")).select_by_value("h100-sxm-80gb")
+    fill(page, "gpus", "16")
+    submit(page)
+    wait(page, lambda d: address(d).get("gpus") == "16", "the address")
+    record = api(server, "tco", api_query(page))
+    rental = record["rentals"][0]
+    wait(page, lambda d: shown(d, "#card-owned .big") == record["owned"]["total_usd"], "16 GPUs owned")
+    assert shown(page, "#card-rent .big") == rental["rent_usd"]
+    assert shown(page, "#card-break .big") == rental["break_even_utilization"]
+    crossover = page.find_element(By.CSS_SELECTOR, '#chart-util line[data-mark^="crossover"]')
+    assert float(crossover.get_attribute("data-x")) == rental["break_even_utilization"]
+    owned_line = values(page, "#chart-util [data-y]", "data-y")
+    for u in (0.2, 1.0):
+        at = api(server, "tco", {**api_query(page), "utilization": u})
+        assert at["owned"]["total_usd"] in owned_line
+    screenshot(page, shots, "ui-tco")
+
+    page.find_element(By.CSS_SELECTOR, "input[name=utilization]").send_keys(Keys.ARROW_LEFT)
+    wait(page, lambda d: address(d).get("utilization") == "0.65", "the address to follow the slider")
+    lower = api(server, "tco", api_query(page))
+    wait(page, lambda d: shown(d, "#card-owned .big") == lower["owned"]["total_usd"], "the new figures")
+    you = page.find_element(By.CSS_SELECTOR, '#chart-util line[data-mark^="you"]')
+    assert float(you.get_attribute("data-x")) == 0.65
+    assert shown(page, "#card-rent .big") == lower["rentals"][0]["rent_usd"]
+
+    page.refresh()
+    wait(page, lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-util [data-mark]"), "the reload")
+    assert page.find_element(By.CSS_SELECTOR, "input[name=utilization]").get_attribute("value") == "0.65"
+    assert shown(page, "#card-owned .big") == lower["owned"]["total_usd"]
+    assert page.find_element(By.CSS_SELECTOR, "[name=gpus]").get_attribute("value") == "16"
+
+
+def test_validate_page_draws_predicted_against_published_by_class(page, server, shots):
+    page.get(server + "/validate")
+    wait(page, lambda d: points(d), "the first chart")
+    Select(page.find_element(By.CSS_SELECTOR, "[name=category]")).select_by_visible_text("training")
+    record = api(server, "validate", {"category": "training"})
+    quantity = "tokens_per_s_per_gpu"  # the quantity with the most values comes first
+    rows = [r for r in record["rows"] if r["quantity"] == quantity and r["published"] > 0 and r["predicted"] > 0]
+    expected = [(r["published"], r["predicted"]) for r in rows]
+    wait(page, lambda d: [(x, y) for _, x, y in sorted(points(d), key=lambda p: int(p[0]))] == expected, "the chart")
+    assert address(page)["category"] == "training" and address(page)["quantity"] == quantity
+    drawn = sorted(points(page), key=lambda p: int(p[0]))
+    summary = record["summary"]["training"]["gpu_generation"]
+    assert values(page, "#summary tbody td:nth-of-type(2)") == [s["mae"] for s in summary.values()]
+    legend = page.find_element(By.ID, "chart").text
+    screenshot(page, shots, "ui-validate")
+
+    Select(page.find_element(By.CSS_SELECTOR, "[name=by]")).select_by_value("precision")
+    wait(page, lambda d: address(d).get("by") == "precision", "the address to keep the class")
+    assert page.find_element(By.ID, "chart").text != legend
+    assert values(page, "#summary tbody td:nth-of-type(2)") == [
+        s["mae"] for s in record["summary"]["training"]["precision"].values()
+    ]
+
+    page.refresh()
+    wait(page, lambda d: points(d), "the reload")
+    assert (
+        Select(page.find_element(By.CSS_SELECTOR, "[name=by]")).first_selected_option.get_attribute("value")
+        == "precision"
+    )
+    assert sorted(points(page), key=lambda p: int(p[0])) == drawn
+
+
+def test_local_page_says_plainly_when_no_gpu_is_detected(page, server, shots):
+    record = api(server, "local/detect")
+    page.get(server + "/local")
+    wait(page, lambda d: not d.find_element(By.ID, "result").get_attribute("hidden"), "the detection")
+    if record["gpus"]:  # a machine with a GPU: each is listed
+        assert len(page.find_elements(By.CSS_SELECTOR, "#gpus tbody tr")) == len(record["gpus"])
+    else:
+        notice = page.find_element(By.ID, "gpu-notice").text
+        assert notice.startswith("No GPU detected.") and record["gpu_status"] in notice
+        assert not page.find_element(By.ID, "gpus-box").is_displayed()
+    assert shown(page, "#host tbody tr:nth-child(5) td") == record["host"]["memory_bytes"]
+    screenshot(page, shots, "ui-local")
+    page.refresh()
+    wait(page, lambda d: not d.find_element(By.ID, "result").get_attribute("hidden"), "the reload")
+
+
+def test_local_page_lists_detected_gpus(page, server, monkeypatch):
+    from gpuplan.local import suite
+
+    real = suite.detect_report
+
+    def with_a_gpu(accelerators):
+        report = real(accelerators)
+        gpu = {
+            "index": 0,
+            "name": "NVIDIA H100 80GB HBM3",
+            "pci_device_id": "0x2330",
+            "pci_bus_id": "00000000:18:00.0",
+            "memory_total_bytes": 85520809984,
+            "memory_free_bytes": 84000000000,
+            "compute_capability": [9, 0],
+            "power_limit_w": 700.0,
+            "pcie_gen": 5,
+            "pcie_width": 16,
+            "nvlink_active_links": 18,
+            "catalog_id": "h100-sxm-80gb",
+            "supports_bf16": True,
+            "supports_fp8": True,
+        }
+        record = {
+            **report.record,
+            "gpus": [gpu],
+            "gpu_status": "ok",
+            "driver_version": "580.65",
+            "cuda_version": "13.0",
+        }
+        return suite.DetectReport(report.detection, record)
+
+    monkeypatch.setattr(suite, "detect_report", with_a_gpu)
+    page.get(server + "/local")
+    wait(page, lambda d: not d.find_element(By.ID, "result").get_attribute("hidden"), "the detection")
+    assert page.find_element(By.ID, "gpu-notice").text.startswith("1 GPU detected: NVIDIA H100 80GB HBM3.")
+    cells = page.find_elements(By.CSS_SELECTOR, "#gpus tbody tr td")
+    assert cells[2].text == "h100-sxm-80gb" and float(cells[3].get_attribute("data-value")) == 85520809984
+
+
+def test_an_uploaded_config_json_becomes_the_model(page, server, tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 2048,
+                "num_hidden_layers": 16,
+                "num_attention_heads": 16,
+                "num_key_value_heads": 8,
+                "intermediate_size": 5632,
+                "vocab_size": 32000,
+                "max_position_embeddings": 4096,
+            }
+        )
+    )
+    page.get(server + "/train")
+    wait(page, lambda d: d.find_elements(By.CSS_SELECTOR, "#model-ids option"), "the model list")
+    page.find_element(By.ID, "config-file").send_keys(str(config))
+    wait(page, lambda d: address(d).get("model", "").startswith("upload:"), "the uploaded model in the address")
+    wait(page, lambda d: d.find_elements(By.CSS_SELECTOR, '#memory rect[data-part="weights"]'), "its plan")
+    model = page.find_element(By.CSS_SELECTOR, "[name=model]").get_attribute("value")
+    assert model.startswith("upload:") and address(page)["model"] == model
+    record = api(server, "train", api_query(page))
+    assert shown(page, '#memory rect[data-part="weights"]') == record["memory"]["weights_bytes"]
