@@ -14,8 +14,18 @@ from typing import Any
 import click
 
 from .. import api
-from ..spec.choices import BenchDtype, BenchSuite, values
-from ._common import check_output_path, emit, flag_errors, json_option, number, offline_option, run, write_output
+from ..spec.choices import BenchDtype, BenchSuite, TraceSource, values
+from ._common import (
+    check_output_path,
+    default,
+    emit,
+    flag_errors,
+    json_option,
+    number,
+    offline_option,
+    run,
+    write_output,
+)
 
 
 @click.group()
@@ -105,26 +115,65 @@ def local_bench(ctx: click.Context, save: Path | None, as_json: bool, **options:
     emit(ctx, report.to_dict(), as_json, "bench_report")  # the profile is the record (kind "calibration")
 
 
+def _mfu_options(f: Callable) -> Callable:
+    """--gpu, --gpus, --seq-len, --precision, --offline: what turns tokens/s into MFU (watch and diagnose)."""
+    from ..spec.choices import Precision
+
+    for option in reversed(
+        (
+            click.option("--gpu", help="Accelerator id of the MFU's peak [default: the GPU the trace / NVML names]."),
+            click.option(
+                "--gpus", type=number("gpus"), help="GPUs the job's tokens/s is over [default: the GPUs seen]."
+            ),
+            click.option("--seq-len", type=number("seq_len"), help="The job's sequence length [default: as train]."),
+            click.option(
+                "--precision",
+                type=click.Choice(values(Precision)),
+                default=default(api.local_diagnose, "precision"),
+                show_default=True,
+                help="The peak's precision, as gpuplan train.",
+            ),
+            offline_option,
+        )
+    ):
+        f = option(f)
+    return f
+
+
 @local.command("watch", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--interval", default="1s", show_default=True, help="Time between samples, e.g. 500ms, 2s.")
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="The JSONL trace (docs/watch.md) [default: watch-YYYYmmdd-HHMMSS.jsonl here].",
+    help="The JSONL trace (docs/watch.md); {host} becomes the host name [default: watch-YYYYmmdd-HHMMSS.jsonl here].",
 )
 @click.option("--pid", type=int, help="Follow this running process (never signalled) instead of running a command.")
+@click.option(
+    "--pid-of", help="Follow the one running process tree with this name or command-line word (e.g. under srun)."
+)
+@click.option(
+    "--log-regex",
+    help="Training progress from the job's output (shown as usual), by named groups: step, step_s, step_ms, "
+    "tokens_per_s, tokens_per_s_per_gpu; e.g. 'step (?P<step>\\d+).*?(?P<step_ms>[\\d.]+) ?ms'.",
+)
+@click.option("--tokens-per-step", help="Tokens in one step (global batch x sequence), for tokens/s from step times.")
+@click.option("--model", help="With --log-regex: the live MFU of this model (FLOPs per token as gpuplan train counts).")
+@_mfu_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def local_watch(ctx: click.Context, interval: str, out: Path | None, pid: int | None, command: tuple[str, ...]) -> None:
+def local_watch(ctx: click.Context, out: Path | None, command: tuple[str, ...], **options: Any) -> None:
     """Sample host, job and GPUs while a job runs: gpuplan local watch --out run.jsonl -- python train.py
 
     The command runs as a child (Ctrl-C and SIGTERM are forwarded to it) and watch exits with its exit code;
     with --pid N a running process is followed until it ends. Then: gpuplan local diagnose run.jsonl
     """
     if out is not None:
+        from ..local.watch import expand_out
+
+        out = Path(expand_out(str(out)))
         check_output_path(out, "--out")
     with flag_errors():
-        report = api.local_watch(command, pid=pid, interval=interval, out=out, catalog=ctx.obj.catalogs)
+        report = api.local_watch(command, out=out, catalog=ctx.obj.catalogs, **options)
     r = report.to_dict()
     ended = f"signal {r['signal']}" if r["signal"] else f"exit code {r['job_exit_code']}"
     click.echo(
@@ -137,13 +186,35 @@ def local_watch(ctx: click.Context, interval: str, out: Path | None, pid: int | 
 
 
 @local.command("diagnose")
-@click.argument("run_file", metavar="RUN", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("run_file", metavar="RUN...", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--from",
+    "from_",
+    type=click.Choice(values(TraceSource)),
+    default="watch",
+    show_default=True,
+    help="RUN is a local watch trace, or an nvidia-smi --query-gpu=... --format=csv -l 1 log (docs/watch.md).",
+)
+@click.option("--model", help="Compare the observed MFU (the trace's training progress) with this model's.")
+@_mfu_options
+@click.option("--tp", type=number("tp"), help="The job's tensor-parallel degree (for the predicted MFU).")
+@click.option("--pp", type=number("pp"), help="The job's pipeline-parallel degree (for the predicted MFU).")
+@click.option("--zero", type=number("zero"), help="The job's ZeRO stage (for the predicted MFU).")
+@click.option("--fsdp", is_flag=True, help="The job uses FSDP full sharding (for the predicted MFU).")
+@click.option("--micro-batch", type=number("micro_batch"), help="The job's micro-batch (for the predicted MFU).")
+@click.option("--global-batch", type=number("global_batch"), help="The job's global batch (for the predicted MFU).")
 @json_option
 @click.pass_context
-def local_diagnose(ctx: click.Context, run_file: Path, as_json: bool) -> None:
-    """Why a watched job is slow: ranked verdicts (input-bound, throttled, near-OOM, ...) on a watch trace."""
+def local_diagnose(ctx: click.Context, run_file: tuple[Path, ...], as_json: bool, **options: Any) -> None:
+    """Why a watched job is slow: ranked verdicts (input-bound, memory-bound, throttled, ...) on a watch trace.
+
+    Several traces (one per node: watch --out 'run-{host}.jsonl') are aligned in time and their GPUs compared
+    (straggler node). With --model, the observed MFU beside gpuplan's prediction (give the job's layout).
+    """
     with flag_errors():
-        report = api.local_diagnose(run_file, catalog=ctx.obj.catalogs)
+        report = api.local_diagnose(
+            run_file[0] if len(run_file) == 1 else run_file, catalog=ctx.obj.catalogs, **options
+        )
     for w in report.warnings:
         click.echo(f"warning: {w}", err=True)
     emit(ctx, report.to_dict(), as_json, _diagnose_table)
@@ -169,6 +240,19 @@ def _diagnose_table(record: dict) -> Any:
         for c in v["counter_evidence"]:
             parts.append(Text(f"  - {c}"))
         parts.append(Text(f"  advice: {v['advice']}"))
+    mfu = record.get("mfu")
+    if mfu:
+        ref = mfu.get("reference") or {}
+        line = "\nMFU"
+        if "observed" in mfu:
+            line += f": observed {mfu['observed']:.1%}"
+        if "predicted" in mfu:
+            p = mfu["predicted"]
+            line += f", predicted {p['mfu']:.1%} ({p['layout']}{'' if p['fits'] else ', does not fit'})"
+        line += f"  [{ref.get('model')} on {ref.get('gpus')} x {ref.get('gpu')}, {ref.get('precision')}]"
+        parts.append(Text(line, style="bold"))
+        if mfu.get("explained_by"):
+            parts.append(Text(f"  the gap: {', '.join(mfu['explained_by'])}"))
     skipped = [c for c in record["checks"] if c["status"] == "no data"]
     if skipped:
         parts.append(Text("\nnot checked (no data): " + ", ".join(f"{c['id']} ({c['reason']})" for c in skipped)))

@@ -10,13 +10,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from statistics import median
 from typing import Any
 
 from .detect import BUSY_UTILIZATION_PERCENT
+from .progress import MfuReference
 
 JUDGMENT = "judgment (gpuplan's rule of thumb, not a published figure)"
 NVML_REASONS = "NVML API reference, nvmlClocksEventReasons (the clocks-event / throttle reason bits)"
+DCGM_DRAM = (
+    "DCGM user guide, profiling metrics (DRAM_ACTIVE: about 0.8 is the most reached in practice), so 0.6 is "
+    "three quarters of the achievable; the cut itself is judgment"
+)
+XID_GUIDE = "NVIDIA XID Errors guide (docs.nvidia.com/deploy/xid-errors): every XID is a GPU error the driver logged"
+#: XIDs the XID guide lists as possibly caused by the application (illegal access, page fault, stopped GPU,
+#: preemptive cleanup): a user-code bug before a hardware fault.
+APPLICATION_XIDS = frozenset({13, 31, 43, 45})
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,27 @@ THRESHOLDS: dict[str, Threshold] = {
     ),
     "straggler_clock_ratio": Threshold(0.93, "of the others' median SM clock", JUDGMENT),
     "straggler_util_gap_percent": Threshold(20, "points below the others' median utilization", JUDGMENT),
+    "dram_active_high": Threshold(0.6, "fraction of DRAM cycles active (GPM)", DCGM_DRAM),
+    "tensor_active_low": Threshold(
+        0.2, "fraction of cycles a tensor pipe was active (GPM)", JUDGMENT + ": dense training keeps it near 0.5+"
+    ),
+    "memory_bound_fraction": Threshold(0.5, "share of busy samples", JUDGMENT),
+    "link_busy_fraction": Threshold(
+        0.5,
+        "of the link's bandwidth per direction",
+        JUDGMENT + "; NVLink: the catalog's figure for this GPU; PCIe: PCI-SIG's rate of the current gen and width",
+    ),
+    "sm_waiting": Threshold(0.5, "fraction of SMs active (GPM), below which the SMs mostly wait", JUDGMENT),
+    "comm_fraction": Threshold(0.3, "share of busy samples", JUDGMENT),
+    "xid_events": Threshold(1, "XID events", XID_GUIDE),
+    "ecc_uncorrected_growth": Threshold(
+        1,
+        "uncorrected ECC errors",
+        "NVML API reference, nvmlDeviceGetTotalEccErrors (volatile count): an uncorrected error is corrupted data",
+    ),
+    "checkpoint_write_bytes_per_s": Threshold(64 << 20, "B/s written", JUDGMENT + ": a burst, not logging"),
+    "checkpoint_stall_fraction": Threshold(0.05, "share of samples", JUDGMENT),
+    "checkpoint_episodes": Threshold(2, "separate write bursts with the GPUs idle", JUDGMENT + ": periodic"),
 }
 
 POWER_BITS = 0x4 | 0x80
@@ -88,9 +119,10 @@ class Diagnosis:
     gpus: int
     exit_code: int | None
     notes: tuple[str, ...] = field(default=())
+    mfu: dict[str, Any] | None = None  # observed vs predicted, when the trace or --model allow it
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "trace": {
                 "samples": self.samples,
                 "duration_s": self.duration_s,
@@ -102,6 +134,9 @@ class Diagnosis:
             "thresholds": {k: {"value": t.value, "unit": t.unit, "source": t.source} for k, t in THRESHOLDS.items()},
             "notes": list(self.notes),
         }
+        if self.mfu is not None:
+            d["mfu"] = self.mfu
+        return d
 
 
 def _ev(metric: str, value: float, threshold: str, note: str = "") -> dict[str, Any]:
@@ -126,13 +161,19 @@ class _Trace:
         self.summary = next((r for r in records if r.get("record") == "summary"), None)
         host = self.header.get("host") or {}
         self.cores = host.get("cpu_count_logical") or None
-        self.gpu_ids = sorted({g["index"] for s in self.samples for g in s.get("gpus", []) if "index" in g})
+        self._by_gpu: dict[Any, list[dict[str, Any]]] = {}
+        for s in self.samples:
+            for g in s.get("gpus", []):
+                if "index" in g:
+                    self._by_gpu.setdefault(g["index"], []).append(g)
+        # GPU ids: NVML indices, or "host:index" labels in a merged trace of several nodes
+        self.gpu_ids = sorted(self._by_gpu, key=lambda i: (str(type(i)), i))
 
     def host(self, key: str) -> list[float]:
         return [s["host"][key] for s in self.samples if key in s.get("host", {})]
 
-    def gpu(self, index: int, key: str) -> list[Any]:
-        return [g[key] for s in self.samples for g in s.get("gpus", []) if g.get("index") == index and key in g]
+    def gpu(self, index: Any, key: str) -> list[Any]:
+        return [g[key] for g in self._by_gpu.get(index, []) if key in g]
 
     def gpu_rows(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         """(sample, gpu) pairs."""
@@ -417,40 +458,290 @@ def _pcie_downtrained(t: _Trace) -> tuple[str, Verdict | None, str]:
     )
 
 
+def _others_median(values: dict[Any, float], i: Any) -> float | None:
+    """The median of every GPU's value but ``i``'s."""
+    rest = [v for j, v in values.items() if j != i]
+    return median(rest) if rest else None
+
+
 def _straggler(t: _Trace) -> tuple[str, Verdict | None, str]:
     if len(t.gpu_ids) < 2:
         return "no data", None, "needs two or more GPUs"
-    busy = _busy_rows(t)
-    clocks = {i: [g["sm_clock_mhz"] for _, g in busy if g["index"] == i and "sm_clock_mhz" in g] for i in t.gpu_ids}
-    utils = {i: t.gpu(i, "util_percent") for i in t.gpu_ids}
+    busy_thr = THRESHOLDS["gpu_busy_util_percent"].value
+    clocks: dict[Any, float] = {}
+    utils: dict[Any, float] = {}
+    for i in t.gpu_ids:  # each GPU's medians once: a merged trace may hold hundreds of GPUs
+        busy = [g["sm_clock_mhz"] for g in t._by_gpu[i] if g.get("util_percent", 0) >= busy_thr and "sm_clock_mhz" in g]
+        if busy:
+            clocks[i] = median(busy)
+        if u := t.gpu(i, "util_percent"):
+            utils[i] = median(u)
+    if not clocks and not utils:
+        return "no data", None, "no per-GPU clocks or utilization"
     evidence = []
+    slow_ids = []
     for i in t.gpu_ids:
-        others = [median(v) for j, v in clocks.items() if j != i and v]
-        if clocks[i] and others:
-            ratio = median(clocks[i]) / median(others)
+        found = False
+        if i in clocks and (others := _others_median(clocks, i)):
+            ratio = clocks[i] / others
             if ratio < THRESHOLDS["straggler_clock_ratio"].value:
                 evidence.append(_ev(f"GPU {i} median SM clock / the others' median", ratio, "straggler_clock_ratio"))
-        other_u = [median(v) for j, v in utils.items() if j != i and v]
-        if utils[i] and other_u:
-            gap = median(other_u) - median(utils[i])
+                found = True
+        if i in utils and (other_u := _others_median(utils, i)) is not None:
+            gap = other_u - utils[i]
             if gap >= THRESHOLDS["straggler_util_gap_percent"].value:
                 evidence.append(
                     _ev(f"GPU {i} median utilization below the others' (points)", gap, "straggler_util_gap_percent")
                 )
-    if not any(clocks.values()) and not any(utils.values()):
-        return "no data", None, "no per-GPU clocks or utilization"
+                found = True
+        if found:
+            slow_ids.append(i)
     if not evidence:
         return "not held", None, "the GPUs' clocks and utilization agree"
-    slow = len({e["metric"].split()[1] for e in evidence})
+    slow = len(slow_ids)
+    counter: tuple[str, ...] = ()
+    hosts = {str(i).rsplit(":", 1)[0] for i in slow_ids if isinstance(i, str)}
+    all_hosts = {str(i).rsplit(":", 1)[0] for i in t.gpu_ids if isinstance(i, str)}
+    if len(hosts) == 1 and len(all_hosts) > 1 and slow > 1:
+        evidence[0]["note"] = f"all {slow} slow GPUs are on {hosts.pop()}: the node, not one GPU"
+    elif slow > 1:
+        counter = (f"{slow} GPUs differ: an uneven layout rather than one slow GPU",)
     return (
         "held",
         Verdict(
             "straggler",
-            0.8 if slow == 1 else 0.5,
+            0.8 if slow == 1 or "note" in evidence[0] else 0.5,
             tuple(evidence),
-            (() if slow == 1 else (f"{slow} GPUs differ: an uneven layout rather than one slow GPU",)),
+            counter,
             "In synchronous training every step waits for the slowest GPU: check its cooling and power "
             "(throttle reasons), its PCIe link, and what else runs on it (nvidia-smi); exclude the GPU or node.",
+        ),
+        "",
+    )
+
+
+def _memory_bound(t: _Trace) -> tuple[str, Verdict | None, str]:
+    rows = [(s, g) for s, g in _busy_rows(t) if "dram_active" in g and "tensor_active" in g]
+    if not rows:
+        return "no data", None, "needs GPM dram_active and tensor_active (Hopper and newer; see the header's counters)"
+    hi, lo = THRESHOLDS["dram_active_high"].value, THRESHOLDS["tensor_active_low"].value
+    hits = [g for _, g in rows if g["dram_active"] >= hi and g["tensor_active"] < lo]
+    frac = len(hits) / len(rows)
+    if frac < THRESHOLDS["memory_bound_fraction"].value:
+        return "not held", None, f"DRAM busy with idle tensor cores in {frac:.0%} of busy samples"
+    evidence = (
+        _ev("share of busy samples with DRAM busy and tensor cores idle", frac, "memory_bound_fraction"),
+        _ev("median dram_active then", median(g["dram_active"] for g in hits), "dram_active_high"),
+        _ev("median tensor_active then", median(g["tensor_active"] for g in hits), "tensor_active_low"),
+    )
+    counter = []
+    sm = [g["sm_active"] for g in hits if "sm_active" in g]
+    if sm and median(sm) < THRESHOLDS["sm_waiting"].value:
+        counter.append(
+            f"the SMs were mostly idle too (median sm_active {median(sm):.2f}): small kernels, not bandwidth"
+        )
+    return (
+        "held",
+        Verdict(
+            "memory-bound",
+            round(min(1.0, 0.4 + frac / 2), 2),
+            evidence,
+            tuple(counter),
+            "The kernels move more bytes than they compute on: larger micro-batches or longer sequences per kernel "
+            "(more arithmetic per byte), fused elementwise ops (torch.compile), FlashAttention, bf16/fp8 "
+            "activations; in inference decoding this is expected: batch more requests.",
+        ),
+        "",
+    )
+
+
+def _link_load(g: dict[str, Any], nvlink_max: float | None) -> tuple[str, float] | None:
+    """The busiest link of one GPU sample as a share of its bandwidth per direction: ("NVLink" | "PCIe", share)."""
+    loads = []
+    if nvlink_max and ("nvlink_rx_bytes_per_s" in g or "nvlink_tx_bytes_per_s" in g):
+        top = max(g.get("nvlink_rx_bytes_per_s", 0.0), g.get("nvlink_tx_bytes_per_s", 0.0))
+        loads.append(("NVLink", top / nvlink_max))
+    if "pcie_gen" in g and "pcie_width" in g and ("pcie_rx_bytes_per_s" in g or "pcie_tx_bytes_per_s" in g):
+        from ..spec.accelerator import pcie_bytes_per_s
+
+        try:
+            cap = pcie_bytes_per_s(int(g["pcie_gen"]), int(g["pcie_width"]))
+        except ValueError:
+            cap = 0.0
+        if cap:
+            top = max(g.get("pcie_rx_bytes_per_s", 0.0), g.get("pcie_tx_bytes_per_s", 0.0))
+            loads.append(("PCIe", top / cap))
+    return max(loads, key=lambda x: x[1]) if loads else None
+
+
+def _communication_bound(t: _Trace) -> tuple[str, Verdict | None, str]:
+    nvlink_max = {g.get("index"): g.get("nvlink_bytes_per_s_max") for g in t.header.get("gpus") or []}
+    loaded = [(g, load) for _, g in _busy_rows(t) if (load := _link_load(g, nvlink_max.get(g.get("index"))))]
+    if not loaded:
+        return "no data", None, "no NVLink or PCIe throughput (with a known link bandwidth) while a GPU was busy"
+    busy_thr = THRESHOLDS["link_busy_fraction"].value
+    waiting = [(g, load) for g, load in loaded if "sm_active" in g or "tensor_active" in g]
+    busy_links = [(g, load) for g, load in loaded if load[1] >= busy_thr]
+    if not waiting:
+        share = len(busy_links) / len(loaded)
+        return (
+            "no data",
+            None,
+            f"links busy in {share:.0%} of busy samples, but without GPM SM / tensor activity the trace can't tell "
+            "waiting from compute overlapped with the transfers",
+        )
+
+    def idle(g: dict[str, Any]) -> bool:
+        if "tensor_active" in g:
+            return bool(g["tensor_active"] < THRESHOLDS["tensor_active_low"].value)
+        return bool(g["sm_active"] < THRESHOLDS["sm_waiting"].value)
+
+    hits = [(g, load) for g, load in waiting if load[1] >= busy_thr and idle(g)]
+    frac = len(hits) / len(waiting)
+    if frac < THRESHOLDS["comm_fraction"].value:
+        return "not held", None, f"links busy while the SMs wait in {frac:.0%} of busy samples"
+    kinds = sorted({load[0] for _, load in hits})
+    evidence = [
+        _ev(
+            f"share of busy samples with a busy link ({', '.join(kinds)}) and idle tensor cores / SMs",
+            frac,
+            "comm_fraction",
+        ),
+        _ev(
+            "median link load then (share of its bandwidth)", median(load[1] for _, load in hits), "link_busy_fraction"
+        ),
+    ]
+    tensor = [g["tensor_active"] for g, _ in hits if "tensor_active" in g]
+    if tensor:
+        evidence.append(_ev("median tensor_active then", median(tensor), "tensor_active_low"))
+    counter = []
+    if kinds == ["PCIe"]:
+        counter.append("the busy link is PCIe: host-to-device copies (data, offload) look the same as collectives")
+    return (
+        "held",
+        Verdict(
+            "communication-bound",
+            round(min(1.0, 0.4 + frac), 2),
+            tuple(evidence),
+            tuple(counter),
+            "The GPUs wait on transfers: overlap communication with compute (DDP bucket sizes, FSDP prefetch, "
+            "--overlap-grad-reduce, tp_comm_overlap), less tensor parallelism across slow links, keep TP inside "
+            "the NVLink domain, larger micro-batches per collective; compare with gpuplan train's comm time.",
+        ),
+        "",
+    )
+
+
+def _hardware_errors(t: _Trace) -> tuple[str, Verdict | None, str]:
+    xid_rows = [(s, g) for s, g in t.gpu_rows() if "xid_errors" in g]
+    ecc_ids = [i for i in t.gpu_ids if t.gpu(i, "ecc_uncorrected_errors")]
+    if not xid_rows and not ecc_ids:
+        return "no data", None, "no XID events or ECC counts in the trace (see the header's counters)"
+    evidence = []
+    codes: set[int] = set()
+    for i in t.gpu_ids:
+        mine = [c for s, g in xid_rows if g.get("index") == i for c in g["xid_errors"]]
+        if len(mine) >= THRESHOLDS["xid_events"].value:
+            codes |= set(mine)
+            first = next(s["t_s"] for s, g in xid_rows if g.get("index") == i and g["xid_errors"])
+            evidence.append(
+                _ev(
+                    f"GPU {i}: XID events",
+                    len(mine),
+                    "xid_events",
+                    f"codes {', '.join(str(c) for c in sorted(set(mine)))}; first at t = {first:g} s",
+                )
+            )
+    before = False
+    for i in ecc_ids:
+        counts = t.gpu(i, "ecc_uncorrected_errors")
+        growth = max(counts) - counts[0]
+        if growth >= THRESHOLDS["ecc_uncorrected_growth"].value:
+            evidence.append(_ev(f"GPU {i}: uncorrected ECC errors during the run", growth, "ecc_uncorrected_growth"))
+        elif counts[0] >= THRESHOLDS["ecc_uncorrected_growth"].value:
+            before = True
+            evidence.append(
+                _ev(
+                    f"GPU {i}: uncorrected ECC errors since the driver loaded",
+                    counts[0],
+                    "ecc_uncorrected_growth",
+                    "all before this run",
+                )
+            )
+    if not evidence:
+        return "not held", None, "no XID event and no uncorrected ECC error"
+    counter = []
+    if codes and codes <= APPLICATION_XIDS:
+        counter.append(
+            f"XID {', '.join(str(c) for c in sorted(codes))} can come from the application (an illegal memory "
+            "access, a page fault) rather than the hardware: check the job's own errors first"
+        )
+    if before and not codes and len(evidence) == sum("since the driver" in e["metric"] for e in evidence):
+        counter.append("the uncorrected ECC errors all predate this run")
+    confidence = 0.95 if not counter else 0.6
+    return (
+        "held",
+        Verdict(
+            "hardware-errors",
+            confidence,
+            tuple(evidence),
+            tuple(counter),
+            "Look the codes up in NVIDIA's XID guide (79: fallen off the bus; 48, 63, 64, 94, 95: memory errors and "
+            "row remapping; 74: NVLink); nvidia-smi -q -d ECC,ROW_REMAPPER; drain the node and report the GPU "
+            "(its UUID is in the trace's header) before the job is restarted on it.",
+        ),
+        "",
+    )
+
+
+def _write_rate(s: dict[str, Any]) -> tuple[str, float] | None:
+    """The job's own write rate, else the host's disk writes: (which, B/s)."""
+    p, h = s.get("proc", {}), s.get("host", {})
+    if "write_bytes_per_s" in p:
+        return "job", float(p["write_bytes_per_s"])
+    if "disk_write_bytes_per_s" in h:
+        return "host disk", float(h["disk_write_bytes_per_s"])
+    return None
+
+
+def _checkpoint_stall(t: _Trace) -> tuple[str, Verdict | None, str]:
+    rows = [(s, u, w) for s in t.samples if (u := _mean_util(s)) is not None and (w := _write_rate(s)) is not None]
+    if not rows:
+        return "no data", None, "needs GPU utilization and write rates (the job's or the host's disks)"
+    idle_thr, burst = THRESHOLDS["gpu_idle_util_percent"].value, THRESHOLDS["checkpoint_write_bytes_per_s"].value
+    stalled = [u < idle_thr and w[1] >= burst for _, u, w in rows]
+    episodes: list[int] = []  # the row index where each run of stalled samples starts
+    for k, hit in enumerate(stalled):
+        if hit and (k == 0 or not stalled[k - 1]):
+            episodes.append(k)
+    frac = sum(stalled) / len(rows)
+    if frac < THRESHOLDS["checkpoint_stall_fraction"].value or len(episodes) < THRESHOLDS["checkpoint_episodes"].value:
+        return (
+            "not held",
+            None,
+            f"write bursts with the GPUs idle in {frac:.0%} of samples, {len(episodes)} separate burst(s)",
+        )
+    hits = [w[1] for (_, _, w), hit in zip(rows, stalled, strict=True) if hit]
+    starts = [rows[k][0]["t_s"] for k in episodes]
+    period = median(b - a for a, b in pairwise(starts))
+    evidence = (
+        _ev("share of samples writing in a burst with the GPUs idle", frac, "checkpoint_stall_fraction"),
+        _ev("separate bursts", len(episodes), "checkpoint_episodes", f"about every {period:g} s"),
+        _ev("median write rate in those samples (B/s)", median(hits), "checkpoint_write_bytes_per_s"),
+    )
+    counter = []
+    if {w[0] for _, _, w in rows} == {"host disk"}:
+        counter.append("the writes are the host's disks, not the job's own: another process may be writing")
+    return (
+        "held",
+        Verdict(
+            "checkpoint-stall",
+            round(min(1.0, 0.5 + frac * 2), 2),
+            evidence,
+            tuple(counter),
+            "Saving checkpoints stops training: save asynchronously (torch.distributed.checkpoint.async_save, "
+            "Megatron --async-save), shard the save across ranks, write to local NVMe and copy off in the "
+            "background, or save less often (gpuplan train --async-checkpoint prices the difference).",
         ),
         "",
     )
@@ -465,15 +756,142 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("throttled-thermal", _throttle("thermal", THERMAL_BITS, "thermal_throttle_fraction", busy_only=False)),
     ("pcie-downtrained", _pcie_downtrained),
     ("straggler", _straggler),
+    ("memory-bound", _memory_bound),
+    ("communication-bound", _communication_bound),
+    ("hardware-errors", _hardware_errors),
+    ("checkpoint-stall", _checkpoint_stall),
 )
 
 
-def diagnose(records: Sequence[dict[str, Any]]) -> Diagnosis:
-    """Verdicts on one trace (its parsed JSONL records), the most confident first."""
+def _mfu(
+    t: _Trace, reference: MfuReference | None, predicted: dict[str, Any] | None, held: list[str]
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """Observed MFU (the median over the samples with training progress) beside gpuplan's prediction, and what
+    the verdicts that held say about the gap. ``reference``: --model's FLOPs per token and peak; without it, the
+    live MFU watch wrote (its header's reference)."""
+    notes: list[str] = []
+    trains = [s["train"] for s in t.samples if isinstance(s.get("train"), dict)]
+    header_ref = (t.header.get("train_progress") or {}).get("mfu_reference")
+    if reference is None and header_ref is None:
+        return None, notes
+    out: dict[str, Any] = {}
+    if reference is not None:
+        out["reference"] = reference.to_dict()
+        tps = [x["tokens_per_s"] for x in trains if "tokens_per_s" in x]
+        per_gpu = [x["tokens_per_s_per_gpu"] for x in trains if "tokens_per_s_per_gpu" in x]
+        if tps:
+            out["tokens_per_s"] = median(tps)
+            out["observed"] = round(reference.mfu(median(tps)), 4)
+        elif per_gpu:
+            out["tokens_per_s"] = median(per_gpu) * reference.gpus
+            out["observed"] = round(reference.mfu(out["tokens_per_s"]), 4)
+    else:
+        out["reference"] = header_ref
+        live = [x["mfu"] for x in trains if "mfu" in x]
+        if live:
+            out["observed"] = round(median(live), 4)
+    if "observed" in out:
+        out["observed_source"] = "median over the samples with training progress (--log-regex)"
+    else:
+        notes.append(
+            "no training throughput in the trace: run local watch with --log-regex (and --tokens-per-step) "
+            "to compare the observed MFU with the predicted one"
+        )
+    if predicted is not None:
+        out["predicted"] = predicted
+        if "observed" in out:
+            out["gap"] = round(predicted["mfu"] - out["observed"], 4)
+    if "gap" in out and out["gap"] > 0:
+        out["explained_by"] = held or []
+        if not held:
+            notes.append(
+                "the observed MFU is below the prediction and no verdict explains it: check the layout given "
+                "against the job's, and the job's own timing (a profiler) for kernels slower than the model assumes"
+            )
+    return out, notes
+
+
+def _start(header: dict[str, Any]) -> float | None:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(header["started_at"])).timestamp()
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def merge_traces(traces: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Several nodes' traces (name, records) as one trace: each GPU labelled ``host:index``, only the samples
+    inside the time window every trace covers (wall clock: the header's ``started_at`` + ``t_s``), ``t_s`` from
+    that window's start. Each node's samples stay together, in order. Pure; notes say what could not be aligned."""
+    notes: list[str] = []
+    nodes = []
+    seen: set[str] = set()
+    for name, records in traces:
+        head = next((r for r in records if r.get("record") == "header"), {})
+        samples = [r for r in records if r.get("record") == "sample"]
+        label = str((head.get("host") or {}).get("hostname") or name)
+        if label in seen:
+            label = name  # two traces from one host: tell them apart by file
+        seen.add(label)
+        nodes.append((label, head, samples, _start(head)))
+    lo, hi = None, None
+    spans = [(st + s[0]["t_s"], st + s[-1]["t_s"]) for _, _, s, st in nodes if st is not None and s]
+    if len(spans) == len(nodes) and spans:
+        lo, hi = max(a for a, _ in spans), min(b for _, b in spans)
+        if lo >= hi:
+            notes.append("the traces do not overlap in time: compared over their whole lengths, not aligned")
+            lo = hi = None
+    else:
+        notes.append("a trace has no start time or no samples: compared over whole lengths, not aligned in time")
+    merged_gpus = [
+        {**g, "index": f"{label}:{g.get('index')}"} for label, head, _, _ in nodes for g in head.get("gpus") or []
+    ]
+    first = nodes[0][1] if nodes else {}
+    header = {
+        "record": "header",
+        "kind": "local.watch",
+        "schema_version": first.get("schema_version"),
+        "host": first.get("host") or {},
+        "gpus": merged_gpus,
+        "nodes": [label for label, *_ in nodes],
+    }
+    if "train_progress" in first:
+        header["train_progress"] = first["train_progress"]
+    out: list[dict[str, Any]] = [header]
+    kept = 0
+    for label, _, samples, st in nodes:
+        for s in samples:
+            t = s.get("t_s", 0.0)
+            if lo is not None and hi is not None and st is not None:
+                if not lo <= st + t <= hi:
+                    continue
+                t = round(st + t - lo, 3)
+            rec = {**s, "t_s": t, "node": label}
+            if "gpus" in s:
+                rec["gpus"] = [{**g, "index": f"{label}:{g.get('index')}"} for g in s["gpus"]]
+            out.append(rec)
+            kept += 1
+    if lo is not None and hi is not None:
+        notes.append(f"{len(nodes)} traces aligned on the {hi - lo:.0f} s they all cover ({kept} samples)")
+    out.append({"record": "summary", "t_s": round(hi - lo, 3) if lo is not None and hi is not None else None})
+    return out, notes
+
+
+def diagnose(
+    records: Sequence[dict[str, Any]],
+    *,
+    reference: MfuReference | None = None,
+    predicted: dict[str, Any] | None = None,
+    notes: Sequence[str] = (),
+) -> Diagnosis:
+    """Verdicts on one trace (its parsed JSONL records), the most confident first. ``reference`` (the model's
+    FLOPs per token and the GPUs' peak) and ``predicted`` ({"mfu", "layout", ...}, gpuplan train's figure) add
+    the observed-vs-predicted MFU."""
     t = _Trace(records)
     verdicts: list[Verdict] = []
     checks: list[dict[str, str]] = []
-    notes: list[str] = []
+    notes = list(notes)
     if not t.samples:
         notes.append("the trace has no samples: the job ended before the first one (lower --interval)")
     for cid, check in CHECKS:
@@ -496,6 +914,7 @@ def diagnose(records: Sequence[dict[str, Any]]) -> Diagnosis:
                 "Nothing stands out; to go faster, compare with gpuplan train's predicted step time and MFU.",
             )
         )
+    mfu, mfu_notes = _mfu(t, reference, predicted, [v.id for v in verdicts if v.id != "healthy"])
     summary = t.summary or {}
     return Diagnosis(
         verdicts=tuple(verdicts),
@@ -504,7 +923,8 @@ def diagnose(records: Sequence[dict[str, Any]]) -> Diagnosis:
         duration_s=summary.get("t_s", t.samples[-1]["t_s"] if t.samples else None),
         gpus=len(t.gpu_ids),
         exit_code=summary.get("exit_code"),
-        notes=tuple(notes),
+        notes=tuple(notes + mfu_notes),
+        mfu=mfu,
     )
 
 

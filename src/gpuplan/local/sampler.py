@@ -7,6 +7,8 @@ throttle reasons seen (the NVML clocks-event bitmask, named). Without NVML it re
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import Any
 
 #: nvmlClocksEventReasons bits (NVML API reference, "Clock Event Reasons").
 REASONS = {
@@ -25,6 +27,16 @@ NOT_A_PROBLEM = {0x1, 0x2, 0x10, 0x100}
 
 def decode_reasons(mask: int) -> list[str]:
     return [name for bit, name in REASONS.items() if mask & bit]
+
+
+def reasons_reader(nvml: Any) -> Callable[[Any], int] | None:
+    """NVML's current clocks-event reasons of a device handle, or None where the binding has neither name.
+
+    The "clocks event" name replaces the deprecated "throttle" one (removed in CUDA 14); the bits are the same.
+    The one place both names are looked up (the benchmark sampler here and local watch)."""
+    return getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+        nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+    )
 
 
 class Sampler:
@@ -84,11 +96,7 @@ def _nvml_reader():
     except Exception:
         return None
 
-    # the "clocks event" name replaces the deprecated "throttle" one (removed in CUDA 14); same bits
-    reasons = (
-        getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-        or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
-    )
+    reasons = reasons_reader(pynvml)
 
     def field(fn, *args, default=0):
         try:
@@ -101,7 +109,7 @@ def _nvml_reader():
         return (
             field(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_SM),
             field(pynvml.nvmlDeviceGetPowerUsage, h) / 1000,
-            field(reasons, h),
+            field(reasons, h) if reasons is not None else 0,
         )
 
     return read

@@ -29,18 +29,22 @@ from typing import IO, Any, Protocol
 from ..errors import InputError
 from ..units import KiB
 from .detect import GpuReading, PynvmlBackend, match_catalog
-from .sampler import REASONS, decode_reasons
+from .nvml_counters import OK, Ecc, Gpm, NvlinkCounters, XidEvents
+from .progress import LineSplitter, Progress
+from .sampler import REASONS, decode_reasons, reasons_reader
 
 #: Version of the trace format (the header's ``schema_version``); docs/watch.md.
 TRACE_SCHEMA_VERSION = 1
 #: The shortest sampling interval: below it psutil's and NVML's own counters (NVML utilization is averaged
 #: over 1/6 s to 1 s, NVML API reference, nvmlDeviceGetUtilizationRates) stop meaning anything.
 MIN_INTERVAL_S = 0.05
-#: NVML's PCIe throughput counters are in KB/s (nvmlDeviceGetPcieThroughput).
+#: The counters beyond the basic ones, per GPU in the header's ``counters`` ("ok" or why not).
+COUNTERS = ("gpm", "nvlink", "xid", "ecc")
 
 
 class WatchGpuBackend(Protocol):
-    """The GPU seam of watch: detect's backend (header: readings, driver) plus one sample per GPU."""
+    """The GPU seam of watch: detect's backend (header: readings, driver) plus one sample per GPU. A backend
+    may also offer ``counters() -> {index: {"gpm": "ok" | why, ...}}`` and ``close()``."""
 
     def available(self) -> tuple[bool, str]: ...
     def driver_version(self) -> str | None: ...
@@ -50,12 +54,14 @@ class WatchGpuBackend(Protocol):
 
 class NvmlWatchBackend(PynvmlBackend):
     """NVML through nvidia-ml-py: ``sample()`` reads each GPU's live counters; a query the GPU does not answer
-    leaves its field out."""
+    leaves its field out. GPM, NVLink, XID and ECC readers (nvml_counters.py) are set up on first use."""
 
     def __init__(self) -> None:
         super().__init__()
         self._handles: list[Any] | None = None
         self._static: dict[int, dict[str, Any]] = {}
+        self._readers: dict[int, tuple[Gpm, NvlinkCounters, Ecc]] | None = None
+        self._xid: XidEvents | None = None
 
     def _devices(self) -> list[Any]:
         if self._handles is None:
@@ -64,13 +70,35 @@ class NvmlWatchBackend(PynvmlBackend):
             self._handles = [self._q(nv.nvmlDeviceGetHandleByIndex, i) for i in range(count)]
         return self._handles
 
+    def _setup(self) -> dict[int, tuple[Gpm, NvlinkCounters, Ecc]]:
+        if self._readers is None:
+            nv = self._nvml
+            handles = {i: h for i, h in enumerate(self._devices()) if h is not None}
+            self._readers = {i: (Gpm(nv, h), NvlinkCounters(nv, h), Ecc(nv, h)) for i, h in handles.items()}
+            self._xid = XidEvents(nv, handles)
+        return self._readers
+
+    def counters(self) -> dict[int, dict[str, str]]:
+        """Per GPU: whether GPM, NVLink, XID and ECC can be read ("ok"), or why not (the header records it)."""
+        if self._nvml is None:
+            return {}
+        readers = self._setup()
+        assert self._xid is not None
+        out = {}
+        for i, (gpm, nvlink, ecc) in readers.items():
+            link = nvlink.status
+            if gpm.status == OK and link != OK:
+                link = f"{link} (GPM's NVLink metrics are tried too)"
+            out[i] = {"gpm": gpm.status, "nvlink": link, "xid": self._xid.status.get(i, "no handle"), "ecc": ecc.status}
+        return out
+
     def sample(self) -> list[dict[str, Any]]:
         nv, q = self._nvml, self._q
         if nv is None:
             return []
-        reasons_fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-            nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None
-        )
+        readers = self._setup()
+        xids = self._xid.drain() if self._xid is not None else {}
+        reasons_fn = reasons_reader(nv)
         out = []
         for i, h in enumerate(self._devices()):
             if h is None:
@@ -105,8 +133,22 @@ class NvmlWatchBackend(PynvmlBackend):
                 "pcie_width": q(nv.nvmlDeviceGetCurrPcieLinkWidth, h),
                 **self._static[i],
             }
+            if i in readers:
+                gpm, nvlink, ecc = readers[i]
+                activity = gpm.read()
+                link = nvlink.read()  # read even when GPM has NVLink: keeps its counters primed
+                g |= link | activity  # GPM's NVLink figures, where present, win
+                g |= ecc.read()
+            if i in xids:
+                g["xid_errors"] = xids[i]
             out.append({k: v for k, v in g.items() if v is not None})
         return out
+
+    def close(self) -> None:
+        for gpm, _, _ in (self._readers or {}).values():
+            gpm.close()
+        if self._xid is not None:
+            self._xid.close()
 
 
 def _rate(now: float, before: float | None, dt: float) -> float | None:
@@ -276,6 +318,7 @@ def header(
     interval_s: float,
     gpu: WatchGpuBackend | None,
     accelerators: Any,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     import psutil
 
@@ -287,26 +330,31 @@ def header(
         status = "ok" if ok else why
         if ok:
             driver = gpu.driver_version()
+            counters_fn = getattr(gpu, "counters", None)
+            counters = counters_fn() if counters_fn is not None else {}
             for r in gpu.readings():
                 cid, reason = match_catalog(r, accelerators) if accelerators is not None else (None, "no catalog")
-                gpus.append(
-                    {
-                        "index": r.index,
-                        "name": r.name,
-                        "uuid": r.uuid,
-                        "pci_bus_id": r.pci_bus_id,
-                        "pci_device_id": r.pci_device_id,
-                        "memory_total_bytes": r.memory_total_bytes,
-                        "catalog_id": cid,
-                        "catalog_match": reason,
-                    }
-                )
-    return {
+                entry: dict[str, Any] = {
+                    "index": r.index,
+                    "name": r.name,
+                    "uuid": r.uuid,
+                    "pci_bus_id": r.pci_bus_id,
+                    "pci_device_id": r.pci_device_id,
+                    "memory_total_bytes": r.memory_total_bytes,
+                    "catalog_id": cid,
+                    "catalog_match": reason,
+                    "counters": counters.get(r.index, dict.fromkeys(COUNTERS, "not offered by this GPU backend")),
+                }
+                link = _catalog_nvlink(cid, accelerators)
+                if link is not None:
+                    entry["nvlink_bytes_per_s_max"] = link  # per direction, the catalog's figure
+                gpus.append(entry)
+    rec: dict[str, Any] = {
         "record": "header",
         "schema_version": TRACE_SCHEMA_VERSION,
         "kind": "local.watch",
         "gpuplan_version": __version__,
-        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "started_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
         "interval_s": interval_s,
         "mode": mode,
         "pid": pid,
@@ -323,6 +371,23 @@ def header(
         "gpus": gpus,
         "throttle_reason_bits": {f"0x{bit:x}": name for bit, name in REASONS.items()},
     }
+    if progress is not None:
+        rec["train_progress"] = progress.header()
+    return rec
+
+
+def _catalog_nvlink(cid: str | None, accelerators: Any) -> float | None:
+    """The catalog's NVLink bandwidth per direction for this GPU model (the reference of "busy" links in
+    diagnose), or None without an NVLink entry."""
+    if cid is None or accelerators is None:
+        return None
+    for a in accelerators:
+        if a.id == cid:
+            link = a.interconnect
+            if link is not None and "nvlink" in link.kind.lower():
+                return float(link.bandwidth_bytes_per_s)
+            return None
+    return None
 
 
 def _write(f: IO[str], record: dict[str, Any]) -> None:
@@ -340,23 +405,40 @@ def watch(
     gpu: WatchGpuBackend | None = None,
     accelerators: Any = None,
     forward_signals: bool = True,
+    progress: Progress | None = None,
+    tee_fds: tuple[int, int] = (1, 2),
 ) -> WatchResult:
     """Run (``command``) or follow (``pid``) a job, writing the trace to ``out``; return how it ended.
 
     ``forward_signals``: in command mode, SIGINT and SIGTERM received here go to the job's process group (only
-    possible from the main thread; elsewhere they are left alone)."""
+    possible from the main thread; elsewhere they are left alone). ``progress``: read the job's stdout and
+    stderr through pipes, copied on at once to ``tee_fds`` (watch's own stdout and stderr), for training
+    progress (progress.py); command mode only."""
     import psutil
 
     if (command is None) == (pid is None):
         raise InputError("--pid", "give either a command (after --) or --pid, not both and not neither")
+    if progress is not None and command is None:
+        raise InputError("--log-regex", "reads the job's output: run the job under watch (-- CMD), not --pid")
     child: subprocess.Popen[bytes] | None = None
+    readers: list[threading.Thread] = []
     if command is not None:
         if not command:
             raise InputError("COMMAND", "the command after -- is empty")
+        pipes: dict[str, Any] = {}
+        if progress is not None:
+            env = dict(os.environ)
+            env.setdefault("PYTHONUNBUFFERED", "1")  # a Python job's prints arrive as they happen, not per 8 KiB
+            pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "env": env}
         try:
-            child = subprocess.Popen(list(command), process_group=0)
+            child = subprocess.Popen(list(command), process_group=0, **pipes)
         except OSError as e:
             raise InputError("COMMAND", f"can't run {command[0]!r}: {e.strerror or e}") from None
+        if progress is not None:
+            for stream, fd in ((child.stdout, tee_fds[0]), (child.stderr, tee_fds[1])):
+                t = threading.Thread(target=_tee, args=(stream, fd, progress), daemon=True)
+                t.start()
+                readers.append(t)
         job_pid = child.pid
     else:
         assert pid is not None
@@ -404,6 +486,7 @@ def watch(
                 interval_s=interval_s,
                 gpu=gpu,
                 accelerators=accelerators,
+                progress=progress,
             ),
         )
         host = HostSampler()
@@ -430,13 +513,21 @@ def watch(
                 else:
                     rec["gpus"] = g
                     gpus_seen = max(gpus_seen, len(g))
+            if progress is not None and (train := progress.take()) is not None:
+                rec["train"] = train
             _write(out, rec)
             samples += 1
     finally:
         if child is not None:
             child.wait()  # a Ctrl-C here has been forwarded; wait for the job to finish its way
+        for r in readers:  # the job's last lines; a daemon it left behind may hold the pipe: do not wait long
+            r.join(timeout=2)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        close = getattr(gpu, "close", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                close()
     duration = time.monotonic() - t0
     code = child.returncode if child is not None else None
     sig = signal.Signals(-code).name if code is not None and code < 0 else None
@@ -450,18 +541,92 @@ def watch(
         signal=sig,
         gpus=gpus_seen,
     )
-    _write(
-        out,
-        {
-            "record": "summary",
-            "t_s": round(duration, 3),
-            "samples": samples,
-            "exit_code": code,
-            "signal": sig,
-            "ended": "gone" if code is None else ("signal" if sig else "exited"),
-        },
-    )
+    summary: dict[str, Any] = {
+        "record": "summary",
+        "t_s": round(duration, 3),
+        "samples": samples,
+        "exit_code": code,
+        "signal": sig,
+        "ended": "gone" if code is None else ("signal" if sig else "exited"),
+    }
+    if progress is not None:
+        summary["train_lines"] = progress.matches  # lines the --log-regex matched, the whole run
+    _write(out, summary)
     return result
+
+
+def _tee(stream: IO[bytes] | None, fd: int, progress: Progress) -> None:
+    """Copy the job's output on to ``fd`` as it comes (partial lines too: progress bars), and feed its lines to
+    ``progress``. When ``fd`` can no longer be written (closed terminal), keep reading: the job must never block
+    on a full pipe."""
+    if stream is None:
+        return
+    lines = LineSplitter()
+    alive = True
+    read = getattr(stream, "read1", stream.read)
+    try:
+        while chunk := read(1 << 16):
+            if alive:
+                alive = _write_all(fd, chunk)
+            now = time.monotonic()
+            for line in lines.feed(chunk):
+                progress.feed(line, now)
+        for line in lines.flush():
+            progress.feed(line, time.monotonic())
+    except (OSError, ValueError):  # the pipe closed under us
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            stream.close()
+
+
+def _write_all(fd: int, data: bytes) -> bool:
+    view = memoryview(data)
+    while view:
+        try:
+            n = os.write(fd, view)
+        except InterruptedError:
+            continue
+        except OSError:
+            return False
+        view = view[n:]
+    return True
+
+
+def find_pid(name: str) -> int:
+    """The one running process tree whose process name is ``name`` or whose command line holds it (``--pid-of``;
+    under srun the job's PID differs per node): the top of the matching processes, never gpuplan itself or the
+    processes that started it. InputError when none or several trees match."""
+    import psutil
+
+    if not name.strip():
+        raise InputError("--pid-of", "the name is empty")
+    me = psutil.Process()
+    mine = {me.pid} | {p.pid for p in me.parents()}
+    matches: dict[int, int] = {}  # pid -> parent pid
+    for p in psutil.process_iter(["pid", "ppid", "name", "cmdline"]):
+        info = p.info
+        if info["pid"] in mine:
+            continue
+        cmdline = " ".join(info.get("cmdline") or [])
+        if info.get("name") == name or name in cmdline:
+            matches[info["pid"]] = info.get("ppid") or 0
+    roots = sorted(pid for pid, parent in matches.items() if parent not in matches)
+    if not roots:
+        raise InputError("--pid-of", f"no running process matches {name!r}")
+    if len(roots) > 1:
+        listed = ", ".join(str(r) for r in roots[:8]) + (", ..." if len(roots) > 8 else "")
+        raise InputError("--pid-of", f"{len(roots)} process trees match {name!r} (PIDs {listed}): give --pid")
+    return roots[0]
+
+
+def expand_out(path: str) -> str:
+    """``{host}`` in --out becomes this machine's short host name (one trace per node under srun or torchrun:
+    ``--out 'run-{host}.jsonl'``); nothing else in the path is touched."""
+    if "{host}" not in path:
+        return path
+    host = socket.gethostname().split(".")[0] or "localhost"
+    return path.replace("{host}", host.replace("/", "_"))
 
 
 @dataclass(frozen=True)

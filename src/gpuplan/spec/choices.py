@@ -213,6 +213,13 @@ class BenchDtype(StrEnum):
     FP32 = "fp32"
 
 
+class TraceSource(StrEnum):
+    """What ``local diagnose --from`` reads: a ``local watch`` trace, or an nvidia-smi CSV log (docs/watch.md)."""
+
+    WATCH = "watch"
+    NVIDIA_SMI = "nvidia-smi"
+
+
 class ValidateCategory(StrEnum):
     """What ``validate --category`` scores (``plan/validate.py``: the files behind each)."""
 
