@@ -9,7 +9,9 @@ cache lives in a private temporary $XDG_CACHE_HOME, filled by the first run):
     python scripts/bench_catalog_scale.py -n 20000   # smaller
     python scripts/bench_catalog_scale.py --config-dir   # plant the files in $GPUPLAN_CONFIG_DIR instead
 
-Targets (2-core machine): list commands under 2 s, ``train ... --rank`` under 5 s.
+Targets (2-core machine): list commands under 2 s, ``train ... --rank`` and ``serve ... --rank`` under 5 s.
+Each line also shows the 1-minute load average when the command ran (other work on the machine slows it).
+``--only TEXT`` runs the commands whose label contains TEXT.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+#: The bundled GPUs the generated offers name (and ``serve --rank`` compares).
+OFFER_GPUS = ["h100-sxm-80gb", "a100-sxm-80gb", "b200", "l4"]
+SERVE_GPUS = ",".join(OFFER_GPUS)
 
 
 def accelerators(n: int) -> dict:
@@ -103,7 +109,7 @@ def write_catalogs(folder: Path, n: int) -> dict[str, Path]:
         "models": folder / "models.json",
     }
     files["accelerators"].write_text(json.dumps(accelerators(n)))
-    files["offers"].write_text(json.dumps(offers(n, ["h100-sxm-80gb", "a100-sxm-80gb", "b200", "l4"])))
+    files["offers"].write_text(json.dumps(offers(n, OFFER_GPUS)))
     files["models"].write_text(json.dumps(models(n)))
     return files
 
@@ -119,6 +125,7 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=100_000, help="entries per catalog [100000]")
     ap.add_argument("-r", "--repeat", type=int, default=3, help="warm runs per command (median) [3]")
     ap.add_argument("--config-dir", action="store_true", help="plant the catalogs in the config folder, not --catalog")
+    ap.add_argument("--only", default="", help="only the commands whose label contains this text")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="gpuplan-scale-") as tmp:
         root = Path(tmp)
@@ -162,24 +169,40 @@ def main() -> int:
                 5.0,
             ),
             (
+                "train --rank --json",
+                cat("offers")
+                + ["train", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--zero", "3", "--tokens", "1T", "--rank"]
+                + ["--json"],
+                5.0,
+            ),
+            (
                 "train --rank (all)",
                 cat("accelerators", "offers", "models")
                 + ["train", "sm3", "--gpu", "h100", "--gpus", "8", "--tokens", "1T", "--rank"],
                 5.0,
             ),
+            ("serve --rank", cat("offers") + ["serve", "llama-3.1-8b", "--gpu", SERVE_GPUS, "--rank"], 5.0),
+            (
+                "serve --rank (all)",
+                cat("accelerators", "offers", "models") + ["serve", "sm3", "--gpu", SERVE_GPUS, "--rank"],
+                5.0,
+            ),
             ("unknown gpu", cat("accelerators") + ["gpus", "show", "scale-gpu-x"], 2.0),
         ]
         worst = 0.0
-        print(f"{'':5}{'command':<22} {'cold':>8} {'warm (median of ' + str(a.repeat) + ')':>20}  target")
+        print(f"{'':5}{'command':<22} {'cold':>8} {'warm (median of ' + str(a.repeat) + ')':>20}  target  load")
         for label, args, target in cases:
+            if a.only not in label:
+                continue
             cold, code, last = timed(args, {**env, "GPUPLAN_NO_CACHE": "1"})
             timed(args, env)  # fills the cache
             warm_runs = [timed(args, env) for _ in range(max(1, a.repeat))]
             warm = statistics.median(t for t, _, _ in warm_runs)
             worst = max(worst, warm / target)
             flag = "ok  " if warm < target else "SLOW"
+            load = os.getloadavg()[0]
             print(
-                f"{flag} {label:<22} {cold:6.2f} s {warm:18.2f} s  {target:g} s  exit {code}"
+                f"{flag} {label:<22} {cold:6.2f} s {warm:18.2f} s  {target:g} s     {load:4.2f}  exit {code}"
                 + (f"  [{last[:100]}]" if code not in (0, 3) else "")
             )
     return 0 if worst < 1 else 1

@@ -13,6 +13,12 @@ the small built-in ones it saves importing pydantic and validating, most of a pl
 - the gpuplan version and the code that turns files into specs (the size and mtime of its modules);
 - for offers, the same for the accelerator files their GPU names were checked against.
 
+A file of many entries (at least :data:`SHARE_MIN`) is stored with equal parts shared: one object for all the
+equal strings, source lists, links and the like of its entries, so that loading it builds each once (a
+100,000-entry file loads in about half the time). Beside the entries, :func:`cached_value` keeps values derived
+from a whole catalog (the rows of a long listing, ready to print), keyed by its files' identities as above and
+by the code that derives them.
+
 Entries are written to a fresh temporary file (``O_EXCL``, mode 0600) and renamed into place. The folder
 is created private (0700); an entry is read only when the ``gpuplan`` and ``catalog`` folders are real
 folders (not symbolic links) that belong to the user and that no one else can write, and the entry itself
@@ -25,14 +31,15 @@ from __future__ import annotations
 
 import contextlib
 import copyreg
+import gc
 import io
 import os
 import pickle
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, overload
 
 from .. import __version__
 
@@ -44,7 +51,14 @@ except ImportError:  # pragma: no cover - CPython always has it; other interpret
 #: Files smaller than this are known by a digest of their content; larger ones by their stat identity.
 MIN_BYTES = 256 * 1024
 
-_FORMAT = 2
+_FORMAT = 3
+
+#: Files with at least this many entries are stored with their equal parts shared (:func:`shared_copies`), in
+#: parts of :data:`PART` entries built when first used (:class:`PackedEntries`).
+SHARE_MIN = 1000
+
+#: Entries per separately stored part of a large file: looking one entry up builds its part only.
+PART = 1000
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -65,8 +79,12 @@ def cache_dir() -> Path | None:
     return Path(base) / "gpuplan" / "catalog"
 
 
-def _enabled() -> bool:
+def enabled() -> bool:
+    """Whether the cache is on (``GPUPLAN_NO_CACHE`` unset, empty or 0)."""
     return os.environ.get("GPUPLAN_NO_CACHE", "") in ("", "0")
+
+
+_enabled = enabled
 
 
 def _digest(data: bytes, size: int = 16) -> str:
@@ -104,23 +122,55 @@ def file_identity(path: Path) -> tuple[Any, ...] | None:
 _CODE_KEY: tuple[Any, ...] | None = None
 
 
+def _modules_key(root: str, folders: tuple[tuple[str, tuple[str, ...] | None], ...]) -> list[Any]:
+    """(folder, name, size, mtime) of the Python modules in ``folders`` of ``root`` (each with the names
+    to take, or None for every ``.py`` file)."""
+    parts: list[Any] = []
+    for folder, only in folders:
+        try:
+            with os.scandir(os.path.join(root, folder)) as it:
+                found = sorted(
+                    (e.name, e.stat()) for e in it if e.name.endswith(".py") and (only is None or e.name in only)
+                )
+        except OSError:
+            found = []
+        parts += [(folder, name, st.st_size, st.st_mtime_ns) for name, st in found]
+    return parts
+
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # plain strings: pathlib is slower here
+
+
 def _code_key() -> tuple[Any, ...]:
     """The gpuplan version and the size and mtime of the modules that turn files into specs."""
     global _CODE_KEY
     if _CODE_KEY is None:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # plain strings: pathlib is slower here
-        parts: list[Any] = [__version__, _FORMAT]
-        for folder, only in (("catalog", None), ("spec", None), (".", ("errors.py", "units.py"))):
-            try:
-                with os.scandir(os.path.join(root, folder)) as it:
-                    found = sorted(
-                        (e.name, e.stat()) for e in it if e.name.endswith(".py") and (only is None or e.name in only)
-                    )
-            except OSError:
-                found = []
-            parts += [(folder, name, st.st_size, st.st_mtime_ns) for name, st in found]
-        _CODE_KEY = tuple(parts)
+        folders = (("catalog", None), ("spec", None), (".", ("errors.py", "units.py")))
+        _CODE_KEY = (__version__, _FORMAT, *_modules_key(_ROOT, folders))
     return _CODE_KEY
+
+
+_DERIVED_KEY: tuple[Any, ...] | None = None
+
+
+def derived_code_key() -> tuple[Any, ...]:
+    """What a value derived from the specs also depends on: the size and mtime of the modules that make the
+    records and tables (plan, render, estimate, cli) and of pydantic-core, which encodes large records."""
+    global _DERIVED_KEY
+    if _DERIVED_KEY is None:
+        parts = _modules_key(_ROOT, tuple((f, None) for f in ("plan", "render", "estimate", "cli")))
+        try:  # found, not imported: importing it costs more than the whole lookup
+            from importlib.util import find_spec
+
+            spec = find_spec("pydantic_core")
+            where = os.path.dirname(spec.origin) if spec is not None and spec.origin else None
+        except (ImportError, ValueError):
+            where = None
+        if where is not None:
+            with contextlib.suppress(OSError), os.scandir(where) as it:
+                parts += sorted(("pydantic_core", e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in it)
+        _DERIVED_KEY = tuple(parts)
+    return _DERIVED_KEY
 
 
 def _names(kind: str, ident: tuple[Any, ...], extra: Any) -> tuple[str, str, str]:
@@ -176,6 +226,109 @@ class _Pickler(pickle.Pickler):
 
     dispatch_table = copyreg.dispatch_table.copy()
     dispatch_table[MappingProxyType] = lambda m: (_proxy, (dict(m),))
+
+
+class PackedEntries(Sequence[Any]):
+    """The entries of a large catalog file as the cache keeps them: their ids and aliases at hand, and the
+    entries themselves built a part (:data:`PART` entries, one pickle each) at a time, when first used. A
+    registry indexes the names without building anything (``Registry.add_all``): a command that looks up a
+    few of 100,000 models builds one part, not 100,000 models. When the entries are frozen dataclass
+    instances of one class ``cls`` (as a catalog reader gives), a part holds their field dicts, each made the
+    ``__dict__`` of a new instance: a third faster to build than unpickling the instances, which sets every
+    field of every one anew."""
+
+    __slots__ = ("_built", "_digest", "_parts", "aliases", "cls", "ids")
+
+    def __init__(
+        self, ids: list[str], aliases: list[tuple[str, ...]], parts: list[bytes], digest: str, cls: type | None
+    ):
+        # the parts are checked whole here, as the entry is loaded: a damaged one makes the entry unusable (the
+        # file is read instead), never a failure later in the command
+        if len(ids) != len(aliases) or len(parts) != -(-len(ids) // PART) or digest != self._digest_of(parts):
+            raise ValueError("damaged catalog cache entry")
+        if cls is not None and not _shareable(cls):
+            raise ValueError("catalog cache entry of an unexpected class")
+        self.ids = ids
+        self.aliases = aliases
+        self._parts = parts
+        self._digest = digest
+        self.cls = cls
+        self._built: list[list[Any] | None] = [None] * len(parts)
+
+    @staticmethod
+    def _digest_of(parts: list[bytes]) -> str:
+        h = _blake2b(digest_size=16)
+        for part in parts:
+            h.update(part)
+        return h.hexdigest()
+
+    @classmethod
+    def pack(cls, entries: list[Any]) -> PackedEntries:
+        shared = shared_copies(entries)
+        one = type(shared[0]) if shared and shared is not entries else None  # copies: plain dataclass instances
+        if one is not None and any(type(e) is not one for e in shared):
+            one = None
+        parts = []
+        for start in range(0, len(shared), PART):
+            buf = io.BytesIO()
+            chunk = shared[start : start + PART]
+            _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(chunk if one is None else [vars(e) for e in chunk])
+            parts.append(buf.getvalue())
+        ids = [e.id for e in entries]
+        return cls(ids, [tuple(getattr(e, "aliases", ())) for e in entries], parts, cls._digest_of(parts), one)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PackedEntries, (self.ids, self.aliases, self._parts, self._digest, self.cls))
+
+    def _part(self, k: int) -> list[Any]:
+        built = self._built[k]
+        if built is None:
+            was_enabled = gc.isenabled()
+            gc.disable()  # thousands of new objects, none in a cycle (see schema.without_gc)
+            try:
+                built = pickle.loads(self._parts[k])
+                if self.cls is not None:
+                    new, cls, set_dict = object.__new__, self.cls, object.__setattr__
+                    objects = []
+                    for fields in built:
+                        entry: Any = new(cls)
+                        set_dict(entry, "__dict__", fields)
+                        objects.append(entry)
+                    built = objects
+                self._built[k] = built
+            finally:
+                if was_enabled:
+                    gc.enable()
+        return built
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, i: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Any]: ...
+
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return list(self)[i]
+        if i < 0:
+            i += len(self.ids)
+        if not 0 <= i < len(self.ids):
+            raise IndexError(i)
+        return self._part(i // PART)[i % PART]
+
+    def __iter__(self) -> Iterator[Any]:
+        for k in range(len(self._parts)):
+            yield from self._part(k)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PackedEntries | list):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def _load(kind: str, ident: tuple[Any, ...] | None, extra: Any) -> Any:
@@ -250,19 +403,81 @@ def store(kind: str, path: Path, value: Any, extra: Any = None) -> None:
     _store(kind, file_identity(path), value, extra)
 
 
-def _cached_by(kind: str, identify: Callable[[], Any], build: Callable[[], Any], extra: Any) -> Any:
+def _cached_by(
+    kind: str,
+    identify: Callable[[], Any],
+    build: Callable[[], Any],
+    extra: Any,
+    pack: Callable[[Any], Any] | None = None,
+    still: Callable[[], bool] | None = None,
+) -> Any:
     """``build()``'s value, from the cache while ``identify()`` names the same files as when it was stored;
-    stored after building unless the identity changed while the files were read (the value would then
-    belong to neither version)."""
+    stored after building (as ``pack(value)``, an equal value, when given) unless the identity changed while
+    the files were read, or ``still()`` says ``extra`` no longer holds (the value would then belong to
+    neither version)."""
     if not _enabled():
         return build()
     ident = identify()
     value = _load(kind, ident, extra)
     if value is None:
         value = build()
-        if ident is not None and identify() == ident:
-            _store(kind, ident, value, extra)
+        if ident is not None and identify() == ident and (still is None or still()):
+            _store(kind, ident, value if pack is None else pack(value), extra)
     return value
+
+
+#: Values never worth sharing: small, or one object per value anyway.
+_PLAIN = frozenset({int, float, bool, complex, bytes, type(None)})
+
+#: Read-only containers whose ``repr`` shows all of their content (with the ``repr`` of each item).
+_CONTAINERS = frozenset({tuple, frozenset, MappingProxyType})
+
+
+def _shareable(t: type) -> bool:
+    """Whether values of type ``t`` are told apart by ``(type, repr)``: the builtin containers above, and the
+    frozen dataclasses of ``gpuplan.spec`` (their generated ``repr`` shows every field)."""
+    if t in _CONTAINERS:
+        return True
+    params = getattr(t, "__dataclass_params__", None)
+    fields = getattr(t, "__dataclass_fields__", None)
+    return bool(
+        params is not None
+        and params.frozen
+        and t.__module__.startswith("gpuplan.spec")
+        and all(f.repr for f in (fields or {}).values())
+    )
+
+
+def shared_copies(entries: list[Any]) -> list[Any]:
+    """Copies of ``entries`` (frozen dataclass instances) in which equal field values are one object: equal
+    strings, and equal tuples, mappings and spec values (sources, links, ...) told apart by type and ``repr``
+    (which shows every field; ``-0.0`` and ``0.0`` differ). Equal to the entries, and pickled with each
+    shared value once, so loading them builds far fewer objects. ``entries`` itself is returned when an entry
+    is not a plain frozen dataclass instance."""
+    seen: dict[Any, Any] = {}
+    shareable: dict[type, bool] = {}
+    out = []
+    for e in entries:
+        t = type(e)
+        if t not in shareable:
+            shareable[t] = _shareable(t) and not hasattr(t, "__slots__")
+        if not shareable[t]:
+            return entries
+        fields: dict[str, Any] = {}
+        for name, v in vars(e).items():
+            vt = type(v)
+            if vt is str:
+                v = seen.setdefault(v, v)
+            elif vt not in _PLAIN:
+                if vt not in shareable:
+                    shareable[vt] = _shareable(vt)
+                if shareable[vt]:
+                    v = seen.setdefault((vt, repr(v)), v)
+            fields[name] = v
+        copy = object.__new__(t)
+        copy.__dict__.update(fields)
+        out.append(copy)
+    return out
 
 
 def cached(kind: str, path: Path, build: Callable[[], Any], extra: Any = None) -> Any:
@@ -293,9 +508,13 @@ def cached_entries(
     skipped: list[Any] | None,
     *args: Any,
     extra: Any = None,
-) -> list[Any]:
+    still: Callable[[], bool] | None = None,
+) -> Sequence[Any]:
     """``read(path, origin, skipped, *args)`` (a catalog file reader) through the cache: the entries read, and in
-    lenient mode (``skipped`` a list) the entries it left out, replayed into ``skipped`` from the cache."""
+    lenient mode (``skipped`` a list) the entries it left out, replayed into ``skipped`` from the cache. From the
+    cache, a large file's entries are a :class:`PackedEntries` (built when used), else a list.
+    ``extra`` is part of the key (what else the entries depend on); with ``still``, they are kept only if
+    ``still()`` is true once they are read (``extra`` still describes what they were read against)."""
     from ..errors import CatalogError
     from .schema import Skipped
 
@@ -304,10 +523,28 @@ def cached_entries(
         entries = read(path, origin, noted, *args)
         return entries, [(str(s.error), tuple(s.names)) for s in noted or ()]
 
-    result: tuple[list[Any], list[tuple[str, tuple[str, ...]]]] = cached(
-        kind, path, build, (origin, skipped is None, extra)
+    def pack(value: tuple[list[Any], Any]) -> tuple[Sequence[Any], Any]:
+        entries, notes = value
+        return (PackedEntries.pack(entries) if len(entries) >= SHARE_MIN else entries), notes
+
+    result: tuple[Sequence[Any], list[tuple[str, tuple[str, ...]]]] = _cached_by(
+        kind, lambda: file_identity(path), build, (origin, skipped is None, extra), pack, still
     )
     entries, notes = result
     if skipped is not None:
         skipped.extend(Skipped(CatalogError(message), names) for message, names in notes)
     return entries
+
+
+def fingerprint_files(fingerprint: Any) -> tuple[str, ...]:
+    """The files a registry's ``fingerprint`` names (its first item holds their identities, each starting with
+    the file's path): the first half of a :func:`cached_value` key."""
+    return tuple(ident[0] for ident in fingerprint[0])
+
+
+def cached_value(kind: str, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+    """``build()``'s value for a whole catalog, kept while ``key`` is the same: ``key[0]`` names the files (an
+    older entry for the same files is replaced), ``key[1]`` says what they were (their identities, as
+    ``Registry.fingerprint``). The value must not depend on anything else but the code in
+    :func:`derived_code_key`, which is part of the key."""
+    return _cached_by(kind, lambda: key, build, derived_code_key())

@@ -78,4 +78,32 @@ class Catalogs:
     def offers(self) -> Any:
         from .offers import load_offers
 
-        return self._once("offers", lambda: load_offers(self.accelerators(), self._sorted_files()[2]))
+        if "offers" in self._loaded:
+            return self._loaded["offers"]
+        gpus = self._accelerators_for_offers()
+        return self._once("offers", lambda: load_offers(gpus, self._sorted_files()[2]))
+
+    def _accelerators_for_offers(self) -> Any:
+        """The accelerators the offers are checked against, loaded only if an offers file must be read again:
+        cached offers need only know which accelerator files they were checked against. Their warnings are
+        taken either way, before the offers' (from the cache when the accelerators are not loaded)."""
+        if "accelerators" in self._loaded:
+            return self._loaded["accelerators"]
+        from . import cache
+        from .accelerators import accelerators_fingerprint
+        from .registry import DeferredRegistry
+
+        fingerprint = accelerators_fingerprint(self._sorted_files()[0])
+        if fingerprint is None:
+            return self.accelerators()
+        warnings = cache.cached_value(
+            "accelerator-warnings",
+            (cache.fingerprint_files(fingerprint), fingerprint),
+            lambda: [str(p) for p in self.accelerators().problems],
+        )
+        for warning in warnings:
+            if warning not in self.warnings:
+                self.warnings.append(warning)
+        if "accelerators" in self._loaded:
+            return self._loaded["accelerators"]
+        return DeferredRegistry(self.accelerators, fingerprint)

@@ -6,6 +6,7 @@ Light on purpose: ``gpuplan --help`` imports this module and the command modules
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -79,10 +80,33 @@ def run(ctx: click.Context, fn: Callable[..., Any], render: str, as_json: bool, 
     code (3: does not fit)."""
     with flag_errors():
         report = fn(*args, catalog=ctx.obj.catalogs, **kwargs)
-    emit(ctx, report.to_dict(), as_json, render)
+    with gc_paused():
+        listing = report.listing() if hasattr(report, "listing") else None
+        if listing is not None and len(getattr(report, listing.key)) > _LARGE_ROWS:
+            from ._listing import emit_listing  # a long listing: written from rows made once per catalog
+
+            done = emit_listing(ctx, report, listing, as_json or ctx.obj.as_json, render)
+        else:
+            done = False
+        if not done:
+            emit(ctx, report.to_dict(), as_json, render)
     if report.exit_code:
         raise click.exceptions.Exit(report.exit_code)
     return report
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused while a report is turned into its record and printed: a ranking of
+    100,000 offers makes millions of dicts and strings, none in a cycle, and the collector's passes over them
+    took about as long as making them (the same reason as ``catalog.schema.without_gc``)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def json_option(f: Callable) -> Callable:
@@ -161,17 +185,35 @@ def emit(ctx: click.Context, record: dict, as_json: bool, render: Callable[[dict
         raise _nonfinite_result(bad)
     if to_print:
         if encoded is not None:  # a large listing: the same record on one line (indenting it takes seconds)
-            out = getattr(sys.stdout, "buffer", None)
-            if out is None:
-                click.echo(encoded)
-            else:  # as click.echo writes it, without its copy of the whole text to add the newline
-                sys.stdout.flush()
-                out.write(encoded)
-                out.write(b"\n")
-                out.flush()
+            write_json_bytes(encoded)
         else:
             click.echo(json.dumps(record, indent=2, allow_nan=False))
         return
+    if isinstance(render, str):
+        from ..render import tables
+
+        draw = getattr(tables, render)
+    else:
+        draw = render
+    print_table(draw(record), large)
+
+
+def write_json_bytes(*pieces: bytes) -> None:
+    """Print compact JSON (one line; the concatenation of ``pieces``) as ``click.echo`` would, without its copy
+    of the whole text to add the newline."""
+    out = getattr(sys.stdout, "buffer", None)
+    if out is None:
+        click.echo(b"".join(pieces))
+        return
+    sys.stdout.flush()
+    for piece in pieces:
+        out.write(piece)
+    out.write(b"\n")
+    out.flush()
+
+
+def print_table(renderable: Any, large: bool) -> None:
+    """Print what ``render.tables`` drew; a ``large`` one (a long listing) as plain text when it can be."""
     from rich.console import Console
 
     width = None
@@ -179,29 +221,36 @@ def emit(ctx: click.Context, record: dict, as_json: bool, render: Callable[[dict
         width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else 140
     # catalog and offer strings reach the cells as they are: "[/]" or ":fire:" in a name is text, never markup
     console = Console(width=width, soft_wrap=False, markup=False, emoji=False)
-    if isinstance(render, str):
-        from ..render import tables
-
-        draw = getattr(tables, render)
-    else:
-        draw = render
-    renderable = draw(record)
     if large and width is not None and not console.is_terminal:
-        plain = getattr(renderable, "plain_text", None)  # a long listing writes itself as text (render.tables)
-        text = plain(width) if plain is not None else None
-        if text is not None:
-            click.echo(text)
-            return
-        # what rich would print (each line cropped to the width), without its per-segment pass: taken only
-        # when the text is plain ASCII (one character, one column)
-        text = "".join(seg.text for seg in console.render(renderable, console.options) if not seg.control)
-        if text.isascii():
-            lines = text.split("\n")
-            if lines[-1] == "":
-                lines.pop()
-            click.echo("\n".join(line[:width] for line in lines))
+        lines = _plain_lines(console, renderable, width)
+        if lines is not None:
+            click.echo("\n".join(lines))
             return
     console.print(renderable)
+
+
+def _plain_lines(console: Any, renderable: Any, width: int) -> list[str] | None:
+    """What rich would print on a console that is not a terminal (each line cropped to the width), without
+    its per-segment pass: a long listing table writes itself as text (``plain_text``, render.tables), the
+    rest of a group is rendered by rich; None (rich prints it) when a part is not plain ASCII (one
+    character, one column)."""
+    from rich.console import Group
+
+    lines: list[str] = []
+    for part in renderable.renderables if isinstance(renderable, Group) else [renderable]:
+        plain = getattr(part, "plain_lines", None)
+        drawn = plain(width) if plain is not None else None
+        if drawn is not None:
+            lines += drawn
+            continue
+        text = "".join(seg.text for seg in console.render(part, console.options) if not seg.control)
+        if not text.isascii():
+            return None
+        drawn = text.split("\n")
+        if drawn[-1] == "":
+            drawn.pop()
+        lines += [line[:width] for line in drawn]
+    return lines
 
 
 def _large_nonfinite(record: dict) -> bool:

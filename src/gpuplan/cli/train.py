@@ -26,6 +26,7 @@ from ._common import (
     default,
     emit,
     flag_errors,
+    gc_paused,
     given,
     json_option,
     like_option,
@@ -230,11 +231,12 @@ def train(
         check_output_path(plot, "--plot")
     with flag_errors():
         report = api.train(model_name, assume=parse_assume(assume), catalog=ctx.obj.catalogs, **options)
-    record = report.to_dict()
-    if plot is not None:
-        from ..render.plot import ranking_html
+    with gc_paused():  # a ranking's record may hold 100,000 rows
+        record = report.to_dict()
+        if plot is not None:
+            from ..render.plot import ranking_html
 
-        write_output(plot, ranking_html(record), "--plot")
-    emit(ctx, record, as_json, "offer_ranking" if options["rank"] else "train_report")
+            write_output(plot, ranking_html(record), "--plot")
+        emit(ctx, record, as_json, "offer_ranking" if options["rank"] else "train_report")
     if report.exit_code:
         raise click.exceptions.Exit(report.exit_code)

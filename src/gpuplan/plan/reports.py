@@ -8,7 +8,8 @@ when nothing fits). Volatile things (the catalog warnings met while loading) sta
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, dataclass_transform
+from collections.abc import Callable
+from typing import Any, ClassVar, NamedTuple, dataclass_transform
 
 from . import records
 
@@ -89,6 +90,17 @@ class Report:
 # ----------------------------------------------------------------------------------------------- catalogs
 
 
+class Listing(NamedTuple):
+    """How a listing report's record is made, for the CLI's writer of long listings: the record lists
+    ``[items()(entry) for entry in getattr(report, key)]`` under ``key``, for entries of the ``Catalogs``
+    method ``catalog`` (their registry), and every other part of the record is what the report with no
+    entries gives."""
+
+    key: str
+    items: Callable[[], Callable[[Any], dict[str, Any]]]
+    catalog: str
+
+
 class GpusReport(Report):
     """``gpus list`` (or ``gpus compare`` with ``compare=True``): the accelerators, in order."""
 
@@ -104,6 +116,9 @@ class GpusReport(Report):
         if self.compare:
             return records.accelerator_compare(self.accelerators)
         return records.accelerator_list(self.accelerators)
+
+    def listing(self) -> Listing | None:
+        return None if self.compare else Listing("accelerators", records.accelerator_items, "accelerators")
 
 
 class GpuReport(Report):
@@ -127,6 +142,9 @@ class OffersReport(Report):
     def to_dict(self) -> dict[str, Any]:
         return records.offer_list(self.offers)
 
+    def listing(self) -> Listing:
+        return Listing("offers", records.offer_items, "offers")
+
 
 class ModelsReport(Report):
     """``model list``: the models, in catalog order."""
@@ -137,6 +155,9 @@ class ModelsReport(Report):
 
     def to_dict(self) -> dict[str, Any]:
         return records.model_list(self.models)
+
+    def listing(self) -> Listing:
+        return Listing("models", records.model_items, "models")
 
 
 class ModelReport(Report):
