@@ -85,8 +85,68 @@ def test_every_bundled_hardware_figure_is_sourced_and_counted(offers):
                 src = o.source_for(name)
                 assert src.url.startswith("https://") and src.date, (o.id, name)
         assert o.nic_kind is None or o.nic_kind in NIC_KINDS
-    assert counts["local_nvme_bytes"] == 20
-    assert counts["nic_kind"] == 21
+    assert counts == {
+        "vcpus": 60,
+        "host_memory_bytes": 60,
+        "local_nvme_bytes": 27,  # AWS 20, Azure 3, Lambda 4
+        "local_nvme_read_bytes_per_s": 0,
+        "local_nvme_write_bytes_per_s": 0,
+        "nic_kind": 45,  # AWS 14, Azure 3, GCP 24, CoreWeave 4
+        "scale_out_bytes_per_s": 22,  # AWS 17, Azure 3, GCP 2
+        "scale_up": 76,
+        "scale_up_bytes_per_s_per_gpu": 0,  # no bundled instance's link differs from its accelerator's
+        "scale_up_domain_gpus": 0,
+    }
+
+
+#: (offer, field, value, a piece of its source's URL): the non-AWS figures, each from the provider's own pages
+#: (Microsoft Learn's sources on GitHub, Google Cloud's docs) or a dated verbatim transcription (Lambda).
+PROVIDER_FIGURES = [
+    ("azure-standard_nc24ads_a100_v4-eastus-ondemand", "local_nvme_bytes", 960e9, "MicrosoftDocs/azure-docs"),
+    ("azure-standard_nc24ads_a100_v4-eastus-ondemand", "nic_kind", "ethernet", "MicrosoftDocs/azure-docs"),
+    ("azure-standard_nc24ads_a100_v4-eastus-ondemand", "scale_out_bytes_per_s", 20e9 / 8, "azure-compute-docs"),
+    ("azure-standard_nd96asr_v4-eastus-ondemand", "local_nvme_bytes", 6000 * 2**30, "nda100-v4-series.md"),
+    ("azure-standard_nd96asr_v4-eastus-ondemand", "nic_kind", "infiniband", "nda100-v4-series.md"),
+    ("azure-standard_nd96asr_v4-eastus-ondemand", "scale_out_bytes_per_s", 8 * 200e9 / 8, "nda100-v4-series.md"),
+    ("azure-standard_nd96isr_h100_v5-eastus-ondemand", "local_nvme_bytes", 28 * 2**40, "ndh100v5-series.md"),
+    ("gcp-a3-ultragpu-8g-us-central1-ondemand", "scale_out_bytes_per_s", 3200e9 / 8, "gpu-network-bandwidth"),
+    ("gcp-a3-highgpu-8g-us-central1-spot", "nic_kind", "gpudirect-tcpx", "gpu-network-bandwidth"),
+    ("gcp-a2-ultragpu-8g-us-central1-ondemand", "nic_kind", "ethernet", "gpu-network-bandwidth"),
+    ("gcp-g2-standard-96-us-central1-reserved-3y", "nic_kind", "ethernet", "gpu-network-bandwidth"),
+    ("lambda-gpu_8x_h100_sxm5-us-east-1-ondemand", "local_nvme_bytes", 22 * 2**40, "api-evangelist/lambda-labs"),
+    ("lambda-gpu_8x_a100_80gb_sxm4-us-east-1-ondemand", "local_nvme_bytes", 19.5 * 2**40, "lambda-labs"),
+    ("lambda-gpu_8x_b200_sxm6-us-east-1-ondemand", "local_nvme_bytes", 22 * 2**40, "lambda-labs"),
+    ("lambda-gpu_1x_h100_sxm5-us-east-1-ondemand", "local_nvme_bytes", 2.75 * 2**40, "lambda-labs"),
+]
+
+
+@pytest.mark.parametrize(("offer_id", "name", "value", "url_part"), PROVIDER_FIGURES)
+def test_provider_figures_and_their_sources(offers, offer_id, name, value, url_part):
+    o = offers.get(offer_id)
+    assert getattr(o, name) == value
+    src = o.source_for(name)
+    assert url_part in src.url and src.url.startswith("https://") and src.date
+    assert src is not o.source  # the hardware figure cites its own page, not the price's
+
+
+def test_figures_no_source_gives_stay_absent(offers):
+    """What no source read states is absent (None), never 0: GCP's bundled Local SSD and A3 High/A2/G2 NIC
+    bandwidth, Lambda's NICs and its 1x A100's disk, CoreWeave's H100/H200/A100 host and disks, RunPod's host."""
+    absent = [
+        ("gcp-a3-highgpu-8g-us-central1-ondemand", ("local_nvme_bytes", "scale_out_bytes_per_s")),
+        ("gcp-a2-ultragpu-8g-us-central1-ondemand", ("local_nvme_bytes", "scale_out_bytes_per_s")),
+        ("lambda-gpu_8x_h100_sxm5-us-east-1-ondemand", ("nic_kind", "scale_out_bytes_per_s")),
+        ("lambda-gpu_1x_a100_sxm4-us-east-1-ondemand", ("local_nvme_bytes",)),
+        ("coreweave-hgx-h100-8x-north-america-ondemand", ("vcpus", "host_memory_bytes", "local_nvme_bytes")),
+        ("runpod-1x-h100-sxm-secure-global-ondemand", ("vcpus", "host_memory_bytes", "nic_kind")),
+    ]
+    for offer_id, names in absent:
+        o = offers.get(offer_id)
+        for name in names:
+            assert getattr(o, name) is None, (offer_id, name)
+            assert name not in o.hardware_sources()
+        if o.scale_out_bytes_per_s is None:
+            assert o.scale_out_bytes_per_s_per_gpu is None  # a derived figure of an absent one is absent too
 
 
 def test_p3_has_no_local_nvme_a_sourced_zero(offers):
@@ -138,6 +198,53 @@ def test_user_offer_fields_are_checked(tmp_path, accelerators):
             accelerators,
             'sources = { local_nvme_read_bytes_per_s = { title = "x", url = "u", date = "2026" } }\n',
         )
+
+
+def test_scale_up_fields_are_checked(tmp_path, accelerators):
+    (o,) = _one_offer(
+        tmp_path,
+        accelerators,
+        "scale_up_bytes_per_s_per_gpu = 300e9\nscale_up_domain_gpus = 2\nsources = { scale_up_domain_gpus = "
+        '{ title = "NVLink bridge pairs", url = "https://example.com/pairs", date = "2026-05" } }\n',
+    )
+    assert o.scale_up_bytes_per_s_per_gpu == 300e9 and o.scale_up_domain_gpus == 2
+    assert o.source_for("scale_up_domain_gpus").title == "NVLink bridge pairs"
+    assert o.to_dict()["scale_up_domain_gpus"] == 2
+    bad = [
+        ("scale_up_bytes_per_s_per_gpu = 0\n", "scale_up_bytes_per_s_per_gpu"),  # absent is left out, never 0
+        ("scale_up_bytes_per_s_per_gpu = -1e9\n", "scale_up_bytes_per_s_per_gpu"),
+        ("scale_up_domain_gpus = 0\n", "scale_up_domain_gpus"),
+        ("scale_up_domain_gpus = 2.5\n", "scale_up_domain_gpus"),
+        ("scale_up_domain_gpus = 1\nscale_up_bytes_per_s_per_gpu = 450e9\n", "no GPU-to-GPU link"),
+        (
+            'sources = { scale_up_domain_gpus = { title = "x", url = "https://x", date = "2026" } }\n',
+            "does not give",
+        ),
+    ]
+    for extra, match in bad:
+        with pytest.raises(CatalogError, match=match):
+            _one_offer(tmp_path, accelerators, extra)
+
+
+def test_offer_accelerator_link(offers, accelerators):
+    """The offer's link replaces the accelerator's; a domain of 1, or a tensor-parallel group wider than the
+    domain, falls back to the card's PCIe (H100 SXM: Gen 5 x16 = 63 GB/s); no figure leaves the GPU as it is."""
+    from dataclasses import replace
+
+    from gpuplan.plan.training import offer_accelerator
+
+    h100 = accelerators.get("h100-sxm-80gb")
+    p5 = offers.get(P5)
+    assert offer_accelerator(p5, h100, 8) is h100
+    slow = replace(p5, scale_up_bytes_per_s_per_gpu=100e9)
+    assert offer_accelerator(slow, h100, 8).scale_up_bytes_per_s == 100e9
+    pcie = replace(h100, interconnect=None).scale_up_bytes_per_s
+    assert pcie == pytest.approx(63e9, rel=0.01)
+    assert offer_accelerator(replace(p5, scale_up_domain_gpus=1), h100, 1).scale_up_bytes_per_s == pcie
+    pairs = replace(p5, scale_up_domain_gpus=2, scale_up_bytes_per_s_per_gpu=300e9)
+    assert offer_accelerator(pairs, h100, 2).scale_up_bytes_per_s == 300e9
+    assert offer_accelerator(pairs, h100, 4).scale_up_bytes_per_s == pcie
+    assert offer_accelerator(replace(p5, scale_up_domain_gpus=8), h100, 8) is h100  # no bandwidth: the GPU's
 
 
 # ---------------------------------------------------------------------------------------- train --offer
@@ -207,6 +314,51 @@ def test_no_local_nvme_warns_with_local_nvme_storage():
     )
     assert m["instance_checks"]["local_nvme"]["status"] == "short"
     assert any("no local instance store" in w for w in m["warnings"])
+
+
+def _user_offer(tmp_path, **fields):
+    """A copy of the p5 row under a new id with ``fields`` added: a user's offers file."""
+    doc = tomllib.loads(OFFERS.read_text())
+    row = next(r for r in doc["offer"] if r["id"] == P5)
+    lines = [f"{k} = {_toml(v)}" for k, v in row.items() if k not in ("id", "source", "sources")]
+    lines += [f"{k} = {_toml(v)}" for k, v in fields.items()]
+    src = row["source"]
+    path = tmp_path / "my-offers.toml"
+    path.write_text(
+        'schema_version = 1\n[[offer]]\nid = "my-p5"\n'
+        + "\n".join(lines)
+        + f'\nsource = {{ title = "t", url = "{src["url"]}", date = "{src["date"]}" }}\n'
+    )
+    return path
+
+
+def test_instance_scale_up_check_and_step_time(tmp_path):
+    """NVLink pairs (domain 2) under tensor parallelism 8: a warning, and the all-reduces over PCIe make the
+    step's tensor-parallel communication slower than on the stock p5; a slower NVLink figure slows it too. No
+    domain given: no check."""
+    args = dict(gpu="h100", gpus=16, tokens="1e10", tp=8, model="llama-3-70b", zero=1)
+
+    def run(offer, catalog=None):
+        m = dict(args)
+        model = m.pop("model")
+        r = api.train(model, offer=offer, catalog=catalog, **m).to_dict()
+        return r["machine"], r["time"]["step_parts_s"]["tp_comm"]
+
+    stock, stock_s = run(P5)
+    assert "scale_up" not in stock["instance_checks"]
+    pairs, pairs_s = run("my-p5", _user_offer(tmp_path, scale_up_domain_gpus=2, scale_up_bytes_per_s_per_gpu=300e9))
+    check = pairs["instance_checks"]["scale_up"]
+    assert check == {
+        "tensor_parallel_gpus": 8,
+        "scale_up_domain_gpus": 2,
+        "scale_up_bytes_per_s_per_gpu": 300e9,
+        "status": "short",
+    }
+    assert any(w.startswith("NVLink: p5.48xlarge (my-p5) joins 2 GPUs") for w in pairs["warnings"])
+    assert pairs["instance"]["scale_up_domain_gpus"] == 2 and pairs_s > stock_s
+    slow, slow_s = run("my-p5", _user_offer(tmp_path, scale_up_bytes_per_s_per_gpu=100e9))
+    assert "scale_up" not in slow["instance_checks"] and slow_s > stock_s
+    assert "scale_up_domain_gpus" not in slow["instance"]  # absent stays absent in --json, never 0
 
 
 def test_no_instance_block_without_an_offer():
@@ -280,3 +432,59 @@ def test_serve_scale_up_only_for_a_fleet():
     assert s["node_provisioning"] == "unknown"
     assert s["at_least_s"] == s["cold_start_s"] == m["cold_start_s"]
     assert "scale_up" not in api.serve("llama-3-8b", gpu="h100").to_dict()["machine"]
+
+
+# ----------------------------------------------------------------------------------------- serve --offer
+
+
+def _serve(model="llama-3.1-8b", **kw):
+    return api.serve(model, **kw).to_dict()["machine"]
+
+
+def test_serve_instance_checks_ok_on_p5():
+    """Llama 3.1 70B at tp 4 on a p5 node: RAM need = max(4 x 80 GB floor, the weights of 4 GPUs) = 320 GB vs
+    2 TiB; the replica's weight files vs 30.72 TB of NVMe."""
+    m = _serve("llama-3.1-70b", gpu="h100", tp=4, offer=P5)
+    ram, disk = m["instance_checks"]["host_ram"], m["instance_checks"]["local_disk"]
+    assert ram == {"needed_bytes_per_node": 320e9, "host_memory_bytes_per_node": 2**41, "status": "ok"}
+    assert disk["needed_bytes_per_node"] == m["disk_bytes_per_node"] and disk["status"] == "ok"
+    assert disk["local_nvme_bytes_per_node"] == 30.72e12 and m["warnings"] == []
+    assert m["instance"]["offer"] == P5 and m["instance"]["gpus_per_node"] == 8
+
+
+def test_serve_host_ram_short_warns():
+    """g5.xlarge: 16 GiB of RAM under one 24 GB A10G (the 1 x GPU memory floor): short, with a warning."""
+    m = _serve(gpu="a10g", offer="aws-g5.xlarge-us-east-1-ondemand")
+    ram = m["instance_checks"]["host_ram"]
+    assert ram["status"] == "short" and ram["host_memory_bytes_per_node"] == 16 * 2**30
+    assert ram["needed_bytes_per_node"] == 24e9
+    name = "g5.xlarge (aws-g5.xlarge-us-east-1-ondemand)"
+    assert [w for w in m["warnings"] if w.startswith(f"host RAM: {name} has 17 GB; one replica needs 24 GB")]
+
+
+def test_serve_no_local_store_warns():
+    """p3.2xlarge is EBS only (a sourced 0): the disk check is short and says the weights load from network
+    storage."""
+    m = _serve("llama-3.2-3b", gpu="v100-sxm2-16gb", weights="fp16", offer="aws-p3.2xlarge-us-east-1-ondemand")
+    assert m["instance_checks"]["local_disk"]["status"] == "short"
+    assert m["instance_checks"]["local_disk"]["local_nvme_bytes_per_node"] == 0
+    assert any("has no local instance store" in w for w in m["warnings"])
+
+
+def test_serve_unknown_figures_say_unknown_not_zero():
+    m = _serve(gpu="h100", offer="coreweave-hgx-h100-8x-north-america-ondemand")
+    for check in m["instance_checks"].values():
+        assert check["status"] == "unknown"
+    assert "host_memory_bytes_per_node" not in m["instance_checks"]["host_ram"]
+    assert "local_nvme_bytes_per_node" not in m["instance_checks"]["local_disk"]
+    assert not {"vcpus", "host_memory_bytes", "local_nvme_bytes"} & set(m["instance"]) and m["warnings"] == []
+
+
+def test_serve_without_offer_has_no_instance():
+    assert not {"instance", "instance_checks", "warnings"} & set(_serve(gpu="h100"))
+
+
+def test_cli_serve_table_shows_the_instance_and_warning(run):
+    _, out, _ = run("serve", "llama-3.1-8b", "--gpu", "a10g", "--offer", "aws-g5.xlarge-us-east-1-ondemand")
+    assert "instance g5.xlarge: 17 GB RAM vs 24 GB needed (short); local NVMe 250 GB vs 16.1 GB of weights (ok)" in out
+    assert "warning: host RAM: g5.xlarge" in out

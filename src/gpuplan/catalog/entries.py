@@ -35,6 +35,9 @@ class SourceEntry(_Strict):
     title: Annotated[str, Field(min_length=1)]
     url: Annotated[str, Field(min_length=1)]
     date: Annotated[str, Field(pattern=_DATE)]
+    # where the figure is neither printed by the vendor nor measured: how it was derived (outputs then say
+    # "estimated, not measured")
+    derivation: Annotated[str, Field(min_length=1)] | None = None
 
 
 class InterconnectEntry(_Strict):
@@ -56,7 +59,7 @@ OWN_SOURCE_FIELDS = (
 class AcceleratorEntry(_Strict):
     id: Annotated[str, Field(pattern=_ID)]
     name: Annotated[str, Field(min_length=1)]
-    vendor: Literal["nvidia", "amd", "intel", "google", "other"]
+    vendor: Literal["nvidia", "amd", "intel", "google", "apple", "other"]
     architecture: Annotated[str, Field(min_length=1)]
     form_factor: Annotated[str, Field(min_length=1)]
     year: Annotated[int, Field(ge=1990, le=2100)]
@@ -75,6 +78,9 @@ class AcceleratorEntry(_Strict):
     scale_out_bytes_per_s_per_gpu: Rate | None = None  # inter-node network per GPU, per direction
     cublas_workspace_bytes: Bytes | None = None  # PyTorch's cuBLAS workspace per handle (CUBLAS_WORKSPACE_CONFIG unset)
     fp8_gemm_any_layout: StrictBool | None = None  # False: the fp8 GEMMs take only the TN layout
+    sm_count: Count | None = None  # streaming multiprocessors (NVIDIA) / compute units (AMD)
+    scale_up_domain_gpus: Count | None = None  # devices on one scale-up (NVLink, ICI, ...) domain
+    unified_memory: StrictBool | None = None  # True: memory_bytes is the host's RAM, shared with the OS
     sources: dict[str, SourceEntry]
     notes: str | None = None
 
@@ -101,6 +107,16 @@ class AcceleratorEntry(_Strict):
     def _sources(self) -> AcceleratorEntry:
         if "default" not in self.sources:
             raise ValueError("sources needs a 'default' entry (title, url, date)")
+        if self.unified_memory and self.memory_reported_bytes is None:
+            raise ValueError(
+                "unified_memory = true needs memory_reported_bytes: what the GPU may use of the shared memory "
+                "by default (e.g. Metal's recommendedMaxWorkingSetSize), with its own source"
+            )
+        if self.scale_up_domain_gpus is not None and self.scale_up_domain_gpus > 1 and self.interconnect is None:
+            raise ValueError(
+                f"scale_up_domain_gpus = {self.scale_up_domain_gpus} but no interconnect: give the scale-up "
+                "link (kind, bandwidth_bytes_per_s) its domain belongs to"
+            )
         no_peak = [d for d in self.matmul_efficiency if d not in self.peak_flops_per_s]
         if no_peak:
             raise ValueError(
@@ -168,6 +184,10 @@ class OfferEntry(_Strict):
     local_nvme_read_bytes_per_s: Rate | None = None
     local_nvme_write_bytes_per_s: Rate | None = None
     nic_kind: Literal[NIC_KINDS] | None = None  # type: ignore[valid-type]
+    # the instance's GPU-to-GPU link where it differs from the accelerator's typical one: per GPU and direction,
+    # and the GPUs that share it (1: none, PCIe only)
+    scale_up_bytes_per_s_per_gpu: Rate | None = None
+    scale_up_domain_gpus: Count | None = None
     usd_per_hour: Annotated[float, Field(gt=0, le=1e9)]
     pricing: Literal[PRICING]  # type: ignore[valid-type]
     price_date: Annotated[str, Field(pattern=_DATE)]
@@ -183,6 +203,11 @@ class OfferEntry(_Strict):
             raise ValueError(f"sources names {', '.join(unused)}, which the offer does not give")
         if self.local_nvme_bytes == 0 and (self.local_nvme_read_bytes_per_s or self.local_nvme_write_bytes_per_s):
             raise ValueError("local_nvme_bytes = 0 (no local NVMe) but a local NVMe bandwidth is given")
+        if self.scale_up_domain_gpus == 1 and self.scale_up_bytes_per_s_per_gpu is not None:
+            raise ValueError(
+                "scale_up_domain_gpus = 1 (no GPU-to-GPU link, PCIe only) but scale_up_bytes_per_s_per_gpu is given; "
+                "leave it out, or give the domain the link spans"
+            )
         return self
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -41,10 +41,26 @@ def read_offer_file(
     Strict by default; with a ``skipped`` list a broken row is noted there and left out (see
     ``read_accelerator_file``).
     """
+    return list(_cached_file(path, known_gpus, origin, skipped=skipped))
+
+
+def _cached_file(
+    path: Path, known_gpus: Registry[Accelerator], origin: str | None = None, *, skipped: list[Skipped] | None = None
+) -> Sequence[Offer]:
+    """``read_offer_file`` as the registry takes it: a large file's entries built when first used."""
     fingerprint = getattr(known_gpus, "fingerprint", None)  # what the GPU names were checked against
     if fingerprint is None:
         return _read_offer_file(Path(path), origin, skipped, known_gpus)
-    return cache.cached_entries("offers", Path(path), _read_offer_file, origin, skipped, known_gpus, extra=fingerprint)
+    return cache.cached_entries(
+        "offers",
+        Path(path),
+        _read_offer_file,
+        origin,
+        skipped,
+        known_gpus,
+        extra=fingerprint,
+        still=lambda: getattr(known_gpus, "fingerprint", None) == fingerprint,  # a deferred registry, once loaded
+    )
 
 
 def _read_offer_file(
@@ -95,6 +111,8 @@ def _read_offer_file(
             local_nvme_read_bytes_per_s=e.local_nvme_read_bytes_per_s,
             local_nvme_write_bytes_per_s=e.local_nvme_write_bytes_per_s,
             nic_kind=e.nic_kind,
+            scale_up_bytes_per_s_per_gpu=e.scale_up_bytes_per_s_per_gpu,
+            scale_up_domain_gpus=e.scale_up_domain_gpus,
             sources=MappingProxyType({k: Source(v.title, v.url, v.date) for k, v in e.sources.items()})
             if e.sources
             else MappingProxyType({}),
@@ -185,11 +203,17 @@ def load_offers(accelerators: Registry[Accelerator], extra_files: Iterable[Path]
     """
     reg: Registry[Offer] = Registry("offer", LIST_HINT)
     if BUNDLED_FILE.is_file():
-        for o in read_offer_file(BUNDLED_FILE, accelerators, "built-in"):
-            reg.add(o)
+        reg.add_all(_cached_file(BUNDLED_FILE, accelerators, "built-in"))
+    files, problems = user_files("offers.toml", "offers.json")
+    extra_files = [Path(p) for p in extra_files]
     reg.add_files(
-        lambda path, skipped=None: read_offer_file(path, accelerators, skipped=skipped),
-        *user_files("offers.toml", "offers.json"),
+        lambda path, skipped=None: _cached_file(path, accelerators, skipped=skipped),
+        files,
+        problems,
         extra_files,
     )
+    idents = [cache.file_identity(p) for p in (BUNDLED_FILE, *files, *extra_files)]
+    gpus = getattr(accelerators, "fingerprint", None)
+    if None not in idents and gpus is not None:
+        reg.fingerprint = (tuple(idents), tuple(str(p) for p in problems), len(files), len(extra_files), gpus)
     return reg

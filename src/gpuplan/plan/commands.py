@@ -107,7 +107,10 @@ def parse_assumptions(items: dict[str, Any], base: Any) -> Any:
     for name, value in items.items():
         if name not in names:
             raise InputError("--assume", f"'{name}={value}': use NAME=VALUE with NAME one of {', '.join(names)}")
-        whole = isinstance(getattr(base, name), int) and not name.endswith("_bytes")
+        # a whole-number field: its value is an int, or it is declared ``int | None`` (None: derived per call)
+        default = getattr(base, name)
+        declared_int = default is None and str(names[name].type).replace(" ", "").startswith("int|")
+        whole = (isinstance(default, int) or declared_int) and not name.endswith("_bytes")
         try:
             if name.endswith("_bytes") and isinstance(value, str):
                 changes[name] = parse_bytes(value, name)
@@ -371,7 +374,7 @@ def serve(cat: Catalogs, req: ServeRequest) -> reports.ServeReport | reports.Ser
         raise InputError("--offer", "give --offer or --usd-per-gpu-hour, not both")
     serving = serving_plan(model, accelerator, layout, job, assumptions, qps=req.qps)
     fleet = fleet_for(serving, layout, job, req.qps if serving.fits else None)
-    cost = None
+    cost = offer = None
     priced = bool(req.offer or req.usd_per_gpu_hour is not None)
     if serving.fits and req.offer:
         offer = cat.offers().get(req.offer)
@@ -391,6 +394,7 @@ def serve(cat: Catalogs, req: ServeRequest) -> reports.ServeReport | reports.Ser
         storage=req.storage,
         assumptions=machine_assumptions,
         qps=req.qps if serving.fits else None,
+        offer=offer,
     )
     advice = None
     if not serving.fits:

@@ -346,7 +346,9 @@ def train_machine(
         if plan.step is not None and isinstance(model, ModelSpec):
             figures.update(_network(model, gpu, layout, job, memory, plan.step, step_assumptions, gpn))
         if offer is not None:
-            figures.update(_instance(offer, options, a, figures, ckpt, gpus_here, nodes, plan.compute.tokens * bpt))
+            figures.update(
+                _instance(offer, options, a, figures, ckpt, gpus_here, nodes, plan.compute.tokens * bpt, layout.tp)
+            )
             if figures["nic_source"] is not None and not scale_out_set:
                 figures["nic_source"] = _offer_nic_source(offer, figures["nic_source"])
     used = [Assumption(x.name, rate, x.unit, rate_src) if x.name == "failures_per_gpu_hour" else x for x in a.items()]
@@ -379,10 +381,13 @@ def _instance(
     gpus_here: int,
     nodes: int,
     unique_dataset_bytes: float,
+    tp: int = 1,
 ) -> dict:
     """The offer's instance against what one node of the plan needs: vCPUs vs CPU cores, host RAM vs the
-    itemized need, and (with --storage local-nvme) local NVMe vs the checkpoints kept plus the node's share of
-    the dataset (staged once, sharded by node). A figure the offer does not publish is "unknown", never 0."""
+    itemized need, (with --storage local-nvme) local NVMe vs the checkpoints kept plus the node's share of
+    the dataset (staged once, sharded by node), and (where the offer gives its scale-up domain) the
+    tensor-parallel group vs the GPUs the NVLink joins. A figure the offer does not publish is "unknown",
+    never 0."""
     cores_needed = figures["cpu_cores_per_node"]
     ram_needed = figures["host_ram_bytes_per_node"]
     checks: dict[str, Any] = {
@@ -436,7 +441,17 @@ def _instance(
                 f"{need / 1e12:,.2f} TB per node ({a.local_checkpoints_kept:g} checkpoints of "
                 f"{ckpt_node / 1e12:,.2f} TB + {staged / 1e12:,.2f} TB of the dataset)"
             )
-    instance = {
+    link = _scale_up_check(offer, tp, name)
+    if link is not None:
+        checks["scale_up"], warning = link
+        if warning:
+            warnings.append(warning)
+    return {"instance": _instance_block(offer), "instance_checks": checks, "warnings": warnings}
+
+
+def _instance_block(offer) -> dict:
+    """The offer's machine as the machine block reports it (None figures drop out of the JSON)."""
+    return {
         "offer": offer.id,
         "instance": offer.instance,
         "gpus_per_node": offer.gpu_count,
@@ -448,9 +463,33 @@ def _instance(
         "nic_kind": offer.nic_kind,
         "nic_bytes_per_s_per_gpu": offer.scale_out_bytes_per_s_per_gpu,
         "scale_up": offer.scale_up,
+        "scale_up_bytes_per_s_per_gpu": offer.scale_up_bytes_per_s_per_gpu,
+        "scale_up_domain_gpus": offer.scale_up_domain_gpus,
         "sources": offer.hardware_sources(),
     }
-    return {"instance": instance, "instance_checks": checks, "warnings": warnings}
+
+
+def _scale_up_check(offer, tp: int, name: str) -> tuple[dict, str | None] | None:
+    """Tensor parallelism against the GPUs the instance's NVLink joins, where the offer gives that domain (None
+    where it does not: the accelerator's typical link then stands, as the step time takes it). A group wider
+    than the domain runs its all-reduces over PCIe (plan.training.offer_accelerator times it so)."""
+    domain = offer.scale_up_domain_gpus
+    if domain is None:
+        return None
+    status = mx.resource_status(tp, domain)
+    check = {
+        "tensor_parallel_gpus": tp,
+        "scale_up_domain_gpus": domain,
+        "scale_up_bytes_per_s_per_gpu": offer.scale_up_bytes_per_s_per_gpu,
+        "status": status,
+    }
+    warning = None
+    if status == mx.SHORT:
+        joined = "has no NVLink between its GPUs" if domain == 1 else f"joins {domain} GPUs per NVLink domain"
+        warning = (
+            f"NVLink: {name} {joined}; tensor parallelism over {tp} GPUs crosses PCIe (the step time counts it so)"
+        )
+    return check, warning
 
 
 def _network(model, gpu, layout, job, memory, step, a: StepAssumptions, gpn: int) -> dict:
@@ -513,16 +552,23 @@ def serve_machine(
     gpus_per_node: int = DEFAULT_GPUS_PER_NODE,
     assumptions: mx.MachineAssumptions = mx.MachineAssumptions(),
     qps: float | None = None,
+    offer=None,
 ) -> MachineReport:
     """Cold start of one replica: its weights read from storage into host memory, then copied to each GPU
     over PCIe (in parallel across GPUs); host RAM to stage them; disk to cache the weight files.
 
     With ``qps`` (a fleet), the scale-up time after a traffic step: bringing one more replica up is node
     provisioning (not modelled: it depends on the provider, the capacity on hand and the image; reported as
-    "unknown", never 0) plus the replica's cold start, so the cold start is a lower bound."""
+    "unknown", never 0) plus the replica's cold start, so the cold start is a lower bound.
+
+    With ``offer`` (serve --offer), a node is the offer's instance (its GPU count replaces ``gpus_per_node``)
+    and its host RAM and local disk are checked against what one replica needs on a node (``instance``,
+    ``instance_checks``, ``warnings``, as train --offer does): "unknown" where the offer publishes no figure."""
     a = assumptions
     if storage not in mx.STORAGE_CLASSES:
         raise QuantityError(f"--storage must be one of {', '.join(STORAGE_CHOICES)}, got {storage!r}")
+    if offer is not None:
+        gpus_per_node = offer.gpu_count
     sc = mx.STORAGE_CLASSES[storage]
     per_gpu = float(report.group_bytes("weights"))
     gpus_here = min(layout.gpus_per_replica, max(1, gpus_per_node))
@@ -552,5 +598,51 @@ def serve_machine(
             "scale-up after a traffic step: node provisioning (not modelled: provider, free capacity, image pull) "
             "plus the replica's cold start; keep spare replicas for steps faster than that"
         )
+    if offer is not None:
+        figures.update(_serve_instance(offer, figures))
     keep = {"pcie_efficiency", "host_ram_per_gpu_memory"}
     return MachineReport(figures, tuple(x for x in a.items() if x.name in keep), tuple(notes))
+
+
+def _serve_instance(offer, figures: dict) -> dict:
+    """serve --offer: the instance's host RAM against the RAM one replica needs on a node (the GPU-memory floor,
+    or the weights staged for its GPUs there, whichever is more) and its local disk against the replica's weight
+    files. A node with no local instance store (a sourced 0) is short: the weights then load from network
+    storage. A figure the offer does not publish is "unknown", never 0."""
+    name = f"{offer.instance} ({offer.id})"
+    ram_need = figures["host_ram_bytes_per_node"]
+    disk_need = figures["disk_bytes_per_node"]
+    checks: dict[str, Any] = {
+        "host_ram": {
+            "needed_bytes_per_node": ram_need,
+            "host_memory_bytes_per_node": offer.host_memory_bytes,
+            "status": mx.resource_status(ram_need, offer.host_memory_bytes),
+        },
+        "local_disk": {
+            "needed_bytes_per_node": disk_need,
+            "local_nvme_bytes_per_node": offer.local_nvme_bytes,
+            "status": mx.resource_status(disk_need, offer.local_nvme_bytes),
+        },
+    }
+    warnings: list[str] = []
+    if checks["host_ram"]["status"] == mx.SHORT:
+        parts = ", ".join(
+            f"{k.removesuffix('_bytes').replace('_', ' ')} {v / 1e9:,.0f} GB"
+            for k, v in figures["host_ram_parts_bytes"].items()
+            if v
+        )
+        warnings.append(
+            f"host RAM: {name} has {offer.host_memory_bytes / 1e9:,.0f} GB; one replica needs "
+            f"{ram_need / 1e9:,.0f} GB per node to stage its weights ({parts})"
+        )
+    if offer.local_nvme_bytes == 0:
+        warnings.append(
+            f"local disk: {name} has no local instance store; the {disk_need / 1e9:,.1f} GB of weights load from "
+            "network storage (a boot or network disk), at its speed"
+        )
+    elif checks["local_disk"]["status"] == mx.SHORT:
+        warnings.append(
+            f"local disk: {name} has {offer.local_nvme_bytes / 1e9:,.0f} GB of local NVMe; the weights of one "
+            f"replica take {disk_need / 1e9:,.1f} GB"
+        )
+    return {"instance": _instance_block(offer), "instance_checks": checks, "warnings": warnings}

@@ -21,7 +21,7 @@ from ..estimate.time import (
     time_to_train,
     training_compute,
 )
-from ..spec.accelerator import Accelerator
+from ..spec.accelerator import Accelerator, Interconnect
 from ..spec.model import ModelSpec, ParamsOnlyModel
 from ..spec.offer import Offer
 from ..spec.training import Parallelism, TrainingJob
@@ -44,6 +44,23 @@ class TrainingPlan:
     @property
     def usd(self) -> float | None:
         return None if self.usd_per_gpu_hour is None else self.time.gpu_hours * self.usd_per_gpu_hour
+
+
+def offer_accelerator(offer: Offer, gpu: Accelerator, tp: int = 1) -> Accelerator:
+    """The accelerator as the offer's instance links it: its ``scale_up_bytes_per_s_per_gpu`` replaces the
+    accelerator's typical scale-up bandwidth; where the instance has no GPU-to-GPU link
+    (``scale_up_domain_gpus = 1``) or a tensor-parallel group spans more GPUs than the link joins, the group's
+    collectives cross PCIe, so the step time takes the card's PCIe figure (``Accelerator.scale_up_bytes_per_s``
+    without an interconnect). An offer that gives neither figure leaves the accelerator as it is."""
+    domain, bw = offer.scale_up_domain_gpus, offer.scale_up_bytes_per_s_per_gpu
+    if domain is None and bw is None:
+        return gpu
+    if domain is not None and (domain == 1 or tp > domain):
+        return replace(gpu, interconnect=None) if gpu.interconnect is not None else gpu
+    if bw is None:
+        return gpu
+    kind = gpu.interconnect.kind if gpu.interconnect is not None else "scale-up link"
+    return replace(gpu, interconnect=Interconnect(f"{kind} ({offer.instance})", bw))
 
 
 def offer_network(offer: Offer, a: StepAssumptions) -> StepAssumptions:
@@ -105,6 +122,7 @@ def plan_training(
     if offer is not None:
         usd_per_gpu_hour = offer.usd_per_gpu_hour
         step_assumptions = offer_network(offer, step_assumptions)
+        gpu = offer_accelerator(offer, gpu, layout.tp)
         unit = math.lcm(layout.tp * layout.pp * layout.cp, offer.gpu_count)
         if deadline_s is None and layout.gpus % unit:
             rounded = math.ceil(layout.gpus / unit) * unit
@@ -233,18 +251,24 @@ def rank_offers(
     """Every offer that can run the job on ``layout`` (GPU count rounded to whole instances), by cost;
     those whose GPU cannot hold it come last with the reason.
 
-    Offers of the same GPU, GPU count and scale-out network get the same plan but for the price (the plan
-    reads nothing else of the offer: no rounding note can arise, the count is already whole instances), so
-    it is worked out once per (GPU, count, network) and re-priced for each offer: 100,000 offers rank in
-    about a second."""
+    Offers of the same GPU, GPU count, scale-out network and scale-up link get the same plan but for the price
+    (the plan reads nothing else of the offer: no rounding note can arise, the count is already whole
+    instances), so it is worked out once per (GPU, count, network, link) and re-priced for each offer: 100,000
+    offers rank in about a second."""
     out: list[RankedOffer] = []
     gpus_of: dict[str, Accelerator] = {}
-    done: dict[tuple, tuple[TrainingPlan | None, str]] = {}  # (gpu, count, network) -> (plan, reason)
+    done: dict[tuple, tuple[TrainingPlan | None, str]] = {}  # (gpu, count, network, link) -> (plan, reason)
     for offer in offers:
         gpu = gpus_of.get(offer.gpu)
         if gpu is None:
             gpu = gpus_of[offer.gpu] = accelerators.get(offer.gpu)
-        key = (gpu.id, offer.gpu_count, offer.scale_out_bytes_per_s)
+        key = (
+            gpu.id,
+            offer.gpu_count,
+            offer.scale_out_bytes_per_s,
+            offer.scale_up_bytes_per_s_per_gpu,
+            offer.scale_up_domain_gpus,
+        )
         if key not in done:
             done[key] = _plan_for_offer(
                 model,

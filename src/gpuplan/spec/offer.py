@@ -2,7 +2,9 @@
 
 Besides the price, an offer may describe the machine around the GPUs: host vCPUs and RAM, local NVMe (size and,
 where published, bandwidth), the scale-out NICs (kind and the node's total bandwidth) and the scale-up link
-(NVLink / NVSwitch, in words). Each of those figures is optional: absent means "not published in a source read",
+(NVLink / NVSwitch, in words; and in numbers, ``scale_up_bytes_per_s_per_gpu`` and ``scale_up_domain_gpus``, where
+the instance's link differs from the accelerator's typical one: a PCIe-only server of SXM-class GPUs, NVLink
+pairs). Each of those figures is optional: absent means "not published in a source read",
 never zero, and the machine block reports it as unknown. ``local_nvme_bytes = 0`` is a sourced figure (the
 instance has no local instance store, e.g. AWS "EBS only"). Each figure names its source
 (:meth:`Offer.source_for`): its own ``sources`` entry, else ``sources["hardware"]``, else the price's source.
@@ -33,6 +35,8 @@ HARDWARE_FIELDS = (
     "nic_kind",
     "scale_out_bytes_per_s",
     "scale_up",
+    "scale_up_bytes_per_s_per_gpu",
+    "scale_up_domain_gpus",
 )
 
 _NO_SOURCES: Mapping[str, Source] = MappingProxyType({})
@@ -63,6 +67,11 @@ class Offer:
     local_nvme_read_bytes_per_s: float | None = None  # the node's local NVMe, all drives, where published
     local_nvme_write_bytes_per_s: float | None = None
     nic_kind: str | None = None  # one of NIC_KINDS
+    # the GPU-to-GPU link inside the instance, where it differs from the accelerator's typical one: per GPU and
+    # direction, bytes/s (NVLink / NVSwitch, Infinity Fabric), and how many GPUs share it at that bandwidth
+    # (1: no such link, the GPUs reach each other over PCIe)
+    scale_up_bytes_per_s_per_gpu: float | None = None
+    scale_up_domain_gpus: int | None = None
     sources: Mapping[str, Source] = field(default_factory=lambda: _NO_SOURCES)
 
     @property
@@ -110,6 +119,8 @@ class Offer:
             "local_nvme_write_bytes_per_s": self.local_nvme_write_bytes_per_s,
             "nic_kind": self.nic_kind,
             "scale_up": self.scale_up,
+            "scale_up_bytes_per_s_per_gpu": self.scale_up_bytes_per_s_per_gpu,
+            "scale_up_domain_gpus": self.scale_up_domain_gpus,
             "scale_out_bytes_per_s": self.scale_out_bytes_per_s,
             "scale_out_bytes_per_s_per_gpu": self.scale_out_bytes_per_s_per_gpu,
             "usd_per_hour": self.usd_per_hour,
