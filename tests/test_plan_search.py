@@ -6,15 +6,24 @@ from __future__ import annotations
 import json
 import random
 import shlex
+from dataclasses import replace
 
 import pytest
 
 import gpuplan
 from gpuplan.catalog.session import Catalogs
 from gpuplan.cli.main import main
+from gpuplan.estimate.memory import training_memory
 from gpuplan.spec.choices import PlanPrune
+from gpuplan.spec.training import Parallelism, TrainingJob
 
 CAT = Catalogs(())
+
+
+def _model70():
+    from gpuplan.catalog import resolve_model
+
+    return resolve_model("llama-3.1-70b", CAT.models())
 
 
 @pytest.fixture(scope="module")
@@ -31,24 +40,188 @@ def plan405():
     )
 
 
-def _close(a: float, b: float) -> bool:
-    return abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+#: The issue's tolerance between the search (numpy arrays) and one layout (plain numbers): the same formulas,
+#: so the same IEEE-754 operations; 1e-12 leaves room for a summation order, nothing more.
+REL = 1e-12
+
+
+def _close(a: float, b: float, rel: float = REL) -> bool:
+    return abs(a - b) <= rel * max(abs(a), abs(b))
+
+
+def _agrees_with_train(opt, model: str, tokens: float, seq_len: int, precision: str = "bf16-mixed") -> None:
+    c = opt.candidate
+    t = gpuplan.train(model, tokens=tokens, seq_len=seq_len, precision=precision, catalog=CAT, **c.train_kwargs())
+    assert t.memory.fits
+    for got, want in (
+        (c.time_s, t.plan.time.seconds),
+        (c.cost_usd, t.plan.usd),
+        (c.mfu, t.plan.time.mfu),
+        (c.step_s, t.plan.step.iteration_s),
+        (opt.peak_memory_bytes, t.memory.total_bytes),
+    ):
+        assert _close(got, want), (c, got, want)
 
 
 def test_options_equal_train_on_their_layout(plan70, plan405):
     rng = random.Random(16)
-    picked = rng.sample(plan70.search.options, 6) + [plan405.search.options[0]]
-    for opt in picked:
+    for opt in rng.sample(plan70.search.options, 6):
+        _agrees_with_train(opt, "llama-3.1-70b", 2e12, plan70.search.grid["seq_len"])
+    _agrees_with_train(plan405.search.options[0], "llama-3.1-405b", 15.6e12, 8192)
+
+
+#: Models of every shape the formulas branch on: dense (gated and plain MLP, learned positions), GQA, sliding
+#: windows, MoE (with shared experts and dense layers), MLA.
+RANDOM_MODELS = (
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "gpt3-1.3b",
+    "gemma-2-9b",
+    "qwen2.5-7b",
+    "mixtral-8x7b",
+    "qwen3-30b-a3b",
+    "deepseek-v2-lite",
+)
+RANDOM_GPUS = ("h100-sxm-80gb", "a100-sxm-80gb", "a100-sxm-40gb", "h200-sxm-141gb", "b200", "l4", "l40s", "a10g")
+
+
+def test_search_equals_train_on_random_configurations():
+    """Random searches (model, GPUs, precision, sequence length, global batch, objective, largest count); options
+    picked at random from each, every one through gpuplan.train on its layout and offer: time, cost, MFU, step
+    time and peak memory agree to a relative 1e-12 (10 configurations x 6 options)."""
+    rng = random.Random(1612)
+    checked = []
+    for _ in range(10):
+        model = rng.choice(RANDOM_MODELS)
+        precision = rng.choice(("bf16-mixed", "bf16-mixed", "fp8-mixed"))
+        seq_len = rng.choice((1024, 2048, 4096))
+        kwargs = dict(
+            gpu=",".join(rng.sample(RANDOM_GPUS, 3)),
+            precision=precision,
+            seq_len=seq_len,
+            global_batch=rng.choice((None, None, 256, 1024)),
+            objective=rng.choice(("cost", "time", "gpus")),
+            max_gpus=rng.choice((64, 512, 2048)),
+            top=60,
+        )
+        found = gpuplan.plan_train(model, tokens="200B", catalog=CAT, **kwargs).search.options
+        for opt in rng.sample(found, min(6, len(found))):
+            _agrees_with_train(opt, model, 200e9, seq_len, precision)
+            checked.append(opt.candidate)
+    assert len(checked) >= 40
+    # the sample reaches the branches: pipelines, tensor parallelism, every kind of sharding, recomputation
+    assert {c.pp > 1 for c in checked} == {True, False} and {c.tp > 1 for c in checked} == {True, False}
+    assert len({c.sharding for c in checked}) >= 3 and len({c.recompute for c in checked}) >= 2
+
+
+def _random_group(rng: random.Random, spec) -> list[tuple[Parallelism, TrainingJob, float, int]]:
+    """Ten random layouts that ``training_memory`` accepts and that share what the formulas branch on (the
+    sharding, offload, the job but its batch sizes, whether tp x pp > 1 and whether pp > 1), each with its own
+    numbers: tp, pp, ep, dp, micro-batch, global batch, and the network (scale-out bandwidth, GPUs per node)."""
+    zero, fsdp = rng.choice(((0, False), (1, False), (2, False), (3, False), (3, True)))
+    offload = rng.choice(
+        ("none", "none", "activations", "optimizer" if zero else "none", "params" if zero == 3 else "none")
+    )
+    pipeline = rng.random() < 0.5
+    model_parallel = pipeline or rng.random() < 0.6
+    recompute = rng.choice(("none", "selective", "full", "per-op", "partial"))
+    job = TrainingJob(
+        seq_len=rng.choice((1024, 2048)),
+        precision=rng.choice(("bf16-mixed", "fp8-mixed", "fp16-mixed")),
+        recompute=recompute,
+        recompute_layers=rng.randint(0, 4) if recompute == "partial" else None,
+        offload_layers=rng.choice((None, 1, 3)) if offload == "activations" else None,
+        fsdp=fsdp,
+        flash_attention=rng.random() < 0.8,
+        tp_comm_overlap=rng.random() < 0.3,
+    )
+    if pipeline:  # pp > 1, any tp
+        tps, pps = [1, 2, 4], [p for p in (2, 3, 4, 8) if p <= spec.layers]
+    elif model_parallel:  # tp > 1, pp = 1
+        tps, pps = [2, 4, 8], [1]
+    else:  # pure data parallelism
+        tps, pps = [1], [1]
+    tps = [t for t in tps if spec.attention_heads % t == 0]
+    eps = [e for e in (1, 2, 4) if spec.moe is not None and spec.moe.experts % e == 0] or [1]
+    group = []
+    for _ in range(10):
+        tp, pp, ep = rng.choice(tps), rng.choice(pps), rng.choice(eps)
+        dp = ep * rng.choice((1, 2, 3, 8, 64))
+        mb = rng.choice((1, 2, 4))
+        layout = Parallelism(
+            gpus=tp * pp * dp, tp=tp, pp=pp, ep=ep, sequence_parallel=tp > 1, zero=zero, offload=offload
+        )
+        one = replace(job, micro_batch=mb, global_batch=mb * dp * rng.choice((1, 3, 16)))
+        group.append((layout, one, rng.choice((12.5e9, 50e9)), rng.choice((4, 8))))
+    return group
+
+
+def test_formulas_on_arrays_equal_plain_numbers():
+    """The one formula source: training memory and step time on a grid of layouts (numpy arrays) equal, element by
+    element, the same functions on each layout alone (plain numbers), for random layouts of every model shape, each
+    sharding, recompute, offload and precision: 40 groups of 10 layouts, a group sharing the discrete choices."""
+    import numpy as np
+
+    from gpuplan.catalog import resolve_model
+    from gpuplan.estimate.memory import MemoryAssumptions, busiest_total_bytes
+    from gpuplan.estimate.steptime import StepAssumptions, training_step
+    from gpuplan.spec.training import ParallelismGrid, TrainingJobGrid
+
+    rng = random.Random(12)
+    gpu = CAT.accelerators().get("h100")
+    compared = 0
+    for _ in range(40):
+        spec = resolve_model(rng.choice(RANDOM_MODELS), CAT.models())
+        group = _random_group(rng, spec)
+        first_layout, first_job = group[0][0], group[0][1]
+        lay = ParallelismGrid(
+            **{k: np.array([getattr(m[0], k) for m in group]) for k in ("gpus", "tp", "pp", "ep", "sequence_parallel")},
+            zero=first_layout.zero,
+            offload=first_layout.offload,
+        )
+        values = {f: getattr(first_job, f) for f in first_job.__dataclass_fields__}
+        values.update(
+            micro_batch=np.array([m[1].micro_batch for m in group]),
+            global_batch=np.array([m[1].global_batch for m in group]),
+        )
+        jobs = TrainingJobGrid(**values)
+        net = StepAssumptions().grid(
+            scale_out_bytes_per_s_per_gpu=np.array([m[2] for m in group]), gpus_per_node=np.array([m[3] for m in group])
+        )
+        memory = busiest_total_bytes(spec, gpu, lay, jobs, MemoryAssumptions())
+        step = training_step(spec, gpu, lay, jobs, net)
+        for i, (layout, job, scale, per_node) in enumerate(group):
+            one = training_memory(spec, gpu, layout, job, find_max_batch=False)
+            a = StepAssumptions(scale_out_bytes_per_s_per_gpu=scale, gpus_per_node=per_node)
+            single = training_step(spec, gpu, layout, job, a)
+            assert _close(memory[i], one.total_bytes), (layout, job)
+            assert _close(step.iteration_s[i], single.iteration_s), (layout, job)
+            assert _close(step.mfu[i], single.mfu), (layout, job)
+            compared += 1
+    assert compared == 400
+
+
+def test_lightest_recompute_that_fits_is_chosen(plan70):
+    """Memory is evaluated for every recompute: an option's lighter recomputations do not fit."""
+    order = ("none", "selective", "full")
+    for opt in plan70.search.options[:10]:
         c = opt.candidate
-        seq = plan405.search.grid["seq_len"] if c.gpus == 16384 else plan70.search.grid["seq_len"]
-        tokens = 15.6e12 if c.gpus == 16384 else 2e12
-        model = "llama-3.1-405b" if c.gpus == 16384 else "llama-3.1-70b"
-        t = gpuplan.train(model, tokens=tokens, seq_len=seq, catalog=CAT, **c.train_kwargs())
-        assert t.memory.fits
-        assert _close(t.plan.time.seconds, c.time_s)
-        assert _close(t.plan.usd, c.cost_usd)
-        assert _close(t.plan.time.mfu, c.mfu)
-        assert _close(t.memory.total_bytes, opt.peak_memory_bytes)
+        for lighter in order[: order.index(c.recompute)]:
+            job = replace(c.job(TrainingJob(seq_len=plan70.search.grid["seq_len"])), recompute=lighter)
+            assert not training_memory(_model70(), c.gpu, c.layout(), job, find_max_batch=False).fits
+
+
+def test_pareto_front_mask_equals_the_definition():
+    import numpy as np
+
+    from gpuplan.plan.search import _pareto_front_mask
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        n = int(rng.integers(1, 200))
+        pts = np.column_stack([rng.integers(0, 6, n), rng.integers(0, 6, n), rng.choice([8, 16, 64], n)]).astype(float)
+        want = [not any((q <= p).all() and (q != p).any() for q in pts) for p in pts]
+        assert list(_pareto_front_mask(pts[:, 0], pts[:, 1], pts[:, 2])) == want
 
 
 def test_every_candidate_is_counted_once_with_fixed_reasons(plan70):

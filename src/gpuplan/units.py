@@ -403,4 +403,5 @@ BOUNDS: dict[str, Bound] = {
     "staff_usd_per_gpu_year": real(0, 1e12),
     "cost_of_capital": real(0, 1, why="an annual rate: 0.08 is 8 %"),
     "writers": whole(1, 256),
+    "top": whole(1, 10_000, why="options listed by gpuplan plan"),
 }

@@ -32,16 +32,35 @@ def plan() -> None:
     help="Largest count searched.",
 )
 @click.option(
-    "--gpu", default="all", show_default=True, help="GPUs to search: ids or aliases, comma-separated, or 'all'."
+    "--gpu",
+    default=default(api.plan_train, "gpu"),
+    show_default=True,
+    help="GPUs to search: ids or aliases, comma-separated, or 'all'.",
 )
 @click.option("--providers", help="Only these providers' offers, comma-separated (e.g. aws,gcp).")
-@click.option("--pricing", type=click.Choice(values(Pricing)), default=Pricing.ON_DEMAND.value, show_default=True)
-@click.option("--objective", type=click.Choice(values(Objective)), default=Objective.COST.value, show_default=True)
-@click.option("--top", type=int, default=20, show_default=True, help="Options shown, best first.")
+@click.option(
+    "--pricing", type=click.Choice(values(Pricing)), default=default(api.plan_train, "pricing"), show_default=True
+)
+@click.option(
+    "--objective",
+    type=click.Choice(values(Objective)),
+    default=default(api.plan_train, "objective"),
+    show_default=True,
+)
+@click.option(
+    "--top",
+    type=number("top"),
+    default=default(api.plan_train, "top"),
+    show_default=True,
+    help="Options shown, best first.",
+)
 @click.option("--global-batch", type=number("global_batch"), help="Sequences per step [default: the size rule].")
 @click.option("--seq-len", type=number("seq_len"), help="Tokens per sequence [default: 4096 capped at the context].")
 @click.option(
-    "--precision", type=click.Choice(values(Precision)), default=Precision.BF16_MIXED.value, show_default=True
+    "--precision",
+    type=click.Choice(values(Precision)),
+    default=default(api.plan_train, "precision"),
+    show_default=True,
 )
 @click.option("--assume", multiple=True, metavar="NAME=VALUE", help="Override a memory or step-time assumption.")
 @offline_option
@@ -59,15 +78,34 @@ def plan_train(ctx: click.Context, model_name: str, assume: tuple[str, ...], as_
 @plan.command("serve")
 @click.argument("model_name", metavar="MODEL")
 @click.option("--qps", required=True, callback=given, help="Requests per second to serve.")
-@click.option("--prompt-tokens", type=number("prompt_tokens"), default=512, show_default=True)
-@click.option("--output-tokens", type=number("output_tokens"), default=256, show_default=True)
+@click.option(
+    "--prompt-tokens", type=number("prompt_tokens"), default=default(api.plan_serve, "prompt_tokens"), show_default=True
+)
+@click.option(
+    "--output-tokens", type=number("output_tokens"), default=default(api.plan_serve, "output_tokens"), show_default=True
+)
 @click.option("--max-ttft", callback=given, help="Largest time to first token, e.g. 2s.")
 @click.option("--max-tpot", callback=given, help="Largest time per output token, e.g. 50ms.")
-@click.option("--gpu", default="all", show_default=True, help="GPUs to search: ids, comma-separated, or 'all'.")
+@click.option(
+    "--gpu",
+    default=default(api.plan_serve, "gpu"),
+    show_default=True,
+    help="GPUs to search: ids, comma-separated, or 'all'.",
+)
 @click.option("--providers", help="Only these providers' offers, comma-separated.")
-@click.option("--pricing", type=click.Choice(values(Pricing)), default=Pricing.ON_DEMAND.value, show_default=True)
-@click.option("--engine", default="vllm,sglang,trtllm", show_default=True, help="Engine profiles to search.")
-@click.option("--top", type=int, default=20, show_default=True, help="Options shown, cheapest first.")
+@click.option(
+    "--pricing", type=click.Choice(values(Pricing)), default=default(api.plan_serve, "pricing"), show_default=True
+)
+@click.option(
+    "--engine", default=default(api.plan_serve, "engine"), show_default=True, help="Engine profiles to search."
+)
+@click.option(
+    "--top",
+    type=number("top"),
+    default=default(api.plan_serve, "top"),
+    show_default=True,
+    help="Options shown, cheapest first.",
+)
 @click.option("--assume", multiple=True, metavar="NAME=VALUE", help="Override an inference assumption.")
 @offline_option
 @like_option

@@ -7,11 +7,12 @@ rejects values that make no sense (one line, exit 2).
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping
 from dataclasses import Field, dataclass, fields
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -46,6 +47,18 @@ class AssumptionSet:
 
     def items(self) -> list[Assumption]:
         return [Assumption(f.name, getattr(self, f.name), *self.SOURCES[f.name]) for f in fields(self)]
+
+    def grid(self, **arrays: Any) -> Self:
+        """A copy with the named fields set to arrays, one value per candidate of the planner's grid (an offer's
+        network: ``gpus_per_node``, ``scale_out_bytes_per_s_per_gpu``), for the formulas that take scalars or
+        arrays (``xp.py``). Each value must come from an assumption set that was checked as usual (``replace``
+        runs the checks); the arrays are not checked again."""
+        new = copy.copy(self)
+        for name, value in arrays.items():
+            if name not in self.SOURCES:
+                raise AttributeError(f"{type(self).__name__} has no assumption {name!r}")
+            object.__setattr__(new, name, value)
+        return new
 
 
 def check_assumptions(

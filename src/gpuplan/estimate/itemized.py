@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
+from . import xp
+
 
 class Itemized:
     """Reports that name their parts: ``parts`` (name -> bytes) and ``groups`` (name -> group); the
@@ -20,7 +22,8 @@ class Itemized:
     groups: Mapping[str, str]
 
     def group_bytes(self, group: str) -> int:
-        return round(sum(v for k, v in self.parts.items() if self.groups[k] == group))
+        """The group's bytes, rounded to whole bytes (element by element on a grid of estimates, ``xp.py``)."""
+        return xp.rint(sum(v for k, v in self.parts.items() if self.groups[k] == group))
 
     @property
     def total_bytes(self) -> int:

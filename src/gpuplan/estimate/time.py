@@ -18,6 +18,7 @@ from ..errors import JobError
 from ..spec.accelerator import Accelerator
 from ..spec.model import ModelSpec, ParamsOnlyModel
 from ..units import MAX_EPOCHS, MAX_GPUS, MAX_TOKENS, check_range
+from . import xp
 from .flops import CAUSAL_CONVENTION, flops_per_token
 
 HOUR_S = 3600.0
@@ -78,15 +79,17 @@ class TrainingTime:
 
 
 def time_to_train(total_flops: float, gpus: int, peak: float, mfu: float) -> TrainingTime:
-    """Seconds = FLOPs / (GPUs x peak x MFU)."""
-    if not (math.isfinite(mfu) and 0 < mfu <= 1):
+    """Seconds = FLOPs / (GPUs x peak x MFU). ``gpus`` and ``mfu`` may be arrays of one shape (the planner's grid,
+    ``xp.py``): every element is checked, and the times come back element by element."""
+    if not xp.all_true(xp.isfinite(mfu) & (mfu > 0) & (mfu <= 1)):
         raise JobError(f"MFU must be in (0, 1], got {mfu}")
-    if not (math.isfinite(total_flops) and total_flops > 0) or gpus < 1 or not (math.isfinite(peak) and peak > 0):
+    positive = math.isfinite(total_flops) and total_flops > 0 and math.isfinite(peak) and peak > 0
+    if not (positive and xp.all_true(gpus >= 1)):
         raise JobError(
             f"training time needs positive, finite FLOPs ({total_flops:g}), GPUs ({gpus}) and peak ({peak:g})"
         )
     seconds = total_flops / (gpus * peak * mfu)
-    if not math.isfinite(seconds):
+    if not xp.all_true(xp.isfinite(seconds)):
         raise JobError("the training time overflows: fewer --tokens or --epochs, or a larger --mfu")
     return TrainingTime(seconds, gpus, mfu, peak)
 

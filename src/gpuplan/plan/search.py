@@ -17,13 +17,25 @@ Training (:func:`search_train`). The grid, per accelerator:
 - the global batch: ``--global-batch``, else the default rule ``train`` uses (``estimate.steptime.
   default_global_batch``), passed explicitly so that memory and step time count the same micro-batches.
 
-Pruning, with exact counts by reason (:class:`~gpuplan.spec.choices.PlanPrune`): whole blocks that cannot divide or
-have no offer are counted without evaluation; memory is non-increasing in the GPU count (ZeRO shards over dp, fewer
-micro-batches in flight) and in recomputation, and non-decreasing in the micro-batch, so the smallest count that
-fits is found by bisection and a micro-batch that fits nowhere ends the micro-batch loop; at a count where a
-lighter recompute fits, the heavier ones are ``dominated`` (never faster in the step-time model, same GPUs and
-price). Every candidate left is timed with ``estimate.steptime.training_step`` (with the offer's network, as
-``plan_training`` does) and ``estimate.time.time_to_train``: the option equals ``gpuplan.train`` on that layout.
+Evaluation: numpy arrays, one GPU at a time (:class:`_TrainGrid`), through the very functions ``train`` uses. The
+formulas take plain numbers or arrays (``estimate/xp.py``), so ``estimate.memory.busiest_total_bytes`` (the
+``total_bytes`` of ``training_memory``) and ``estimate.steptime.training_step`` run once per group of candidates
+that share the discrete choices a formula branches on (sharding, recompute, pipeline or not), on a
+:class:`~gpuplan.spec.training.ParallelismGrid` and a :class:`~gpuplan.spec.training.TrainingJobGrid`, with each
+offer's network (``offer_network``, as ``plan_training`` does) as arrays of assumptions; ``time_to_train`` gives
+the time and the cost follows. An option equals ``gpuplan.train`` on its layout to the last bits
+(``tests/test_plan_search.py`` checks random configurations at a relative 1e-12).
+
+Every candidate is counted once, under the first of these that applies (:class:`~gpuplan.spec.choices.PlanPrune`):
+the GPU lacks the precision (not_supported); no instance gives the count (no_offer_of_that_size); tp x pp x ep
+does not divide the count, tp the heads or tp exceeds the node (layout_does_not_divide); the count misses the
+deadline even at the MFU ceiling (:func:`mfu_ceiling`: misses_deadline); the global batch is not whole micro-batch x
+dp groups (layout_does_not_divide) or micro-batch x dp is over twice the batch rule (batch_above_rule); memory for
+each recompute, lightest first: the lighter ones that do not fit are does_not_fit_memory and, once one fits, the
+heavier ones are dominated (never faster in the step-time model, same GPUs and price); per offer, the cost at the
+MFU ceiling is over budget (over_budget); the estimate refuses it (not_supported); the timed plan misses the
+deadline or the budget; the rest are options. Every memory and step-time estimate of the grid is computed: no
+ordering of memory by count or micro-batch is assumed.
 
 Serving (:func:`search_serve`): GPU x weight format x KV-cache format x tp x engine profile, each through
 ``estimate.inference.serving_plan``, ``fleet_for`` and ``cost_per_million`` as ``serve`` does.
@@ -31,24 +43,29 @@ Serving (:func:`search_serve`): GPU x weight format x KV-cache format x tp x eng
 
 from __future__ import annotations
 
-import bisect
-import heapq
 import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ..errors import GpuplanError, InputError
-from ..estimate.memory import MemoryAssumptions, training_memory
-from ..estimate.steptime import StepAssumptions, default_global_batch_tokens, global_batch_of, training_step
+from ..estimate.memory import MemoryAssumptions, busiest_total_bytes, training_memory, validate_layout
+from ..estimate.params import count_params
+from ..estimate.steptime import (
+    StepAssumptions,
+    default_global_batch_tokens,
+    global_batch_of,
+    scale_out_bytes_per_s_per_gpu,
+    training_step,
+)
 from ..estimate.time import peak_for, time_to_train, training_compute
 from ..spec.accelerator import Accelerator
 from ..spec.choices import Objective, PlanPrune
 from ..spec.model import ModelSpec
 from ..spec.offer import Offer
-from ..spec.training import Parallelism, TrainingJob
+from ..spec.training import Parallelism, ParallelismGrid, TrainingJob, TrainingJobGrid
 from .training import offer_network
 
 R = PlanPrune
@@ -108,10 +125,16 @@ class Sharding:
         return "fsdp" if self.fsdp else f"zero-{self.zero}"
 
 
+#: The sharding axis, in search order: pure data parallelism searches all five, tp or pp > 1 two of them.
+SHARDINGS = (Sharding(0), Sharding(1), Sharding(2), Sharding(3), Sharding(3, True))
+
+
 def sharding_choices(model_parallel: int) -> tuple[Sharding, ...]:
+    """DDP, ZeRO-1/2/3 and FSDP2 for pure data parallelism; Megatron's distributed optimizer (zero 1) or FSDP2
+    with tp or pp > 1."""
     if model_parallel == 1:
-        return (Sharding(0), Sharding(1), Sharding(2), Sharding(3), Sharding(3, True))
-    return (Sharding(1), Sharding(3, True))
+        return SHARDINGS
+    return (SHARDINGS[1], SHARDINGS[4])
 
 
 @dataclass(frozen=True)
@@ -228,7 +251,8 @@ class _Count:
     searched: int = 0
     evaluated: int = 0
 
-    def add(self, reason: str, n: int) -> None:
+    def add(self, reason: str, n: Any) -> None:
+        n = int(n)
         if n:
             self.pruned[reason] += n
             self.searched += n
@@ -254,97 +278,33 @@ def search_train(
 ) -> TrainSearch:
     """Every candidate of the grid (module docstring), pruned with counts by reason; the top ``top`` by the
     objective among the feasible ones, each flagged when it is on the Pareto front of (time, cost, GPUs)."""
+    import numpy as np
+
     offers = _offers_of(offers, pricing, providers)
     by_gpu = hardware_classes(offers, {g.id for g in gpus})
-    compute = training_compute(model, base_job.seq_len, tokens)
-    rule_sequences = default_global_batch_tokens(_params(model)) / base_job.seq_len
-    tally = _Count()
-    feasible: list[TrainCandidate] = []
-    heads = model.attention_heads
-    pps = pp_choices(model.layers)
-    eps = [e for e in EP_CHOICES if model.moe is not None and model.moe.experts % e == 0] or [1]
-    mem_cache: dict[tuple, bool] = {}
-    for gpu in gpus:
-        classes = [replace(c, gpu=gpu) for c in by_gpu.get(gpu.id, [])]
-        try:
-            peak = peak_for(gpu, base_job.precision)
-            if base_job.precision == "fp8-mixed" and not gpu.supports("fp8"):
-                raise InputError("--precision", "no fp8")
-        except GpuplanError:
-            peak = None
-        sizes = sorted({c.per_instance for c in classes if c.per_instance > 1}) or [8]
-        if fixed_gpus is not None:
-            counts = [fixed_gpus]
-        else:
-            counts = sorted({1} | {c for n in sizes for c in gpu_counts(n, max_gpus)})
-        node = max(sizes)
-        for count in counts:
-            here = [
-                c
-                for c in classes
-                if (c.per_instance == 1 if count == 1 else c.per_instance > 1 and count % c.per_instance == 0)
-            ]
-            block = _grid_size(count, pps, eps)
-            if peak is None:
-                tally.add(R.NOT_SUPPORTED, block * max(1, len(here)))
-                continue
-            if not here:
-                tally.add(R.NO_OFFER_OF_THAT_SIZE, block)
-        # the evaluated part: layouts over the counts that have offers
-        for tp in TP_CHOICES:
-            for pp in pps:
-                for ep in eps:
-                    per_layout = len(sharding_choices(tp * pp)) * len(RECOMPUTE_ORDER) * len(MICRO_BATCHES)
-                    valid: list[tuple[int, list[HardwareClass]]] = []
-                    for count in counts:
-                        here = [
-                            c
-                            for c in classes
-                            if (
-                                c.per_instance == 1
-                                if count == 1
-                                else c.per_instance > 1 and count % c.per_instance == 0
-                            )
-                        ]
-                        if peak is None or not here:
-                            continue
-                        mp = tp * pp
-                        ok = (
-                            heads % tp == 0
-                            and (tp == 1 or (gpu.interconnect is not None and tp <= min(node, count)))
-                            and count % mp == 0
-                            and (count // mp) % ep == 0
-                            and all(tp <= c.per_instance or count == 1 for c in here)
-                        )
-                        if not ok:
-                            tally.add(R.LAYOUT_DOES_NOT_DIVIDE, per_layout * len(here))
-                        else:
-                            valid.append((count, here))
-                    if valid:
-                        _search_layout(
-                            model,
-                            gpu,
-                            tp,
-                            pp,
-                            ep,
-                            valid,
-                            base_job,
-                            compute.total_flops,
-                            peak,
-                            rule_sequences,
-                            deadline_s,
-                            budget_usd,
-                            memory_assumptions,
-                            step_assumptions,
-                            tally,
-                            feasible,
-                            mem_cache,
-                        )
-    key = _objective_key(objective)
-    best = heapq.nsmallest(top, feasible, key=key)
-    flags, front_size = _pareto_flags(best, feasible)
-    options = tuple(_option(model, c, base_job, flags[i], memory_assumptions) for i, c in enumerate(best))
-    grid = {
+    grid = _TrainGrid(
+        model, base_job, tokens, fixed_gpus, max_gpus, deadline_s, budget_usd, memory_assumptions, step_assumptions
+    )
+    classes_of = [[replace(c, gpu=gpu) for c in by_gpu.get(gpu.id, [])] for gpu in gpus]
+    blocks = [b for i, gpu in enumerate(gpus) if (b := grid.search_gpu(i, gpu, classes_of[i])) is not None]
+    found = {k: np.concatenate([b[k] for b in blocks]) for k in _FOUND} if blocks else {}
+    n = len(found["gpus"]) if found else 0
+    options: tuple[TrainOption, ...] = ()
+    front_size = 0
+    if n:
+        # ties keep the search order: GPU, tp, pp, ep, sharding, micro-batch, count, offer
+        order = np.empty(n, dtype=np.int64)
+        order[np.lexsort(tuple(found[k] for k in reversed(_SEARCH_ORDER)))] = np.arange(n)
+        keys = _objective_axes(objective)
+        best = np.lexsort((order, *(found[k] for k in reversed(keys))))[:top]
+        on_front = _pareto_front_mask(found["time_s"], found["cost_usd"], found["gpus"])
+        front_size = int(on_front.sum())
+        options = tuple(
+            _option(model, _candidate(found, i, gpus, classes_of), base_job, bool(on_front[i]), memory_assumptions)
+            for i in best
+        )
+    tally = grid.tally
+    record_grid = {
         "gpus": [g.id for g in gpus],
         "pricing": pricing,
         "providers": list(providers) if providers else None,
@@ -353,9 +313,9 @@ def search_train(
         if fixed_gpus
         else f"whole instances, 1-8 then x1/1.25/1.5/1.75 per doubling, <= {max_gpus}",
         "tp": list(TP_CHOICES),
-        "pp": pps,
+        "pp": grid.pps,
         "cp": [1],
-        "ep": eps,
+        "ep": grid.eps,
         "sharding": {
             "pure data parallel": ["zero-0", "zero-1", "zero-2", "zero-3", "fsdp"],
             "tp or pp > 1": ["zero-1", "fsdp"],
@@ -368,177 +328,306 @@ def search_train(
         "precision": base_job.precision,
         "seq_len": base_job.seq_len,
     }
-    assert tally.searched == sum(tally.pruned.values()) + len(feasible), "every candidate is counted once"
+    assert tally.searched == sum(tally.pruned.values()) + n, "every candidate is counted once"
     return TrainSearch(
         searched=tally.searched,
         evaluated=tally.evaluated,
-        grid=grid,
+        grid=record_grid,
         pruned={r.value: tally.pruned.get(r.value, 0) for r in R if r != R.MISSES_SLO},
         options=options,
         pareto_size=front_size,
-        feasible=len(feasible),
+        feasible=n,
     )
 
 
-def _params(model: ModelSpec) -> float:
-    from ..estimate.params import count_params
+#: The arrays of the feasible candidates (_TrainGrid.search_gpu): indices into the grid's axes, then the values.
+_FOUND = (
+    "gpu",
+    "layout",
+    "tp",
+    "pp",
+    "ep",
+    "sharding",
+    "micro_batch",
+    "count",
+    "offer",
+    "recompute",
+    "gpus",
+    "global_batch",
+    "mfu",
+    "step_s",
+    "time_s",
+    "cost_usd",
+)
+#: The order the grid is searched in (and ties are broken in): indices into the axes.
+_SEARCH_ORDER = ("gpu", "layout", "sharding", "micro_batch", "count", "offer")
 
-    return count_params(model).total
+
+def _objective_axes(objective: str) -> tuple[str, str, str]:
+    """The sort keys of an objective, most significant first."""
+    if objective == Objective.TIME:
+        return ("time_s", "cost_usd", "gpus")
+    if objective == Objective.GPUS:
+        return ("gpus", "cost_usd", "time_s")
+    return ("cost_usd", "time_s", "gpus")
 
 
-def _grid_size(count: int, pps: Sequence[int], eps: Sequence[int]) -> int:
-    """Candidates of the layout grid at one GPU count (for blocks counted without evaluation)."""
-    return sum(
-        len(sharding_choices(tp * pp)) * len(RECOMPUTE_ORDER) * len(MICRO_BATCHES) * len(eps)
-        for tp in TP_CHOICES
-        for pp in pps
+def _job_grid(base: TrainingJob, **arrays: Any) -> TrainingJobGrid:
+    """``base`` with some fields replaced by arrays (one value per candidate)."""
+    values = {f.name: getattr(base, f.name) for f in fields(base)}
+    values.update(arrays)
+    return TrainingJobGrid(**values)
+
+
+class _TrainGrid:
+    """One ``plan train`` search: what every GPU shares (the layout axes, the run's FLOPs, the batch rule, the
+    constraints and the counts by reason) and the evaluation of one GPU's candidates as numpy arrays."""
+
+    def __init__(
+        self,
+        model: ModelSpec,
+        job: TrainingJob,
+        tokens: float,
+        fixed_gpus: int | None,
+        max_gpus: int,
+        deadline_s: float | None,
+        budget_usd: float | None,
+        mem_a: MemoryAssumptions,
+        step_a: StepAssumptions,
+    ) -> None:
+        import numpy as np
+
+        self.model, self.job, self.mem_a, self.step_a = model, job, mem_a, step_a
+        self.fixed_gpus, self.max_gpus, self.deadline_s, self.budget_usd = fixed_gpus, max_gpus, deadline_s, budget_usd
+        self.total_flops = training_compute(model, job.seq_len, tokens).total_flops
+        self.rule_sequences = default_global_batch_tokens(count_params(model).total) / job.seq_len
+        self.pps = pp_choices(model.layers)
+        self.eps = [e for e in EP_CHOICES if model.moe is not None and model.moe.experts % e == 0] or [1]
+        layouts = [(tp, pp, ep) for tp in TP_CHOICES for pp in self.pps for ep in self.eps]
+        self.tp, self.pp, self.ep = (np.array(axis, dtype=np.int64) for axis in zip(*layouts, strict=True))
+        #: candidates of each (tp, pp, ep) at one GPU count and offer: shardings x recomputes x micro-batches
+        self.per_layout = np.array(
+            [len(sharding_choices(tp * pp)) * len(RECOMPUTE_ORDER) * len(MICRO_BATCHES) for tp, pp, _ in layouts]
+        )
+        self.block = int(self.per_layout.sum())  # candidates of the layout grid at one GPU count
+        self.micro_batches = np.array(MICRO_BATCHES, dtype=np.int64)
+        self.mp_shardings = np.array([SHARDINGS.index(s) for s in sharding_choices(2)])
+        self.tally = _Count()
+        try:  # what training_memory refuses for every layout (the sequence length): nothing fits
+            validate_layout(model, Parallelism(), replace(job, micro_batch=1))
+            self.memory_checks = True
+        except GpuplanError:
+            self.memory_checks = False
+
+    def search_gpu(self, gpu_index: int, gpu: Accelerator, classes: list[HardwareClass]) -> dict[str, Any] | None:
+        """Count and evaluate every candidate on ``gpu``; the feasible ones as arrays (``_FOUND``), or None."""
+        import numpy as np
+
+        tally, job = self.tally, self.job
+        try:
+            peak = peak_for(gpu, job.precision)
+            if job.precision == "fp8-mixed" and not gpu.supports("fp8"):
+                raise InputError("--precision", "no fp8")
+        except GpuplanError:
+            peak = None
+        sizes = sorted({c.per_instance for c in classes if c.per_instance > 1}) or [8]
+        if self.fixed_gpus is not None:
+            counts = [self.fixed_gpus]
+        else:
+            counts = sorted({1} | {c for n in sizes for c in gpu_counts(n, self.max_gpus)})
+        node = max(sizes)
+        # the offers (hardware classes) at each count: single-GPU offers for 1 GPU, whole instances otherwise
+        here = [
+            [
+                j
+                for j, c in enumerate(classes)
+                if (c.per_instance == 1 if count == 1 else c.per_instance > 1 and count % c.per_instance == 0)
+            ]
+            for count in counts
+        ]
+        if peak is None:
+            tally.add(R.NOT_SUPPORTED, self.block * sum(max(1, len(h)) for h in here))
+            return None
+        tally.add(R.NO_OFFER_OF_THAT_SIZE, self.block * sum(1 for h in here if not h))
+
+        # ---- (tp, pp, ep) x count: the layouts that divide, and the counts that can meet the deadline
+        count_axis = np.array(counts, dtype=np.int64)
+        width = np.array([len(h) for h in here], dtype=np.int64)  # offers at each count
+        smallest = np.array([min((classes[j].per_instance for j in h), default=0) for h in here])
+        tp, pp, ep, c = self.tp[:, None], self.pp[:, None], self.ep[:, None], count_axis[None, :]
+        mp = tp * pp
+        divides = (
+            (self.model.attention_heads % tp == 0)
+            & ((tp == 1) | ((gpu.interconnect is not None) & (tp <= np.minimum(node, c))))
+            & (c % mp == 0)
+            & ((c // mp) % ep == 0)
+            & ((tp <= smallest[None, :]) | (c == 1))
+        )
+        offered = (width > 0)[None, :]
+        weight = self.per_layout[:, None] * width[None, :]
+        tally.add(R.LAYOUT_DOES_NOT_DIVIDE, (weight * (~divides & offered)).sum())
+        live = divides & offered
+        ceiling = mfu_ceiling(gpu, job.precision, self.step_a)
+        floor_s = self.total_flops / (count_axis * peak * ceiling)  # no layout of a count is faster
+        if self.deadline_s is not None:
+            late = live & (floor_s > self.deadline_s)[None, :]
+            tally.add(R.MISSES_DEADLINE, (weight * late).sum())
+            live &= ~late
+
+        # ---- x sharding x micro-batch: one element per (layout, count, sharding, micro-batch)
+        layout_i, count_i = np.nonzero(live)
+        n_sh, n_mb = len(SHARDINGS), len(MICRO_BATCHES)
+        layout_i = np.repeat(layout_i, n_sh * n_mb)
+        count_i = np.repeat(count_i, n_sh * n_mb)
+        sharding_i = np.tile(np.repeat(np.arange(n_sh), n_mb), len(layout_i) // (n_sh * n_mb))
+        mb_i = np.tile(np.arange(n_mb), len(layout_i) // n_mb)
+        pure_dp = self.tp[layout_i] * self.pp[layout_i] == 1
+        e = _select(
+            pure_dp | np.isin(sharding_i, self.mp_shardings),
+            layout=layout_i,
+            count=count_i,
+            sharding=sharding_i,
+            micro_batch=mb_i,
+        )
+        e["tp"], e["pp"], e["ep"] = self.tp[e["layout"]], self.pp[e["layout"]], self.ep[e["layout"]]
+        e["gpus"], e["width"] = count_axis[e["count"]], width[e["count"]]
+        e["mb"] = self.micro_batches[e["micro_batch"]]
+        unit = e["mb"] * (e["gpus"] // (e["tp"] * e["pp"]))  # micro-batch x dp
+        n_rc = len(RECOMPUTE_ORDER)
+        if job.global_batch is not None:
+            bad = job.global_batch % unit != 0
+            tally.add(R.LAYOUT_DOES_NOT_DIVIDE, n_rc * e["width"][bad].sum())
+            e = _select(~bad, **e)
+            e["global_batch"] = np.full(len(e["gpus"]), job.global_batch, dtype=np.int64)
+        else:
+            bad = unit > BATCH_RULE_SLACK * self.rule_sequences
+            tally.add(R.BATCH_ABOVE_RULE, n_rc * e["width"][bad].sum())
+            e = _select(~bad, **e)
+            # default_global_batch's rounding of the rule's sequences
+            e["global_batch"] = np.asarray(global_batch_of(self.rule_sequences, unit[~bad]), dtype=np.int64)
+
+        # ---- memory: the lightest recompute that fits (the heavier ones are dominated: never faster)
+        chosen = np.full(len(e["gpus"]), n_rc)  # n_rc: none fits
+        if self.memory_checks:
+            recipe_key = e["sharding"] * 4 + (e["pp"] > 1) * 2 + (e["tp"] * e["pp"] > 1)  # recipe, stages
+            for r, recompute in enumerate(RECOMPUTE_ORDER):
+                todo = chosen == n_rc
+                for idx in _groups(recipe_key, todo):
+                    try:
+                        total = busiest_total_bytes(self.model, gpu, *self._grid(e, idx, recompute), self.mem_a)
+                    except GpuplanError:
+                        continue
+                    chosen[idx[total <= gpu.usable_memory_bytes]] = r
+        fits = chosen < n_rc
+        tally.add(R.DOES_NOT_FIT_MEMORY, (chosen * e["width"]).sum())
+        tally.add(R.DOMINATED, ((n_rc - 1 - chosen) * e["width"])[fits].sum())
+        e = _select(fits, recompute=chosen, **e)
+
+        # ---- x offer: every hardware class at the count, each with its network and price
+        if not len(e["gpus"]):
+            return None
+        table = np.zeros((len(counts), max(1, int(width.max()))), dtype=np.int64)
+        for i, h in enumerate(here):
+            table[i, : len(h)] = h
+        rows = np.repeat(np.arange(len(e["gpus"])), e["width"])
+        slot = np.arange(len(rows)) - np.repeat(np.cumsum(e["width"]) - e["width"], e["width"])
+        e = {k: v[rows] for k, v in e.items()}
+        e["offer"] = table[e["count"], slot]
+        networks = [offer_network(c.offer, self.step_a) for c in classes]
+        price = np.array([c.offer.usd_per_gpu_hour for c in classes])[e["offer"]]
+        if self.budget_usd is not None:
+            over = floor_s[e["count"]] * e["gpus"] / 3600 * price > self.budget_usd
+            tally.add(R.OVER_BUDGET, over.sum())
+            e, price = _select(~over, **e), price[~over]
+
+        # ---- step time: each candidate through training_step, grouped by recipe and recompute
+        n = len(e["gpus"])
+        tally.evaluated += n
+        e["mfu"], e["step_s"] = np.full(n, np.nan), np.full(n, np.nan)
+        per_node = np.array([a.gpus_per_node for a in networks])[e["offer"]]
+        scale = np.array([scale_out_bytes_per_s_per_gpu(gpu, a) for a in networks])[e["offer"]]
+        step_key = (e["sharding"] * 4 + e["recompute"]) * 2 + (e["tp"] * e["pp"] > 1)
+        for idx in _groups(step_key, np.ones(n, dtype=bool)):
+            net = self.step_a.grid(gpus_per_node=per_node[idx], scale_out_bytes_per_s_per_gpu=scale[idx])
+            try:
+                step = training_step(self.model, gpu, *self._grid(e, idx, RECOMPUTE_ORDER[e["recompute"][idx[0]]]), net)
+            except GpuplanError:
+                continue  # not supported (NaN below)
+            e["mfu"][idx], e["step_s"][idx] = step.mfu, step.iteration_s
+        mfu = e["mfu"]
+        ok = np.isfinite(mfu) & (mfu > 0) & (mfu <= 1)  # time_to_train's check
+        tally.add(R.NOT_SUPPORTED, (~ok).sum())
+        e, price = _select(ok, **e), price[ok]
+        t = time_to_train(self.total_flops, e["gpus"], peak, e["mfu"])
+        e["time_s"], e["cost_usd"] = t.seconds, t.gpu_hours * price
+        keep = np.ones(len(price), dtype=bool)
+        if self.deadline_s is not None:
+            late = e["time_s"] > self.deadline_s
+            tally.add(R.MISSES_DEADLINE, late.sum())
+            keep &= ~late
+        if self.budget_usd is not None:
+            over = keep & (e["cost_usd"] > self.budget_usd)
+            tally.add(R.OVER_BUDGET, over.sum())
+            keep &= ~over
+        e = _select(keep, **e)
+        tally.searched += len(e["gpus"])
+        e["gpu"] = np.full(len(e["gpus"]), gpu_index)
+        return {k: e[k] for k in _FOUND}
+
+    def _grid(self, e: dict[str, Any], idx: Any, recompute: str) -> tuple[ParallelismGrid, TrainingJobGrid]:
+        """The layouts and jobs of the elements ``idx`` of ``e`` (one sharding: a ZeRO stage and FSDP or not)."""
+        sharding = SHARDINGS[int(e["sharding"][idx[0]])]
+        tp = e["tp"][idx]
+        layout = ParallelismGrid(
+            gpus=e["gpus"][idx], tp=tp, pp=e["pp"][idx], ep=e["ep"][idx], sequence_parallel=tp > 1, zero=sharding.zero
+        )
+        job = _job_grid(
+            self.job,
+            micro_batch=e["mb"][idx],
+            global_batch=e["global_batch"][idx],
+            recompute=recompute,
+            fsdp=sharding.fsdp,
+        )
+        return layout, job
+
+
+def _select(mask: Any, **arrays: Any) -> dict[str, Any]:
+    """The elements of each array where ``mask`` holds."""
+    return {k: v[mask] for k, v in arrays.items()}
+
+
+def _groups(key: Any, mask: Any) -> list[Any]:
+    """Indices of the elements where ``mask`` holds, one array per value of ``key``."""
+    import numpy as np
+
+    idx = np.nonzero(mask)[0]
+    if not len(idx):
+        return []
+    keys = key[idx]
+    order = np.argsort(keys, kind="stable")
+    bounds = np.nonzero(np.diff(keys[order]))[0] + 1
+    return np.split(idx[order], bounds)
+
+
+def _candidate(found: dict[str, Any], i: int, gpus: Sequence[Accelerator], classes_of: list[list[HardwareClass]]):
+    """The reported candidate ``i`` of the feasible arrays, in plain numbers."""
+    g = int(found["gpu"][i])
+    return TrainCandidate(
+        gpus[g],
+        classes_of[g][int(found["offer"][i])].offer,
+        int(found["gpus"][i]),
+        int(found["tp"][i]),
+        int(found["pp"][i]),
+        int(found["ep"][i]),
+        SHARDINGS[int(found["sharding"][i])],
+        RECOMPUTE_ORDER[int(found["recompute"][i])],
+        MICRO_BATCHES[int(found["micro_batch"][i])],
+        int(found["global_batch"][i]),
+        float(found["mfu"][i]),
+        float(found["step_s"][i]),
+        float(found["time_s"][i]),
+        float(found["cost_usd"][i]),
     )
-
-
-def _search_layout(
-    model,
-    gpu,
-    tp,
-    pp,
-    ep,
-    valid,
-    base_job,
-    total_flops,
-    peak,
-    rule_sequences,
-    deadline_s,
-    budget_usd,
-    mem_a,
-    step_a,
-    tally,
-    feasible,
-    mem_cache,
-) -> None:
-    """All shardings, recomputes and micro-batches of one (GPU, tp, pp, ep) over the counts in ``valid``."""
-    ceiling = mfu_ceiling(gpu, base_job.precision, step_a)
-    networks: dict[str, StepAssumptions] = {}
-    if deadline_s is not None:  # counts that cannot meet the deadline at the ceiling: no memory search either
-        for count, here in valid:
-            if total_flops / (count * peak * ceiling) > deadline_s:
-                tally.add(
-                    R.MISSES_DEADLINE,
-                    len(sharding_choices(tp * pp)) * len(RECOMPUTE_ORDER) * len(MICRO_BATCHES) * len(here),
-                )
-        valid = [(c, h) for c, h in valid if total_flops / (c * peak * ceiling) <= deadline_s]
-        if not valid:
-            return
-    counts = [c for c, _ in valid]
-    width = [len(h) for _, h in valid]  # hardware classes at each count
-    mp = tp * pp
-    for sharding in sharding_choices(mp):
-        dead = False  # a micro-batch that fits at no count: larger ones do not either
-        prev_first: dict[str, int] = {}  # recompute -> index in counts of the first fit at the previous micro-batch
-        for mb in MICRO_BATCHES:
-            block = len(RECOMPUTE_ORDER)
-            if dead:
-                tally.add(R.DOES_NOT_FIT_MEMORY, block * sum(width))
-                continue
-            # the global batch of each count; counts it rules out are counted here
-            gbs: list[int | None] = []
-            for count in counts:
-                lay = Parallelism(gpus=count, tp=tp, pp=pp, ep=ep, sequence_parallel=tp > 1, zero=sharding.zero)
-                if base_job.global_batch is not None:
-                    gbs.append(base_job.global_batch if base_job.global_batch % (mb * lay.dp) == 0 else None)
-                elif mb * lay.dp > BATCH_RULE_SLACK * rule_sequences:
-                    gbs.append(-1)
-                else:
-                    # default_global_batch's rounding of the rule's sequences (computed once per search)
-                    gbs.append(global_batch_of(rule_sequences, mb * lay.dp))
-            live = [i for i, g in enumerate(gbs) if g is not None and g > 0]
-            for i, g in enumerate(gbs):
-                if g is None:
-                    tally.add(R.LAYOUT_DOES_NOT_DIVIDE, block * width[i])
-                elif g < 0:
-                    tally.add(R.BATCH_ABOVE_RULE, block * width[i])
-            if not live:
-                continue
-
-            def fits(idx: int, recompute: str, sharding=sharding, mb=mb, gbs=gbs) -> bool:
-                count = counts[idx]
-                key = (gpu.id, count, tp, pp, ep, sharding, recompute, mb, gbs[idx])
-                hit = mem_cache.get(key)
-                if hit is None:
-                    lay = Parallelism(gpus=count, tp=tp, pp=pp, ep=ep, sequence_parallel=tp > 1, zero=sharding.zero)
-                    job = replace(
-                        base_job, micro_batch=mb, global_batch=gbs[idx], recompute=recompute, fsdp=sharding.fsdp
-                    )
-                    try:
-                        hit = training_memory(model, gpu, lay, job, mem_a, find_max_batch=False).fits
-                    except GpuplanError:
-                        hit = False
-                    mem_cache[key] = hit
-                return hit
-
-            # the first live index where each recompute fits (memory falls with the count): full first
-            # memory grows with the micro-batch: the previous micro-batch's first fitting count is a floor
-            bound: dict[str, int] = {}
-            lo = 0
-            for r in reversed(RECOMPUTE_ORDER):
-                floor = bisect.bisect_left(live, prev_first.get(r, 0))
-                bound[r] = lo = _first_fit(live, max(lo, floor), lambda i, r=r: fits(i, r))
-                prev_first[r] = live[bound[r]] if bound[r] < len(live) else len(counts)
-            if bound["full"] == len(live):
-                dead = True
-            for j, i in enumerate(live):
-                if j < bound["full"]:
-                    tally.add(R.DOES_NOT_FIT_MEMORY, block * width[i])
-                    continue
-                chosen = next(r for r in RECOMPUTE_ORDER if j >= bound[r])
-                k = RECOMPUTE_ORDER.index(chosen)
-                tally.add(R.DOES_NOT_FIT_MEMORY, k * width[i])
-                tally.add(R.DOMINATED, (len(RECOMPUTE_ORDER) - k - 1) * width[i])
-                count, gb = counts[i], gbs[i]
-                assert gb is not None
-                lay = Parallelism(gpus=count, tp=tp, pp=pp, ep=ep, sequence_parallel=tp > 1, zero=sharding.zero)
-                job = replace(base_job, micro_batch=mb, global_batch=gb, recompute=chosen, fsdp=sharding.fsdp)
-                floor_s = total_flops / (count * peak * ceiling)  # no layout of this count is faster
-                for hw in valid[i][1]:
-                    if deadline_s is not None and floor_s > deadline_s:
-                        tally.add(R.MISSES_DEADLINE, 1)
-                        continue
-                    if budget_usd is not None and floor_s * count / 3600 * hw.offer.usd_per_gpu_hour > budget_usd:
-                        tally.add(R.OVER_BUDGET, 1)
-                        continue
-                    tally.evaluated += 1
-                    try:
-                        net = networks.get(hw.offer.id)
-                        if net is None:
-                            net = networks[hw.offer.id] = offer_network(hw.offer, step_a)
-                        step = training_step(model, gpu, lay, job, net)
-                        t = time_to_train(total_flops, count, peak, step.mfu)
-                    except GpuplanError:
-                        tally.add(R.NOT_SUPPORTED, 1)
-                        continue
-                    cost = t.gpu_hours * hw.offer.usd_per_gpu_hour
-                    if deadline_s is not None and t.seconds > deadline_s:
-                        tally.add(R.MISSES_DEADLINE, 1)
-                    elif budget_usd is not None and cost > budget_usd:
-                        tally.add(R.OVER_BUDGET, 1)
-                    else:
-                        tally.searched += 1
-                        feasible.append(
-                            TrainCandidate(
-                                gpu,
-                                hw.offer,
-                                count,
-                                tp,
-                                pp,
-                                ep,
-                                sharding,
-                                chosen,
-                                mb,
-                                gb,
-                                step.mfu,
-                                step.iteration_s,
-                                t.seconds,
-                                cost,
-                            )
-                        )
 
 
 def mfu_ceiling(gpu: Accelerator, precision: str, a: StepAssumptions) -> float:
@@ -561,47 +650,22 @@ def mfu_ceiling(gpu: Accelerator, precision: str, a: StepAssumptions) -> float:
     return min(1.0, max(mm, mm16 * peak16 / peak, attn * peak16 / peak))
 
 
-def _first_fit(live: list[int], lo: int, fits) -> int:
-    """The first position j >= lo in ``live`` whose index fits (memory non-increasing along it), else len(live)."""
-    hi = len(live)
-    if lo >= hi or not fits(live[hi - 1]):
-        return hi
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if fits(live[mid]):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+def _pareto_front_mask(*axes: Any) -> Any:
+    """Whether each point (one value per axis, lower is better on each) is on the Pareto front: no other point is
+    at most as large on every axis. Sorted lexicographically, a point can only be dominated by a distinct point
+    before it, one no larger on the second and third axes: a running minimum of the second axis over the points
+    at or below each value of the third (GPU counts, a few dozen values). Equal points do not dominate each other
+    and are each counted."""
+    import numpy as np
 
-
-def _objective_key(objective: str):
-    if objective == Objective.TIME:
-        return lambda c: (c.time_s, c.cost_usd, c.gpus)
-    if objective == Objective.GPUS:
-        return lambda c: (c.gpus, c.cost_usd, c.time_s)
-    return lambda c: (c.cost_usd, c.time_s, c.gpus)
-
-
-def _pareto_flags(
-    best: Sequence[Any], feasible: Sequence[Any], axes=("time_s", "cost_usd", "gpus")
-) -> tuple[list[bool], int]:
-    """Whether each of ``best`` is on the Pareto front of ``feasible`` (lower is better on every axis), and the
-    front's size. One sweep in lexicographic order: a point can only be dominated by one before it, and a
-    point dominated by anything is dominated by a point of the front, so it is checked against the front
-    kept so far (a few dozen points). Pure Python: numpy is not a dependency of the package."""
-    if not feasible:
-        return [], 0
-
-    def dominates(q: tuple[float, ...], p: tuple[float, ...]) -> bool:
-        return q != p and all(a <= b for a, b in zip(q, p, strict=True))
-
-    front: list[tuple[float, ...]] = []
-    for p in sorted(tuple(getattr(c, a) for a in axes) for c in feasible):
-        if not any(dominates(q, p) for q in front):
-            front.append(p)
-    flags = [not any(dominates(q, tuple(getattr(c, a) for a in axes)) for q in front) for c in best]
-    return flags, len(front)
+    unique, inverse = np.unique(np.column_stack(axes), axis=0, return_inverse=True)
+    second, third = unique[:, 1], unique[:, 2]
+    dominated = np.zeros(len(unique), dtype=bool)
+    for level in np.unique(third):
+        below = np.where(third <= level, second, np.inf)
+        before = np.minimum.accumulate(np.concatenate(([np.inf], below[:-1])))  # over the earlier points
+        dominated |= (third == level) & (before <= second)
+    return ~dominated[inverse.reshape(-1)]
 
 
 def _option(model: ModelSpec, c: TrainCandidate, base_job: TrainingJob, pareto: bool, mem_a) -> TrainOption:

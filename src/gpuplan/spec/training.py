@@ -180,13 +180,43 @@ class TrainingJob:
         if self.global_batch is None:
             return 1
         per_step = self.micro_batch * dp
-        if self.global_batch % per_step:
+        self._check_whole_steps(per_step, dp)
+        return self.global_batch // per_step
+
+    def _check_whole_steps(self, per_step: int, dp: int) -> None:
+        if self.global_batch is not None and self.global_batch % per_step:
             raise JobError(
                 f"--global-batch {self.global_batch} is not divisible by micro-batch({self.micro_batch}) * "
                 f"dp({dp}) = {per_step}; gradient accumulation steps must be whole"
             )
-        return self.global_batch // per_step
 
     @property
     def targets(self) -> tuple[str, ...]:
         return LORA_TARGETS if "all-linear" in self.lora_targets else self.lora_targets
+
+
+# ------------------------------------------------------------------------------------------------ grids
+
+
+@dataclass(frozen=True)
+class ParallelismGrid(Parallelism):
+    """Many layouts at once, for the planner (``plan/search.py``): ``gpus``, ``tp``, ``pp``, ``ep`` and
+    ``sequence_parallel`` may be numpy arrays of one shape, which the estimate functions evaluate element by
+    element (``estimate/xp.py``). Not checked here: the planner builds only layouts that pass Parallelism's
+    checks, and counts the others as pruned."""
+
+    def __post_init__(self) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class TrainingJobGrid(TrainingJob):
+    """Many jobs at once, for the planner: ``micro_batch`` and ``global_batch`` may be numpy arrays (the
+    shape of the :class:`ParallelismGrid` they go with). Not checked here: the planner builds only whole
+    gradient-accumulation steps and counts the others as pruned."""
+
+    def __post_init__(self) -> None:
+        return None
+
+    def _check_whole_steps(self, per_step: int, dp: int) -> None:
+        return None
