@@ -330,13 +330,25 @@ class Band(NamedTuple):
         }
 
 
+#: The bundled table and the bands looked up in it, by family and class: a ranking of 100,000 offers asks
+#: for a few classes 100,000 times (a Band is immutable; the answers are dropped if the table is read anew).
+_BUNDLED: tuple[Any, dict[tuple[str, tuple[tuple[str, str], ...]], Band | None]] = (None, {})
+
+
 def lookup(family: str, cls: Mapping[str, str], table: Mapping[str, Any] | None = None) -> Band | None:
     """The band for class ``cls`` from the bundled table (the first pooling level it holds); None without a
     table or a family entry."""
+    global _BUNDLED
     if table is None:
         from ..catalog.bands import load_bands
 
-        table = load_bands()
+        bundled = load_bands()
+        if _BUNDLED[0] is not bundled:
+            _BUNDLED = (bundled, {})
+        answers, asked = _BUNDLED[1], (family, tuple(cls.items()))
+        if asked not in answers:
+            answers[asked] = lookup(family, cls, bundled or {})
+        return answers[asked]
     if not table:
         return None
     entries = (table.get("families") or {}).get(family) or {}
