@@ -427,14 +427,14 @@ def plan_train(
     from .plan.search import search_train
     from .spec.model import ModelSpec
     from .spec.training import TrainingJob
-    from .units import parse_duration, parse_tokens, parse_usd, whole
+    from .units import parse_duration, parse_tokens, parse_usd
 
     cat = _catalogs(catalog)
     if gpus is not None and max_gpus != 16384:
         raise InputError("--gpus", "give --gpus (a fixed count) or --max-gpus, not both")
     fixed = _num("gpus", gpus)
     most = int(BOUNDS["gpus"].read(max_gpus, "--max-gpus"))
-    k = int(whole(1, 10_000).read(top, "--top"))
+    k = int(BOUNDS["top"].read(top, "--top"))
     chosen_pricing = C.check(C.Pricing, pricing, "--pricing")
     chosen_objective = C.check(C.Objective, objective, "--objective")
     C.check(C.Precision, precision, "--precision")
@@ -520,11 +520,11 @@ def plan_serve(
     from .plan.search import search_serve
     from .spec.model import ModelSpec
     from .spec.serving import ServingJob
-    from .units import MAX_QPS, MIN_QPS, check_range, parse_count, parse_duration, whole
+    from .units import MAX_QPS, MIN_QPS, check_range, parse_count, parse_duration
 
     cat = _catalogs(catalog)
     rate = check_range(parse_count(_text("qps", qps), "--qps"), "--qps", MIN_QPS, MAX_QPS, why="requests per second")
-    k = int(whole(1, 10_000).read(top, "--top"))
+    k = int(BOUNDS["top"].read(top, "--top"))
     chosen_pricing = C.check(C.Pricing, pricing, "--pricing")
     names = engine.split(",") if isinstance(engine, str) else list(engine)
     engines = tuple(dict.fromkeys(C.check(C.Engine, e.strip(), "--engine") for e in names if e.strip()))
@@ -618,7 +618,9 @@ def validate(*, category: str | None = None, catalog: Any = ()) -> Any:
 
     def run(call: str, kwargs: Mapping[str, Any], assume: Mapping[str, Any]) -> Any:
         fn = train if call == "train" else serve
-        return fn(**kwargs, assume=dict(assume), offline=True, catalog=cat)
+        # a record's own assumptions (its power cap) first, the harness's refitted constants over them
+        own = {k: v for k, v in kwargs.items() if k != "assume"}
+        return fn(**own, assume={**kwargs.get("assume", {}), **assume}, offline=True, catalog=cat)
 
     return v.validate(cat, run, category=chosen)
 
@@ -686,51 +688,234 @@ def local_watch(
     command: Iterable[str] = (),
     *,
     pid: int | None = None,
+    pid_of: str | None = None,
     interval: Number = "1s",
     out: str | os.PathLike[str] | None = None,
+    log_regex: str | None = None,
+    tokens_per_step: Number | None = None,
+    model: str | None = None,
+    gpu: str | None = None,
+    gpus: int | None = None,
+    seq_len: int | None = None,
+    precision: str = C.Precision.BF16_MIXED,
+    offline: bool = False,
     catalog: Any = (),
     gpu_backend: Any = None,
 ) -> Any:
-    """``gpuplan local watch``: run ``command`` (or follow process ``pid``) and sample the host, the job's
-    process tree and the GPUs every ``interval`` into the JSONL trace ``out`` (docs/watch.md); returns a
-    report whose ``exit_code`` is the job's. ``gpu_backend``: the NVML seam (default: NVML when present)."""
+    """``gpuplan local watch``: run ``command`` (or follow process ``pid``, or the one process tree named
+    ``pid_of``) and sample the host, the job's process tree and the GPUs every ``interval`` into the JSONL
+    trace ``out`` (``{host}`` becomes the host name; docs/watch.md); returns a report whose ``exit_code`` is
+    the job's. ``log_regex``: read training progress from the job's output (named groups step, step_s,
+    step_ms, tokens_per_s, tokens_per_s_per_gpu; ``tokens_per_step`` turns step times into tokens/s); with
+    ``model`` (and ``gpu``, ``gpus``: default what NVML sees) each sample's progress carries the live MFU.
+    ``gpu_backend``: the NVML seam (default: NVML when present)."""
     from datetime import datetime
 
     from .errors import InputError
-    from .local.watch import MIN_INTERVAL_S, NvmlWatchBackend, WatchReport, watch
+    from .local.progress import Progress, compile_log_regex
+    from .local.watch import MIN_INTERVAL_S, NvmlWatchBackend, WatchReport, expand_out, find_pid, watch
     from .units import parse_duration
 
     interval_s = parse_duration(_text("interval", interval), "--interval")
     if interval_s < MIN_INTERVAL_S:
         raise InputError("--interval", f"{interval} is below the shortest interval, {MIN_INTERVAL_S * 1000:.0f}ms")
     cmd = list(command)
+    if pid_of is not None:
+        if pid is not None or cmd:
+            raise InputError("--pid-of", "give one of a command (after --), --pid or --pid-of")
+        pid = find_pid(pid_of)
     if cmd and pid is not None:
         raise InputError("--pid", "give a command (after --) or --pid, not both")
     if not cmd and pid is None:
         raise InputError("--pid", "give a command to run (after --) or --pid of a running process")
     if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0):
         raise InputError("--pid", f"{pid!r} is not a process id")
-    path = os.fspath(out) if out is not None else f"watch-{datetime.now():%Y%m%d-%H%M%S}.jsonl"
+    if log_regex is None:
+        for flag, value in (("--tokens-per-step", tokens_per_step), ("--model", model)):
+            if value is not None:
+                raise InputError(flag, "reads the job's progress: give --log-regex too")
+    elif pid is not None:
+        raise InputError("--log-regex", "reads the job's output: run the job under watch (-- CMD), not --pid")
+    path = expand_out(os.fspath(out)) if out is not None else f"watch-{datetime.now():%Y%m%d-%H%M%S}.jsonl"
     try:
         accelerators = _catalogs(catalog).accelerators()
     except Exception:  # a broken user catalog must not stop the watch: GPUs are then unmatched
         accelerators = None
-    gpu = gpu_backend if gpu_backend is not None else NvmlWatchBackend()
+    backend = gpu_backend if gpu_backend is not None else NvmlWatchBackend()
+    progress = None
+    if log_regex is not None:
+        tps = _tokens_per_step(tokens_per_step)
+        pattern = compile_log_regex(log_regex, tps)
+        reference = None
+        if model is not None:
+            names = set(pattern.groupindex)
+            if tps is None and not names & {"tokens_per_s", "tokens_per_s_per_gpu"}:
+                raise InputError(
+                    "--model",
+                    "MFU needs tokens/s: a (?P<tokens_per_s>...) group, or --tokens-per-step with the step time",
+                )
+            gpu_id, count = gpu, gpus
+            if gpu_id is None or count is None:
+                seen = _watched_gpus(backend, accelerators)
+                if gpu_id is None:
+                    if not seen or seen[0] is None:
+                        raise InputError("--gpu", "no GPU matched to the catalog here: give --gpu for the MFU's peak")
+                    gpu_id = seen[0]
+                count = count if count is not None else max(1, len(seen))
+            reference, _ = _mfu_reference(model, gpu_id, count, seq_len, precision, catalog, offline=offline)
+        progress = Progress(pattern, tokens_per_step=tps, reference=reference)
     try:
         f = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed below
     except OSError as e:
         raise InputError("--out", f"can't write {path}: {e.strerror or e}") from None
     with f:
-        result = watch(f, path, command=cmd or None, pid=pid, interval_s=interval_s, gpu=gpu, accelerators=accelerators)
+        result = watch(
+            f,
+            path,
+            command=cmd or None,
+            pid=pid,
+            interval_s=interval_s,
+            gpu=backend,
+            accelerators=accelerators,
+            progress=progress,
+        )
     return WatchReport(result)
 
 
-def local_diagnose(run: str | os.PathLike[str], *, catalog: Any = ()) -> Any:
-    """``gpuplan local diagnose``: ranked verdicts (input-bound, throttled, near-OOM, ...) on a ``local watch``
-    trace, each with its evidence, counter-evidence and advice."""
-    from .local.diagnose import DiagnoseReport, diagnose
+def _tokens_per_step(value: Number | None) -> float | None:
+    from .errors import GpuplanError, InputError
+    from .units import parse_count
+
+    if value is None:
+        return None
+    try:
+        return parse_count(_text("tokens_per_step", value), "tokens per step")
+    except GpuplanError as e:
+        raise InputError("--tokens-per-step", str(e)) from None
+
+
+def _watched_gpus(backend: Any, accelerators: Any) -> list[str | None]:
+    """The catalog ids of the GPUs the backend sees (None where not matched)."""
+    from .local.detect import match_catalog
+
+    if accelerators is None or not backend.available()[0]:
+        return []
+    return [match_catalog(r, accelerators)[0] for r in backend.readings()]
+
+
+def _mfu_reference(
+    model: str,
+    gpu: str,
+    gpus: int,
+    seq_len: int | None,
+    precision: str,
+    catalog: Any,
+    layout: Mapping[str, Any] | None = None,
+    offline: bool = False,
+) -> tuple[Any, dict[str, Any] | None]:
+    """The MFU's denominator and numerator per token, as ``gpuplan train`` counts them (its FLOPs per token and
+    the GPU's dense peak for the precision); with ``layout`` (tp, pp, zero, ...) also its predicted MFU."""
+    from .errors import InputError
+    from .local.progress import MfuReference
+    from .plan import reports
+
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise InputError("--gpus", f"{gpus!r} is not a GPU count")
+    report = train(
+        model,
+        gpu=gpu,
+        gpus=gpus,
+        seq_len=seq_len,
+        precision=precision,
+        tokens="1B",
+        catalog=catalog,
+        offline=offline,
+        **(layout or {}),
+    )
+    plan = getattr(report, "plan", None)
+    if not isinstance(report, reports.TrainReport) or plan is None:
+        raise InputError("--model", f"gpuplan train {model} --gpu {gpu} gave no plan to take the FLOPs from")
+    reference = MfuReference(
+        model=model,
+        gpu=report.gpu.id,
+        gpus=gpus,
+        seq_len=report.job.seq_len,
+        precision=str(precision),
+        flops_per_token=plan.compute.flops_per_token,
+        peak_flops_per_s=plan.time.peak_flops_per_s,
+        convention=plan.compute.convention,
+    )
+    predicted = None
+    if layout:
+        predicted = {
+            "mfu": round(plan.time.mfu, 4),
+            "source": plan.mfu_source,
+            "layout": report.layout.describe(),
+            "fits": bool(report.fits),
+        }
+    return reference, predicted
+
+
+def local_diagnose(
+    run: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    *,
+    from_: str = "watch",
+    model: str | None = None,
+    gpu: str | None = None,
+    gpus: int | None = None,
+    seq_len: int | None = None,
+    precision: str = C.Precision.BF16_MIXED,
+    offline: bool = False,
+    tp: int | None = None,
+    pp: int | None = None,
+    zero: int | None = None,
+    fsdp: bool = False,
+    micro_batch: int | None = None,
+    global_batch: int | None = None,
+    catalog: Any = (),
+) -> Any:
+    """``gpuplan local diagnose``: ranked verdicts (input-bound, throttled, near-OOM, memory-bound, ...) on a
+    ``local watch`` trace (or, ``from_="nvidia-smi"``, an nvidia-smi --query-gpu CSV log), each with its
+    evidence, counter-evidence and advice. ``run`` may be several traces (one per node): they are aligned in
+    time and their GPUs compared as one job's (``host:index``). With ``model``: the observed MFU (from the
+    trace's training progress) beside gpuplan's predicted MFU when a layout (tp, pp, zero, fsdp, micro_batch,
+    global_batch) is given; ``gpu`` and ``gpus`` default to the trace's."""
+    from .errors import InputError
+    from .local.diagnose import DiagnoseReport, diagnose, merge_traces
     from .local.watch import read_trace
 
-    path = os.fspath(run)
-    records, warnings = read_trace(path)
-    return DiagnoseReport(diagnose(records), path, tuple(warnings))
+    paths = [os.fspath(run)] if isinstance(run, (str, os.PathLike)) else [os.fspath(p) for p in run]
+    if not paths:
+        raise InputError("RUN", "give a trace file")
+    if from_ == "watch":
+        read = read_trace
+    elif from_ == "nvidia-smi":
+        from .local.smi_import import read_nvidia_smi as read
+    else:
+        raise InputError("--from", f"{from_!r}: choose watch or nvidia-smi")
+    warnings: list[str] = []
+    traces = []
+    for p in paths:
+        recs, warned = read(p)
+        traces.append((p, recs))
+        warnings += warned
+    notes: list[str] = []
+    if len(traces) == 1:
+        records = traces[0][1]
+    else:
+        records, notes = merge_traces(traces)
+    path = ", ".join(paths)
+    reference = predicted = None
+    if model is not None:
+        head = records[0] if records else {}
+        gpu_id = gpu or next((g.get("catalog_id") for g in head.get("gpus") or [] if g.get("catalog_id")), None)
+        if gpu_id is None:
+            raise InputError("--gpu", "the trace names no catalog GPU: give --gpu for the MFU's peak")
+        count = gpus if gpus is not None else max(1, len(head.get("gpus") or []))
+        given = {"tp": tp, "pp": pp, "zero": zero, "micro_batch": micro_batch, "global_batch": global_batch}
+        layout: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+        if fsdp:
+            layout["fsdp"] = True
+        reference, predicted = _mfu_reference(model, gpu_id, count, seq_len, precision, catalog, layout, offline)
+    diagnosis = diagnose(records, reference=reference, predicted=predicted, notes=notes)
+    return DiagnoseReport(diagnosis, path, tuple(warnings))

@@ -20,17 +20,19 @@ Sources, by part:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..errors import JobError
 from ..spec.accelerator import Accelerator
 from ..spec.model import ModelSpec, ParamsOnlyModel
 from ..spec.training import Parallelism, TrainingJob
 from ..units import MAX_BATCH, MAX_GPUS, MAX_LORA_RANK, MAX_SEQ_TOKENS, GiB, MiB, check_range
+from . import xp
 from .assumptions import Assumption, AssumptionSet, check_assumptions
 from .itemized import Itemized  # the base class, also memory.Itemized
 from .params import count_params, largest_module_params, linear_shapes
@@ -183,7 +185,7 @@ def resolve_recipe(job: TrainingJob, layout: Parallelism) -> tuple[Recipe, str]:
     if layout.zero == 3 and job.fsdp:
         # FSDP2 composes with TP/PP/CP (torchtitan, NeMo AutoModel) and keeps its recipe: sharded fp32 params
         name, why = "fsdp", "--fsdp"
-    elif layout.tp > 1 or layout.pp > 1 or layout.cp > 1:
+    elif xp.same(layout.tp * layout.pp * layout.cp > 1):  # a grid of layouts shares the recipe (xp.same)
         name, why = "megatron", "tensor/pipeline/context parallelism: Megatron-style"
     elif layout.zero > 0:
         name, why = "deepspeed", f"--zero {layout.zero}: DeepSpeed"
@@ -374,7 +376,7 @@ def layer_activation_terms(
     b = micro_batch
     h = spec.hidden_size
     t = layout.tp
-    rep = t if layout.sequence_parallel else 1  # divisor of the terms outside the TP region
+    rep = xp.where(layout.sequence_parallel, t, 1)  # divisor of the terms outside the TP region
     e = bytes_per_element
     lin = e if linear_input_bytes is None else linear_input_bytes
     H = spec.attention_heads
@@ -398,7 +400,7 @@ def layer_activation_terms(
         # flash reads K and V at kv_heads heads; eager attention (transformers' repeat_kv) saves them at all H.
         # With fewer KV heads than TP ranks each rank still holds one.
         kv_heads = spec.kv_heads if job.flash_attention else H
-        kv_per_rank = max(kv_heads / t, 1.0)
+        kv_per_rank = xp.maximum(kv_heads / t, 1.0)
         q_k_v = s * b * spec.head_dim * (H / t + 2 * kv_per_rank)
         add("q_k_v", q_k_v, 1, "queries, keys and values (flash: kv_heads heads; eager: repeated to all heads)")
         o_width = H * spec.head_dim
@@ -461,7 +463,7 @@ def activation_bytes_per_layer(
         return out_op
     if job.recompute == "full":
         # each layer keeps its input, 2sbh; sequence parallelism splits it over the TP group (Korthikanti section 4.3)
-        rep = layout.tp if layout.sequence_parallel else 1
+        rep = xp.where(layout.sequence_parallel, layout.tp, 1)
         return {"layer_input": job.seq_len / layout.cp * job.micro_batch * spec.hidden_size * e / rep}
     trainable = _trainable(spec, job)
     gated, lin = _stack_saving(job, layout, a)
@@ -503,7 +505,7 @@ def per_op_sac_terms(
     s = job.seq_len / layout.cp
     sb = s * job.micro_batch
     h, t = spec.hidden_size, layout.tp
-    rep = t if layout.sequence_parallel else 1
+    rep = xp.where(layout.sequence_parallel, t, 1)
     H = spec.attention_heads
     e = bytes_per_element
     if spec.mla is not None:
@@ -516,7 +518,7 @@ def per_op_sac_terms(
         ]
         o_width = H * m.v_head_dim / t
     else:
-        kv = max(spec.kv_heads / t, 1.0) * spec.head_dim
+        kv = xp.maximum(spec.kv_heads / t, 1.0) * spec.head_dim
         mms = [("q_proj", H * spec.head_dim / t), ("k_proj", kv), ("v_proj", kv)]
         o_width = H * spec.head_dim / t
     mms.append(("o_proj", h / rep))
@@ -587,7 +589,7 @@ GROUPS = MemoryReport.group_order
 def stage_layers(layers: int, pp: int, stage: str) -> int:
     """Decoder layers on a pipeline stage: an even split, the first (layers mod pp) stages one more."""
     base, extra = divmod(layers, pp)
-    return base + (1 if extra and stage in ("first", "only") else 0)
+    return base + xp.where(extra > 0, 1, 0) if stage in ("first", "only") else base
 
 
 def validate_layout(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job: TrainingJob) -> list[str]:
@@ -677,6 +679,21 @@ def micro_batches_per_step(job: TrainingJob, layout: Parallelism) -> int:
     return job.grad_accumulation(layout.dp)
 
 
+def _stage_reports(
+    model: ModelSpec | ParamsOnlyModel,
+    gpu: Accelerator,
+    layout: Parallelism,
+    job: TrainingJob,
+    a: MemoryAssumptions,
+    largest: int | None,
+) -> list[MemoryReport]:
+    """Both ends of a pipeline (first: embedding and the most micro-batches in flight; last: the head and the
+    logits), or the one stage without one. A grid of layouts shares pp > 1 or pp = 1 (xp.same)."""
+    pipelined = xp.same(layout.pp > 1) and isinstance(model, ModelSpec)
+    stages = ("first", "last") if pipelined else ("only",)
+    return [_memory_at(model, gpu, layout, job, a, largest, st) for st in stages]
+
+
 def _busiest(
     model: ModelSpec | ParamsOnlyModel,
     gpu: Accelerator,
@@ -685,9 +702,30 @@ def _busiest(
     a: MemoryAssumptions,
     largest: int | None,
 ) -> MemoryReport:
-    stages = ("first", "last") if layout.pp > 1 and isinstance(model, ModelSpec) else ("only",)
-    reports = [_memory_at(model, gpu, layout, job, a, largest, st) for st in stages]
-    return max(reports, key=lambda r: r.total_bytes)
+    report = max(_stage_reports(model, gpu, layout, job, a, largest), key=lambda r: r.total_bytes)
+    if report.fits:
+        return report
+    top = sorted(((report.group_bytes(g), g) for g in GROUPS), reverse=True)[:2]
+    where = f" (pipeline stage: {report.stage})" if report.stage != "only" else ""
+    reason = (
+        f"need {report.total_bytes / GiB:.1f} GiB > {report.capacity_bytes / GiB:.1f} GiB on {gpu.id}{where}; "
+        f"largest: {top[0][1]} {top[0][0] / GiB:.1f} GiB, {top[1][1]} {top[1][0] / GiB:.1f} GiB"
+    )
+    return replace(report, reasons=(reason,))
+
+
+def busiest_total_bytes(
+    model: ModelSpec,
+    gpu: Accelerator,
+    layout: Parallelism,
+    job: TrainingJob,
+    a: MemoryAssumptions = MemoryAssumptions(),
+) -> Any:
+    """``training_memory(...).total_bytes`` without the checks and the itemized report: the planner's entry, for
+    one layout or a grid of them (:class:`~gpuplan.spec.training.ParallelismGrid` with a
+    :class:`~gpuplan.spec.training.TrainingJobGrid`: arrays of totals, element by element the same numbers).
+    The caller passes only layouts that ``training_memory`` accepts (``validate_layout``, whole steps)."""
+    return functools.reduce(xp.maximum, (r.total_bytes for r in _stage_reports(model, gpu, layout, job, a, None)))
 
 
 def _is_prime(n: int) -> bool:
@@ -858,7 +896,7 @@ def _memory_at(
     notes: list[str] = []
 
     def put(name: str, group: str, value: float) -> None:
-        if value:
+        if xp.nonzero(value):  # a part that is zero (everywhere, on a grid) is left out
             parts[name] = parts.get(name, 0.0) + value
             groups[name] = group
 
@@ -867,7 +905,7 @@ def _memory_at(
     # parameters over dp x cp (Megatron builds them on the data-parallel group with context parallelism),
     # experts over the dp x cp / ep replicas of each expert
     dense_shards = dp * cp
-    expert_shards = max(1, dp * cp // ep)
+    expert_shards = xp.maximum(1, dp * cp // ep)
     holds_embedding = stage in ("first", "only")
     holds_head = stage in ("last", "only")
 
@@ -893,8 +931,8 @@ def _memory_at(
         total_params = b.total
         largest = largest_layer_params if largest_layer_params is not None else largest_module_params(spec)
         # a ZeRO-3 layer gather collects only the parameters that are partitioned (more than one replica)
-        layer_params = (shared_per_layer / tp if dense_shards > 1 else 0.0) + (
-            b.parts.get("experts", 0) / L / (tp * ep) if expert_shards > 1 else 0.0
+        layer_params = xp.where(dense_shards > 1, shared_per_layer / tp, 0.0) + xp.where(
+            expert_shards > 1, b.parts.get("experts", 0) / L / (tp * ep), 0.0
         )
     else:
         assert isinstance(model, ParamsOnlyModel)  # (spec is None exactly then)
@@ -956,7 +994,7 @@ def _memory_at(
         base_16 = 4 if job.precision == "fp32" else 2
         base["frozen_base_16bit" if job.quant else "frozen_base"] = (frozen_on_gpu - quantizable) * base_16
         if zero >= 3:  # FSDP/ZeRO-3 shards the frozen base too (FSDP-QLoRA); one layer is gathered at a time
-            gathered = sum(base.values()) * (1 / max(1, layers_here) if layers_here else 0)
+            gathered = sum(base.values()) * xp.where(layers_here > 0, 1 / xp.maximum(1, layers_here), 0)
             base = {k: v / dense_shards for k, v in base.items()}
             if layout.offload == "params":
                 cpu += sum(base.values())
@@ -1001,12 +1039,18 @@ def _memory_at(
     if job.method == "full" and zero >= 3:
         if recipe.name == "deepspeed":
             put("zero3_gathered_largest_module", "other", 4 * largest / tp)  # its 16-bit params and grads
-        elif recipe.name == "fsdp" and pp > 1 and dense_shards > 1:
+        else:
             # torchtitan's apply_fsdp: "For PP, do not reshard after forward to avoid per-microbatch
-            # all-gathers": the stage's parameters stay gathered (16-bit) through the step, + one layer's grads
-            put("fsdp_unsharded_stage_params", "other", 2 * held.total + 2 * layer_params)
-        elif layer_params:
-            put("zero3_gathered_layers", "other", (2 * units + 2) * layer_params)  # 16-bit params + grads
+            # all-gathers": the stage's parameters stay gathered (16-bit) through the step. The pipeline schedule
+            # turns gradient sync off for every micro-batch but the last (torch.distributed.pipelining stage.py,
+            # backward_maybe_with_nosync: set_requires_gradient_sync(False)), so FSDP2 accumulates the stage's
+            # unsharded gradients in the reduce dtype (FSDPParam.to_accumulated_grad_if_needed; torchtitan's
+            # mixed_precision_reduce is float32: recipe.grads) until the one reduce-scatter at the end
+            stage_kept = recipe.name == "fsdp" and (pp > 1) & (dense_shards > 1)
+            put("fsdp_unsharded_stage_params", "other", xp.where(stage_kept, 2 * held.total, 0.0))
+            put("fsdp_unsharded_stage_grads", "gradients", xp.where(stage_kept, recipe.grads * held.total, 0.0))
+            # otherwise the units in flight: 16-bit params + grads
+            put("zero3_gathered_layers", "other", xp.where(stage_kept, 0.0, (2 * units + 2) * layer_params))
     if job.method == "full" and recipe.autocast_copy:
         put("autocast_weight_copies", "other", trainable * recipe.autocast_copy)
     if job.precision == "fp8-mixed" and job.method == "full":
@@ -1023,38 +1067,44 @@ def _memory_at(
     # ---------------------------------------------------------------- activations
     if spec is not None:
         e = 4.0 if job.precision == "fp32" else a.activation_bytes_per_element
-        in_flight = min(pp, micro_batches_per_step(job, layout)) if stage == "first" else 1
+        in_flight = xp.minimum(pp, micro_batches_per_step(job, layout)) if stage == "first" else 1
         s_b = job.seq_len / cp * job.micro_batch
         kept = sum(activation_bytes_per_layer(spec, job, layout, a).values())
-        # layers whose saved activations go to host memory (--offload activations), and the rest
+        # layers whose saved activations go to host memory (--offload activations): the stage's first ones
         offloaded = 0
         if layout.offload == "activations":
-            offloaded = layers_here if job.offload_layers is None else min(job.offload_layers, layers_here)
+            offloaded = layers_here if job.offload_layers is None else xp.minimum(job.offload_layers, layers_here)
         if job.recompute == "partial":
             # Megatron-LM --recompute-method block: the first N layers of each stage keep only their input
-            n = min(job.recompute_layers or 0, layers_here)
+            n = xp.minimum(job.recompute_layers or 0, layers_here)
             full_kept = sum(
                 activation_bytes_per_layer(
                     spec, replace(job, recompute="full", recompute_layers=None), layout, a
                 ).values()
             )
-            per_layer = [full_kept] * n + [kept] * (layers_here - n)
             working = n > 0
         else:
-            per_layer = [kept] * layers_here
+            n, full_kept = 0, 0.0
             working = job.recompute in ("full", "per-op")
-        kept_on_gpu = per_layer[offloaded:]
+        # layers [0, n) keep full_kept each, [n, layers_here) keep kept; layers [0, offloaded) are on the host
+        kept_on_gpu = full_kept * xp.maximum(0, n - offloaded) + kept * (layers_here - xp.maximum(n, offloaded))
         name = "layer_inputs" if job.recompute == "full" else "layer_activations"
-        put(name, "activations", sum(kept_on_gpu) * in_flight)
-        if offloaded:
-            cpu += sum(per_layer[:offloaded]) * in_flight
+        put(name, "activations", kept_on_gpu * in_flight)
+        if xp.nonzero(offloaded):
+            full_off = xp.minimum(n, offloaded)
+            cpu += (full_kept * full_off + kept * xp.maximum(0, offloaded - n)) * in_flight
             # torch.autograd.graph.save_on_cpu / Megatron-Core cpu_offloading.py: the layer being copied out
             # (forward) or back (backward) is on the GPU too
-            put("activation_offload_buffer", "activations", max(per_layer[:offloaded]))
-        if working:
-            put("recompute_working_layer", "activations", _working_layer_bytes(spec, job, layout, a))
+            largest_off = xp.maximum(xp.where(full_off > 0, full_kept, 0.0), xp.where(offloaded > n, kept, 0.0))
+            put("activation_offload_buffer", "activations", largest_off)
+        if xp.nonzero(working):
+            put(
+                "recompute_working_layer",
+                "activations",
+                xp.where(working, _working_layer_bytes(spec, job, layout, a), 0.0),
+            )
         if holds_head:
-            sp = tp if layout.sequence_parallel else 1
+            sp = xp.where(layout.sequence_parallel, tp, 1)
             put("final_norm_and_head_inputs", "activations", 2 * s_b * spec.hidden_size * e / sp)
             per_logit = (
                 a.logits_bytes_per_element_megatron
@@ -1066,13 +1116,14 @@ def _memory_at(
     # ---------------------------------------------------------------- what the process also holds
     put("cuda_context", "other", a.cuda_context_bytes)
     put("cublas_workspace", "other", cublas_workspace_bytes(gpu))
-    communicators = sum(1 for n in (dp, tp, pp, cp, ep) if n > 1)
+    communicators = sum(xp.where(n > 1, 1, 0) for n in (dp, tp, pp, cp, ep))
     put("nccl_buffers", "other", communicators * a.nccl_buffer_bytes_per_communicator)
-    if dp * cp > 1 and job.method == "full":
-        if recipe.name == "amp" and zero == 0:
-            put("ddp_gradient_buckets", "other", trainable * recipe.grads)  # gradient_as_bucket_view=False
+    if job.method == "full":
+        replicated = dp * cp > 1
+        if recipe.name == "amp" and zero == 0:  # gradient_as_bucket_view=False
+            put("ddp_gradient_buckets", "other", xp.where(replicated, trainable * recipe.grads, 0.0))
         elif recipe.name == "deepspeed":
-            put("deepspeed_buckets", "other", 2 * 2 * a.deepspeed_bucket_elements)
+            put("deepspeed_buckets", "other", xp.where(replicated, 2 * 2 * a.deepspeed_bucket_elements, 0))
     # fragmentation comes from churn: activations, gradients and transient buffers, not weights allocated once
     persistent = {"cuda_context", "nccl_buffers", "cublas_workspace"}
     dynamic = sum(
@@ -1080,11 +1131,10 @@ def _memory_at(
     )
     put("allocator_reserve", "other", a.allocator_reserve_fraction * dynamic)
 
-    capacity = gpu.usable_memory_bytes
-    report = MemoryReport(
+    return MemoryReport(
         parts=MappingProxyType(parts),
         groups=MappingProxyType(groups),
-        capacity_bytes=capacity,
+        capacity_bytes=gpu.usable_memory_bytes,
         stage=stage,
         recipe=recipe,
         recipe_reason=why,
@@ -1095,15 +1145,6 @@ def _memory_at(
         cpu_offload_bytes=cpu,
         notes=tuple(notes),
     )
-    if report.fits:
-        return report
-    top = sorted(((report.group_bytes(g), g) for g in GROUPS), reverse=True)[:2]
-    where = f" (pipeline stage: {stage})" if stage != "only" else ""
-    reason = (
-        f"need {report.total_bytes / GiB:.1f} GiB > {capacity / GiB:.1f} GiB on {gpu.id}{where}; largest: "
-        f"{top[0][1]} {top[0][0] / GiB:.1f} GiB, {top[1][1]} {top[1][0] / GiB:.1f} GiB"
-    )
-    return replace(report, reasons=(reason,))
 
 
 def _working_layer_bytes(spec: ModelSpec, job: TrainingJob, layout: Parallelism, a: MemoryAssumptions) -> float:
@@ -1112,14 +1153,17 @@ def _working_layer_bytes(spec: ModelSpec, job: TrainingJob, layout: Parallelism,
     no_recompute = replace(job, recompute="none", recompute_layers=None)
     gated, lin = _stack_saving(job, layout, a)
     kinds = [False] if spec.moe is None else ([True] + ([False] if spec.dense_layers else []))
-    return max(
-        sum(
-            t.bytes
-            for t in layer_activation_terms(
-                spec, no_recompute, layout, job.micro_batch, e, gated, _trainable(spec, job), moe, lin
+    return functools.reduce(
+        xp.maximum,
+        (
+            sum(
+                t.bytes
+                for t in layer_activation_terms(
+                    spec, no_recompute, layout, job.micro_batch, e, gated, _trainable(spec, job), moe, lin
+                )
             )
-        )
-        for moe in kinds
+            for moe in kinds
+        ),
     )
 
 

@@ -28,7 +28,13 @@ One iteration on the busiest GPU, by part:
   bandwidth, so small micro-batches and MoE experts with few tokens turn memory-bound;
 - MoE: the dispatch and combine all-to-all of each expert layer (forward and backward) over NVLink inside a
   node, the NICs across nodes;
-- with no global batch, the batch of :func:`default_global_batch_tokens` (published recipes by model size).
+- with no global batch, the batch of :func:`default_global_batch_tokens` (published recipes by model size);
+- a power cap below the catalog TDP (``power_limit_w``) slows matmul and attention by (cap / TDP)^(1/3)
+  (:func:`power_clock_factor`); FlashAttention-2's mma.sync kernels stop at ``fa2_ceiling_flops_per_s`` on
+  Hopper and Blackwell alike;
+- NCCL's costs beyond bandwidth: an overlapped collective holds ``collective_sms`` SMs while it runs
+  (``comm_sm_contention``), a ring takes NVLink steps as well as network steps, and FSDP2 copies every gathered
+  parameter and gradient through HBM (``sharding_copies``, :attr:`StackProfile.sharding_copy_bytes_per_param`).
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from types import MappingProxyType
 from ..spec.accelerator import Accelerator
 from ..spec.model import ModelSpec
 from ..spec.training import Parallelism, TrainingJob
+from . import xp
 from .assumptions import AssumptionSet, check_assumptions
 from .flops import attention_flops_forward, flops_per_token
 from .memory import micro_batches_per_step, resolve_recipe, stage_layers
@@ -61,6 +68,10 @@ class StackProfile:
     gather_per_tensor: bool
     source: str
     hopper_attention: bool = True  # attention kernels written for Hopper's wgmma/TMA (cuDNN, FlashAttention-3)
+    #: HBM bytes per gathered parameter and micro-batch that FSDP2's per-parameter sharding copies: the all-gather
+    #: copy-out into each unsharded parameter (read + write 16 bits, forward and backward gathers: 8 B) and the
+    #: reduce-scatter copy-in of the unsharded gradient into the reduce dtype (read 2 B, write fp32 4 B: 6 B)
+    sharding_copy_bytes_per_param: float = 0.0
 
 
 #: The stacks ``--stack`` names; ``auto`` follows the memory recipe (:func:`resolve_stack`).
@@ -82,9 +93,14 @@ STACKS: Mapping[str, StackProfile] = MappingProxyType(
             prefetch_gathers=True,
             gather_per_tensor=False,
             hopper_attention=False,
+            sharding_copy_bytes_per_param=14.0,
             source="torchtitan-style PyTorch: eager RMSNorm/RoPE/SwiGLU unless --compile (torchtitan "
             "models/llama3/model.py); FSDP2 fully_shard per transformer block: one all-gather per block, "
-            "prefetched, reduce-scatter overlapped with backward (torch.distributed.fsdp, Liang et al. 2024)",
+            "prefetched, reduce-scatter overlapped with backward (torch.distributed.fsdp, Liang et al. 2024); "
+            "per-parameter sharding copies every gathered parameter out of the all-gather buffer "
+            "(_fsdp_collectives.foreach_all_gather_copy_out, split_with_sizes_copy) and every gradient into the "
+            "reduce-scatter buffer in the reduce dtype (foreach_reduce, torch._chunk_cat; torchtitan reduces in "
+            "float32)",
         ),
         "deepspeed": StackProfile(
             "deepspeed",
@@ -210,7 +226,7 @@ def default_global_batch_tokens(params: float) -> float:
 def global_batch_of(sequences: float, unit: int) -> int:
     """``sequences`` per step rounded to a whole number of ``unit`` (micro-batch x data-parallel) groups, at
     least one."""
-    return max(1, round(sequences / unit)) * unit
+    return xp.maximum(1, xp.rint(sequences / unit)) * unit
 
 
 def default_global_batch(model: ModelSpec, job: TrainingJob, layout: Parallelism) -> int:
@@ -257,6 +273,9 @@ class StepAssumptions(AssumptionSet):
     model_shape_factor: float = 0.85
     flash_attention_efficiency: float = 0.55
     fa2_on_hopper_efficiency: float = 0.33
+    fa2_ceiling_flops_per_s: float = 330e12
+    power_limit_w: float | None = None  # None: the GPU's catalog TDP (no cap)
+    collective_sms: float = 20.0
     hbm_efficiency: float = 0.85
     elementwise_bytes_per_token_hidden: float = 46.0
     eager_elementwise_bytes_per_token_hidden: float = 144.0
@@ -266,6 +285,7 @@ class StepAssumptions(AssumptionSet):
     gpus_per_node: int = 8
     collective_latency_s: float = 10e-6
     ring_step_latency_s: float = 14e-6
+    intra_ring_step_latency_s: float = 3.4e-6
     optimizer_bytes_per_param: float = 30.0
 
     SOURCES = MappingProxyType(
@@ -295,6 +315,27 @@ class StepAssumptions(AssumptionSet):
                 "Hopper/Blackwell GPU: ~330 of 989 TFLOP/s forward and less backward on H100, head dim 128, causal "
                 "(Shah et al. 2024, FlashAttention-3, Figures 5-7); stacks with cuDNN/FlashAttention-3 kernels "
                 "(Transformer Engine) get flash_attention_efficiency",
+            ),
+            "fa2_ceiling_flops_per_s": (
+                "FLOP/s",
+                "FlashAttention-2 (mma.sync) forward + backward on datacenter Blackwell runs no faster than on "
+                "Hopper: 333 TFLOP/s on B200 (flash-attn 2.7.4, head dim 64, 8k, Dao-AILab/flash-attention#1589), "
+                "350-360 forward at head dim 128 (meta-pytorch/tritonbench#171), against ~330 on H100 (PyTorch "
+                "SDPA's flash backend, pytorch/pytorch#142132): the warp-level MMA path does not scale with tcgen05's "
+                "2250 TFLOP/s; caps fa2_on_hopper_efficiency x peak wherever FA2 runs on a wgmma/tcgen05 GPU",
+            ),
+            "power_limit_w": (
+                "W",
+                "unset: the catalog TDP. A lower cap scales the sustained SM clock, so the matmul and attention "
+                "rates, by (cap / TDP)^(1/3): dynamic power ~ C V^2 f with V rising with f over the boost range; "
+                "the rule gives NVIDIA's H100 NVL (400 W) peak from the SXM's (700 W) within 2 % (821 vs 835.5 "
+                "TFLOP/s). Estimated, not measured; HBM bandwidth is kept (its clock is separate)",
+            ),
+            "collective_sms": (
+                "SMs",
+                "SMs a running NCCL collective holds (one CTA per channel): DeepSeek-V3 (arXiv:2412.19437, "
+                "section 3.2.2) needs 20 of the H800's 132 SMs to saturate InfiniBand and NVLink; a GEMM running "
+                "beside an overlapped collective loses that share of the GPU for as long as the collective runs",
             ),
             "hbm_efficiency": (
                 "fraction of memory bandwidth",
@@ -344,6 +385,12 @@ class StepAssumptions(AssumptionSet):
                 "(NCCL src/graph/tuning.cc, hwLat[NET][RING][SIMPLE]); a ring all-gather over n nodes takes "
                 "n - 1 such steps",
             ),
+            "intra_ring_step_latency_s": (
+                "seconds",
+                "latency of one NVLink step of an NCCL ring collective, Simple protocol: 3.4 us (NCCL "
+                "src/graph/tuning.cc, hwLat[NVLINK][RING][SIMPLE]); a ring all-gather over r ranks on n nodes "
+                "takes n - 1 network steps and r - n NVLink steps (tuning.cc: nsteps - nInterSteps)",
+            ),
             "optimizer_bytes_per_param": (
                 "bytes",
                 "fused Adam reads fp32 master, grad, m, v (16 B) and writes master, m, v and the 16-bit copy (14 B)",
@@ -362,7 +409,7 @@ class StepAssumptions(AssumptionSet):
                 "link_efficiency",
                 "model_shape_factor",
             ),
-            ranges={"gpus_per_node": (1, 1024)},
+            ranges={"gpus_per_node": (1, 1024), "collective_sms": (0, 1024)},
             positive=(
                 "flash_attention_efficiency",
                 "fa2_on_hopper_efficiency",
@@ -373,6 +420,8 @@ class StepAssumptions(AssumptionSet):
                 "eager_elementwise_bytes_per_token_hidden",
                 "matmul_efficiency",
                 "scale_out_bytes_per_s_per_gpu",
+                "fa2_ceiling_flops_per_s",
+                "power_limit_w",
             ),
             efficiencies=("matmul_efficiency",),
         )
@@ -414,7 +463,7 @@ class StepTime:
 
 def _allreduce_s(message: float, n: int, busbw: float, latency: float) -> float:
     """Ring all-reduce: S x 2(n-1)/n / bus bandwidth (nccl-tests PERFORMANCE.md) plus latency."""
-    return 0.0 if n <= 1 else latency + message * 2 * (n - 1) / n / busbw
+    return xp.where(n > 1, latency + message * 2 * (n - 1) / n / busbw, 0.0)
 
 
 def _data_parallel_busbw(
@@ -428,10 +477,10 @@ def _data_parallel_busbw(
     DGX A100 nodes with 8 HDR NICs (NVIDIA/nccl#812), one NIC's ~24 GB/s when tensor x pipeline
     parallelism fills the node and each group has one GPU per node.
     """
-    if gpu.vendor == "google" or layout.gpus <= a.gpus_per_node:
+    if gpu.vendor == "google":
         return link
-    per_node = max(1, a.gpus_per_node // (layout.tp * layout.pp))
-    return min(link, per_node * scale_out)
+    per_node = xp.maximum(1, a.gpus_per_node // (layout.tp * layout.pp))
+    return xp.where(layout.gpus <= a.gpus_per_node, link, xp.minimum(link, per_node * scale_out))
 
 
 def scale_out(gpu: Accelerator, a: StepAssumptions) -> tuple[float, str]:
@@ -454,11 +503,20 @@ def scale_out_bytes_per_s_per_gpu(gpu: Accelerator, a: StepAssumptions) -> float
     return scale_out(gpu, a)[0]
 
 
+def power_clock_factor(gpu: Accelerator, a: StepAssumptions) -> float:
+    """The sustained SM clock under ``a.power_limit_w`` as a fraction of the clock at the GPU's catalog TDP:
+    (cap / TDP)^(1/3), at most 1 (StepAssumptions.SOURCES["power_limit_w"]; estimated, not measured). 1 when no cap
+    is set or the catalog has no TDP."""
+    if a.power_limit_w is None or not gpu.tdp_w:
+        return 1.0
+    return float(min(1.0, a.power_limit_w / gpu.tdp_w) ** (1 / 3))
+
+
 def _gemm_s(m: float, n: float, k: float, flops_per_s: float, bw: float, operand_bytes: float = 2.0) -> float:
     """One (m x k) @ (k x n) GEMM on a roofline: the longer of its FLOPs at ``flops_per_s`` and the traffic of its
     operands and result (``operand_bytes`` each) at ``bw`` (Williams et al. 2009). A large GEMM is compute-bound;
     one with few rows (tokens), such as an expert's share of a small micro-batch, is memory-bound."""
-    return max(2 * m * n * k / flops_per_s, operand_bytes * (m * k + k * n + m * n) / bw)
+    return xp.maximum(2 * m * n * k / flops_per_s, operand_bytes * (m * k + k * n + m * n) / bw)
 
 
 def training_step(
@@ -486,6 +544,7 @@ def training_step(
         eta_mm, eta_src = best * a.model_shape_factor, f"{eta_src}, x {a.model_shape_factor:g} for a model's shapes"
         eta16 = eta_mm if fp8 is None else matmul_efficiency(gpu, "bf16")[0] * a.model_shape_factor
     bw = gpu.memory_bandwidth_bytes_per_s * a.hbm_efficiency
+    clock = power_clock_factor(gpu, a)  # a power cap slows the tensor cores, not HBM
     tp, pp, cp, dp = layout.tp, layout.pp, layout.cp, layout.dp
     link = gpu.scale_up_bytes_per_s * a.link_efficiency
     scale_out = scale_out_bytes_per_s_per_gpu(gpu, a)
@@ -510,7 +569,7 @@ def training_step(
 
     # ---- per layer, per micro-batch, forward, on one TP rank: the GEMMs on a roofline
     shapes = linear_shapes(model)
-    mm_peak = eta_mm * peak
+    mm_peak = eta_mm * peak * clock
     mm_f = 0.0
     cast_elements = 0.0  # elements quantized to fp8 per layer, forward (inputs) and backward (output grads)
     cast_grad_elements = 0.0
@@ -543,13 +602,17 @@ def training_step(
         # also list fp8, are counted with it: a known approximation
         fa2_on_hopper = not stack.hopper_attention and gpu.vendor == "nvidia" and gpu.peak("fp8") is not None
         eta_attn = a.fa2_on_hopper_efficiency if fa2_on_hopper else a.flash_attention_efficiency
-        attn_f = causal_flops / (eta_attn * peak16)
+        # the mma.sync path of FlashAttention-2 reaches ~330 TFLOP/s on H100 and B200 alike (fa2_ceiling_flops_per_s)
+        attn_rate = eta_attn * peak16 * clock
+        if fa2_on_hopper:
+            attn_rate = min(attn_rate, a.fa2_ceiling_flops_per_s * clock)
+        attn_f = causal_flops / attn_rate
         score_traffic = 0.0
     else:
-        attn_f = score_flops / (eta16 * peak16)
+        attn_f = score_flops / (eta16 * peak16 * clock)
         per_element = a.score_bytes_per_element if job.dropout else 4.0
         score_traffic = micro * model.attention_heads / tp * (job.seq_len / cp) * job.seq_len * per_element / bw
-    sp = tp if layout.sequence_parallel else 1
+    sp = xp.where(layout.sequence_parallel, tp, 1)
     fused = stack.fused_elementwise or job.compile
     ew_bytes = a.elementwise_bytes_per_token_hidden if fused else a.eager_elementwise_bytes_per_token_hidden
     ew_f = tokens_mb * h * ew_bytes * (bytes_e / 2) / sp / bw + score_traffic
@@ -567,17 +630,17 @@ def training_step(
     if job.tp_comm_overlap:
         # Transformer Engine userbuffers / async TP split the GEMMs next to each collective into chunks and
         # run the collective behind them: only what the GEMMs cannot cover stays exposed
-        comm = max(0.0, comm - mm_f)
+        comm = xp.maximum(0.0, comm - mm_f)
     fwd = {"matmul": mm_f, "attention": attn_f, "elementwise": ew_f, "tp_comm": comm, "fp8_cast": fp8_f}
     bwd = {k: 2 * v if k not in ("tp_comm", "fp8_cast") else v for k, v in fwd.items()}
     bwd["fp8_cast"] = fp8_b
-    if model.moe is not None and layout.ep > 1:
+    if model.moe is not None and xp.nonzero(layout.ep > 1):
         # dispatch and combine: each token's hidden state to its k experts and back, forward and backward;
         # all-to-all sends (ep - 1) / ep of it, over NVLink inside a node and the NICs across nodes
-        a2a_bw = link if layout.ep * tp <= a.gpus_per_node else scale_out
+        a2a_bw = xp.where(layout.ep * tp <= a.gpus_per_node, link, scale_out)
         moe_share = model.moe.layers / L
         sent = tokens_mb * model.moe.experts_per_token * h * bytes_e / tp * (layout.ep - 1) / layout.ep
-        a2a = moe_share * 2 * (sent / a2a_bw + a.collective_latency_s)
+        a2a = xp.where(layout.ep > 1, moe_share * 2 * (sent / a2a_bw + a.collective_latency_s), 0.0)
         fwd["moe_all_to_all"] = a2a
         bwd["moe_all_to_all"] = a2a
     full_layer = sum(v for k, v in fwd.items() if k != "moe_all_to_all") + fwd.get("moe_all_to_all", 0.0)
@@ -585,7 +648,7 @@ def training_step(
         recompute = full_layer
     elif job.recompute == "partial":
         # --recompute-layers N of the stage's layers re-run their forward (Megatron --recompute-method block)
-        recompute = full_layer * min(job.recompute_layers or 0, layers_here) / layers_here
+        recompute = full_layer * xp.minimum(job.recompute_layers or 0, layers_here) / layers_here
     elif job.recompute == "selective":
         recompute = attn_f + score_traffic
     elif job.recompute == "per-op":
@@ -599,44 +662,61 @@ def training_step(
     per_mb = {k: (fwd[k] + bwd.get(k, 0.0)) * layers_here for k in fwd}
     per_mb["recompute"] = recompute * layers_here
     head_dims = (model.vocab_size / tp, model.token_embedding_dim)
-    per_mb["matmul"] += 3 * _gemm_s(tokens_mb, head_dims[0], head_dims[1], eta16 * peak16, bw)
+    per_mb["matmul"] += 3 * _gemm_s(tokens_mb, head_dims[0], head_dims[1], eta16 * peak16 * clock, bw)
     t_mb = sum(per_mb.values())
 
     parts = {k: v * m for k, v in per_mb.items()}
     # ---- pipeline: bubble and point-to-point
-    if pp > 1:
+    if xp.nonzero(pp > 1):
         parts["pp_bubble"] = (pp - 1) / virtual_stages * t_mb
         send = tokens_mb * h * bytes_e / tp  # scatter-gather: each TP rank sends its slice
-        p2p_bw = scale_out if tp * pp > a.gpus_per_node else link
-        parts["pp_p2p"] = 2 * virtual_stages * m * (a.collective_latency_s + send / p2p_bw)
+        p2p_bw = xp.where(tp * pp > a.gpus_per_node, scale_out, link)
+        parts["pp_p2p"] = xp.where(pp > 1, 2 * virtual_stages * m * (a.collective_latency_s + send / p2p_bw), 0.0)
     # ---- data parallel: gradient reduction of the parameters this GPU holds
     b = count_params(model)
     local_params = (b.total - b.parts.get("experts", 0)) / (tp * pp) + b.parts.get("experts", 0) / (tp * pp * layout.ep)
     dp_group = dp * cp
-    if dp_group > 1 and job.method == "full":
+    overlapped = 0.0  # data-parallel collective time hidden behind compute (it still holds SMs)
+    replicated = dp_group > 1  # (elements of a grid with dp_group 1 get 0 from every where below)
+    if job.method == "full" and xp.nonzero(replicated):
         dp_bw = _data_parallel_busbw(gpu, layout, a, link, scale_out)
         grad_bytes = local_params * recipe.grads
         t_dp = _allreduce_s(grad_bytes, dp_group, dp_bw, a.collective_latency_s)
         if overlap_dp is None:
             overlap_dp = job.overlap_grad_reduce if job.overlap_grad_reduce is not None else stack.overlap_grad_reduce
-        hidden = min(t_dp, sum(bwd.values()) * layers_here) if overlap_dp else 0.0  # the last micro-batch's backward
+        # hidden behind the last micro-batch's backward
+        hidden = xp.minimum(t_dp, sum(bwd.values()) * layers_here) if overlap_dp else 0.0
         parts["dp_comm"] = t_dp - hidden
+        overlapped += hidden
         if layout.zero >= 3:
             # ZeRO-3/FSDP gather each layer's 16-bit parameters before its forward and again before its
             # backward, every micro-batch (Rajbhandari et al. 2020, section 7: 1.5x the traffic of plain data
             # parallelism). A ring collective over n nodes takes n - 1 inter-node steps; a stack that gathers
             # tensor by tensor pays them per parameter tensor, one that gathers a block at once per layer
-            nodes = max(1, math.ceil(dp_group * tp * pp / a.gpus_per_node)) if gpu.vendor != "google" else 1
+            nodes = xp.maximum(1, xp.ceil(dp_group * tp * pp / a.gpus_per_node)) if gpu.vendor != "google" else 1
+            group_nodes = xp.minimum(nodes, dp_group)  # nodes the data-parallel ring crosses
             per_layer = sum(1 for k in shapes if k != "lm_head") * 2 if stack.gather_per_tensor else 1
-            latency = (a.collective_latency_s + (nodes - 1) * a.ring_step_latency_s) * per_layer * layers_here
+            # NCCL's ring latency (tuning.cc): n - 1 network steps and r - n NVLink steps for r ranks on n nodes
+            ring = (group_nodes - 1) * a.ring_step_latency_s + (dp_group - group_nodes) * a.intra_ring_step_latency_s
+            latency = (a.collective_latency_s + ring) * per_layer * layers_here
             gather = local_params * 2 * (dp_group - 1) / dp_group / dp_bw + latency
             fwd_compute = sum(fwd.values()) * layers_here
             bwd_compute = sum(bwd.values()) * layers_here
             if stack.prefetch_gathers:  # prefetching hides a gather behind the compute of the same pass
-                exposed = max(0.0, gather - fwd_compute) + max(0.0, gather - bwd_compute)
+                exposed = xp.maximum(0.0, gather - fwd_compute) + xp.maximum(0.0, gather - bwd_compute)
+                overlapped += xp.where(replicated, (2 * gather - exposed) * m, 0.0)
             else:
                 exposed = 2 * gather + (gather if job.recompute in ("full", "partial") else 0.0)
-            parts["zero3_gather"] = exposed * m
+            parts["zero3_gather"] = xp.where(replicated, exposed * m, 0.0)
+            # FSDP2's copy-out / copy-in of the gathered parameters and their gradients, every micro-batch; once a
+            # step under pipeline parallelism, whose schedule keeps the stage gathered and defers the reduce-scatter
+            # to the last micro-batch (torchtitan apply_fsdp; torch.distributed.pipelining stage.py)
+            copies = xp.where(pp == 1, m, 1)
+            copy_s = local_params * stack.sharding_copy_bytes_per_param * copies / bw
+            parts["sharding_copies"] = xp.where(replicated, copy_s, 0.0)
+    # ---- the SMs an overlapped NCCL collective holds are lost to the compute it runs beside
+    if gpu.sm_count and xp.nonzero(overlapped):
+        parts["comm_sm_contention"] = overlapped * min(1.0, a.collective_sms / gpu.sm_count)
     # ---- optimizer step
     opt_params = local_params / (dp_group if layout.zero >= 1 else 1)
     parts["optimizer"] = opt_params * a.optimizer_bytes_per_param / bw
@@ -645,7 +725,7 @@ def training_step(
     per_token = flops_per_token(model, job.seq_len, causal=True)
     model_flops = per_token.training_flops * tokens_iter
     return StepTime(
-        parts=MappingProxyType({k: v for k, v in parts.items() if v}),
+        parts=MappingProxyType({k: v for k, v in parts.items() if xp.nonzero(v)}),
         tokens_per_iteration=tokens_iter,
         gpus=layout.gpus,
         model_flops_per_iteration=model_flops,

@@ -251,6 +251,19 @@ _GPUS: tuple[tuple[str, tuple[str, ...] | None, str], ...] = (
 _UNSTATED = re.compile(r"not stated|not named|implied|sku|class|\bor\b")
 
 
+_POWER_CAP = re.compile(
+    r"(?:power[- ]limited to|limited to|power limit of)\s*(\d+(?:\.\d+)?)\s*w\b|(\d+(?:\.\d+)?)\s*w\s+power\s+limit"
+)
+
+
+def _power_limit_w(text: Any) -> float | None:
+    """The power cap a record's GPU text states ("power-limited to 750 W", "500 W power limit"), in watts."""
+    if not isinstance(text, str):
+        return None
+    m = _POWER_CAP.search(text.lower())
+    return float(m.group(1) or m.group(2)) if m else None
+
+
 def map_gpu(text: Any, accelerators: Any) -> tuple[Any, tuple[str, ...]] | str:
     """(accelerator, notes) for a record's ``hardware.gpu`` text, or the reason it can't be mapped."""
     if not isinstance(text, str) or not text.strip():
@@ -487,6 +500,22 @@ def _stack(rec: Mapping[str, Any], source: str) -> str:
     return "unstated"
 
 
+#: NeMo AutoModel's benchmark configs for the models of its performance summary (NVIDIA-NeMo/Automodel, commit
+#: 037e04a6, and the Llama 3.1 70B config dated as the row, 2026-04-10): (recomputation, expert-parallel degree,
+#: config). The performance table states neither; ``activation_checkpointing`` runs every block as a checkpoint.
+_AUTOMODEL_CONFIGS: dict[str, tuple[str, int, str]] = {
+    "meta-llama/Llama-3.1-70B": (
+        "full",
+        1,
+        "examples/llm_pretrain/llama3_1_70b_pretrain_benchmark_8nodes_tp1cp2pp1_0410.yaml",
+    ),
+    "deepseek-ai/DeepSeek-V3": ("full", 64, "examples/benchmark/configs/deepseek_v3_te_deepep.yaml"),
+    "Qwen/Qwen3-30B-A3B": ("full", 8, "examples/benchmark/configs/qwen3_moe_30b_te_deepep.yaml"),
+    "openai/gpt-oss-20b": ("none", 8, "examples/benchmark/configs/gptoss_20b_te_deepep.yaml"),
+    "openai/gpt-oss-120b": ("none", 64, "examples/benchmark/configs/gptoss_120b_te_deepep.yaml"),
+}
+
+
 def _recompute(value: Any) -> tuple[str, tuple[str, ...]]:
     text = str(value or "").lower()
     if not text or "not stated" in text or "tuned" in text:
@@ -658,6 +687,7 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
     if isinstance(gpu, str):
         return skip(gpu)
     acc, notes_gpu = gpu
+    power_cap = _power_limit_w(hw.get("gpu"))
     gpus = _int(hw.get("count"))
     if not gpus:
         count = hw.get("count")
@@ -733,6 +763,21 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
         recompute, notes_r = "full", ("recomputation not stated: full, as the paper's Eq. 3 FLOP count assumes",)
     notes += notes_r
     stack = _stack(rec, source)
+    automodel = _AUTOMODEL_CONFIGS.get(str(m.get("hf_id") or "")) if stack == "nemo-automodel" else None
+    if automodel is not None:
+        ac, cfg_ep, path = automodel
+        if notes_r and "not stated" in notes_r[0]:
+            notes.remove(notes_r[0])
+            recompute = ac
+            notes.append(f"recomputation not stated: the benchmark config's ({path}), {ac}")
+        if ep == 1 and cfg_ep > 1:
+            ep = cfg_ep
+            notes.append(f"expert parallelism not stated: the benchmark config's ({path}), ep {cfg_ep}")
+    if stack == "torchtitan" and virtual == 1 and "interleaved" in str(par.get("schedule") or "").lower():
+        # torchtitan (9dec370, parallelisms/pipelining_utils.py generate_split_points): a multi-stage schedule
+        # without split points gets 2 stages per rank
+        virtual = 2
+        notes.append("interleaved stages per rank not stated: torchtitan's default for multi-stage schedules, 2")
     fsdp = par.get("fsdp") is not None and not isinstance(par.get("fsdp"), str)
     zero = _int(par.get("zero_stage")) or 0
     if par.get("distributed_optimizer") and not zero and not fsdp:
@@ -763,6 +808,11 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
     overlap_text = str(par.get("overlap") or "").lower()
     tp_overlap = par.get("async_tp") is True or "--tp-comm-overlap" in overlap_text
     overlap_grad = True if "--overlap-grad-reduce" in overlap_text else None
+    if overlap_grad is None and stack == "nemo":
+        # NeMo's recipes train with distributed_fused_adam and optim.overlap_grad_sync: True (NeMo-Framework-Launcher
+        # conf/training gpt3/175b.yaml, llama/llama2_70b.yaml)
+        overlap_grad = True
+        notes.append("gradient reduction overlap not stated: NeMo's recipe default (overlap_grad_sync), on")
     fp8_recipe = "auto"
     if gpuplan_precision == "fp8-mixed":
         ptext = str(rec.get("precision") or "").lower()
@@ -810,6 +860,10 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
         virtual_stages=virtual,
         tokens=float(gseqs * seq * PLANNED_STEPS),
     )
+    if power_cap is not None:
+        # the record's power cap: the step time scales the SM clock by (cap / TDP)^(1/3) (steptime.power_clock_factor)
+        kwargs["assume"] = {"power_limit_w": power_cap}
+        notes.append(f"power-limited to {power_cap:g} W (--assume power_limit_w={power_cap:g})")
     dims = dict(
         source=source,
         gpu_generation=acc.architecture,
@@ -971,6 +1025,10 @@ _ENGINE_PROFILE = {
 
 _SINGLE_STREAM_ENGINES = ("llama.cpp", "exllamav2", "gpt-fast")
 
+#: Stacks that serve NVIDIA ModelOpt checkpoints through TensorRT-LLM: an fp8 checkpoint carries an fp8 KV cache
+#: unless the record says otherwise (ModelOpt examples/llm_ptq/hf_ptq.py: --kv_cache_qformat default "fp8").
+_MODELOPT_FP8_KV_STACKS = ("nim", "trtllm")
+
 #: Inference metrics gpuplan predicts: metric -> (quantity read from the serve report, unit, scale of the
 #: published value to that unit).
 _INFERENCE_METRICS: Mapping[str, tuple[str, str, float]] = {
@@ -1091,6 +1149,12 @@ def _map_inference(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> 
     notes += notes_m
     kv = str(setup.get("kv_cache_dtype") or "").lower()
     kv_arg = kv if kv in ("bf16", "fp16", "fp8", "int8") else ("fp16" if weights_arg == "fp16" else "bf16")
+    if kv_arg != kv and engine_name in _MODELOPT_FP8_KV_STACKS and weights_arg == "fp8":
+        kv_arg = "fp8"
+        notes.append(
+            "KV cache dtype not stated: fp8, as in the fp8 checkpoints TensorRT-LLM serves (NVIDIA ModelOpt's "
+            "hf_ptq.py quantizes the KV cache to fp8 unless told: --kv_cache_qformat defaults to fp8)"
+        )
     dims = dict(
         source=source_key(rec),
         gpu_generation=acc.architecture,
@@ -1239,7 +1303,10 @@ def _read(case: Case, report: Any) -> tuple[float, bool]:
     gpus_per_replica = layout.tp * layout.pp
     values = {
         "tpot_s": s.tpot_s,
-        "ttft_s": s.ttft_s,
+        # a closed-loop benchmark (--concurrency N: GenAI-Perf, vllm bench serve --max-concurrency) times TTFT from
+        # the request's send, so beyond the engine's slots it includes the wait for one: ttft_s + queue_wait_s
+        # (serving_plan keeps the wait beside TTFT; under --qps ttft_s already holds the queue's wait)
+        "ttft_s": s.ttft_s + (s.queue_wait_s if s.load is None else 0.0),
         "request_latency_s": s.request_latency_s,
         "request_latency_per_output_token_s": s.request_latency_s / max(1, report.job.output_tokens),
         "decode_tokens_per_s_per_user": 1 / s.tpot_s,
