@@ -23,7 +23,53 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 # variables that steer the test run itself, not gpuplan: kept
-_KEEP = {"GPUPLAN_UPDATE_GOLDEN"}
+_KEEP = {"GPUPLAN_UPDATE_GOLDEN", "GPUPLAN_CI"}
+
+#: Test modules that must run, never skip, in CI: the exact parameter counts against transformers (and the
+#: property tests over the same models). Their optional dependencies (torch, transformers) are installed by
+#: .ci/run from .ci/requirements-optional.txt; where GPUPLAN_CI or CI is set, a skip of one of them (a missing
+#: module, or any pytest.skip inside) is reported as a failure, so a broken install cannot pass silently.
+MUST_RUN_IN_CI = frozenset({"test_params_families.py", "test_params_exact.py", "test_properties.py"})
+
+_IN_CI = False
+
+
+def in_ci() -> bool:
+    """True where GPUPLAN_CI or CI was set when pytest started (read before the environment is scrubbed)."""
+    return _IN_CI
+
+
+def _skip_fails_here(path) -> bool:
+    return _IN_CI and Path(str(path)).name in MUST_RUN_IN_CI
+
+
+def _ci_message(where: str, reason: object) -> str:
+    return (
+        f"{where} skipped in CI ({reason}); GPUPLAN_CI/CI is set, and these tests must run there: "
+        "install .ci/requirements-optional.txt (the CPU torch wheel and transformers)"
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """A module of MUST_RUN_IN_CI skipped at collection (pytest.importorskip at module level) fails in CI."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and _skip_fails_here(getattr(collector, "path", "")):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = _ci_message(Path(str(collector.path)).name, reason)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test of a MUST_RUN_IN_CI module that skips fails in CI (an expected failure stays what it is)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and not hasattr(report, "wasxfail") and _skip_fails_here(item.path):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = _ci_message(item.nodeid, reason)
 
 
 def _scrub_environment(root: Path) -> dict[str, str]:
@@ -47,7 +93,8 @@ _SESSION_ROOT: Path | None = None
 
 
 def pytest_configure(config):
-    global _SESSION_ROOT
+    global _SESSION_ROOT, _IN_CI
+    _IN_CI = bool(os.environ.get("GPUPLAN_CI") or os.environ.get("CI"))
     _SESSION_ROOT = Path(tempfile.mkdtemp(prefix="gpuplan-tests-"))
     env = _scrub_environment(_SESSION_ROOT)
     os.environ.clear()

@@ -76,13 +76,19 @@ PINNED = {
     "p100-sxm2-16gb": (0.75, 24e9, 8_519_680, None),
     "rtx-3080": (0.75, 24e9, 8_519_680, None),
     "rtx-3090": (0.75, 24e9, 8_519_680, None),
-    "rtx-4080": (0.75, 24e9, 8_519_680, None),
+    "rtx-4080": (0.75, 24e9, 8_519_680, 2),  # fp8 peak derived from the RTX 4090's ratio since; TN-only as Ada
     "rtx-4090": (0.75, 24e9, 8_519_680, 2),
     "rtx-5090": (0.75, 48e9, 33_554_432, 1),
     "rtx-6000-ada": (0.75, 24e9, 8_519_680, None),
     "rtx-a6000": (0.75, 24e9, 8_519_680, None),
     "rtx-pro-6000-blackwell": (0.75, 48e9, 33_554_432, None),
     "rx-7900-xtx": (0.75, 24e9, 8_519_680, None),
+    "h800": (0.75, 48e9, 33_554_432, 2),
+    "rtx-4070-ti": (0.75, 24e9, 8_519_680, 2),
+    "rtx-3060-12gb": (0.75, 24e9, 8_519_680, None),
+    "m2-ultra-192gb": (0.75, 24e9, 8_519_680, None),
+    "m3-max-128gb": (0.75, 24e9, 8_519_680, None),
+    "m4-max-128gb": (0.75, 24e9, 8_519_680, None),
     "t4": (0.75, 24e9, 8_519_680, None),
     "tpu-v4": (0.75, 24e9, 8_519_680, None),
     "tpu-v5e": (0.75, 24e9, 8_519_680, None),
@@ -364,3 +370,29 @@ def test_gpus_show_lists_the_hardware_facts(run, monkeypatch):
         assert text in out, text
     code, out, _ = run("gpus", "show", "a10")
     assert code == 0 and "not measured: estimates assume 75 % of the peak" in out
+
+
+def test_gpus_compare_shows_measured_ceilings_beside_the_peaks(run, monkeypatch):
+    """Each matrix dtype's dense peak is followed by the matmul ceiling the estimates use: the measured MAMF
+    (H100 bf16 794.5 of 989.5 -> 80.3 %; fp8 1402.6 of 1979 -> 70.9 %) as is, anything else marked estimated."""
+    monkeypatch.setenv("COLUMNS", "250")
+    code, out, _ = run("gpus", "compare", "h100", "a10", "--json")
+    assert code == 0
+    h100, a10 = json.loads(out)["accelerators"]
+    bf16 = h100["matmul_ceilings"]["bf16"]
+    assert bf16["measured"] and bf16["fraction"] == 794.5 / 989
+    assert bf16["flops_per_s"] == pytest.approx(989.5e12 * 794.5 / 989, rel=1e-12)
+    fp8 = h100["matmul_ceilings"]["fp8"]
+    assert fp8["measured"] and fp8["fraction"] == 1402.6 / 1979
+    assert not h100["matmul_ceilings"]["int8"]["measured"]  # the bf16 fraction stands in: said so
+    assert h100["matmul_ceilings"]["int8"]["source"].startswith("estimated, not measured")
+    a10_bf16 = a10["matmul_ceilings"]["bf16"]
+    assert not a10_bf16["measured"] and a10_bf16["fraction"] == DEFAULT_MATMUL_EFFICIENCY
+    assert a10_bf16["source"].startswith("estimated, not measured")
+    code, out, _ = run("gpus", "compare", "h100", "a10")
+    assert code == 0
+    lines = out.splitlines()
+    peak = next(i for i, line in enumerate(lines) if "bf16 dense peak" in line)
+    ceiling = lines[peak + 1]
+    assert "bf16 matmul ceiling" in ceiling and "794.9 (80.3%)" in ceiling and "est. " in ceiling  # a10's
+    assert "794.9 (80.3%)" in ceiling.split("est.")[0]  # the measured H100 figure is not marked

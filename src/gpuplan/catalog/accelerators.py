@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CatalogError
-from ..spec.accelerator import Accelerator, Interconnect, Source
+from ..spec.accelerator import ESTIMATED, Accelerator, Interconnect, Source
 from . import cache
 from .paths import DATA_DIR, user_files
 from .registry import Registry
 from .schema import Skipped, entry_label, read_entries, skip_or_raise, without_gc
 
 if TYPE_CHECKING:
-    from .entries import AcceleratorEntry
+    from .entries import AcceleratorEntry, SourceEntry
 
 BUNDLED_FILE = DATA_DIR / "accelerators.toml"
 LIST_HINT = "'gpuplan gpus list' shows them all"
+
+
+def _source(s: SourceEntry) -> Source:
+    """A source as outputs cite it: a derived figure's title says "estimated, not measured" and how."""
+    if s.derivation is None:
+        return Source(s.title, s.url, s.date)
+    return Source(f"{ESTIMATED} ({s.derivation}); after: {s.title}", s.url, s.date, s.derivation)
 
 
 def _to_spec(e: AcceleratorEntry, origin: str) -> Accelerator:
@@ -48,7 +55,10 @@ def _to_spec(e: AcceleratorEntry, origin: str) -> Accelerator:
         if e.scale_out_bytes_per_s_per_gpu is not None
         else None,
         fp8_gemm_any_layout=e.fp8_gemm_any_layout,
-        sources={k: Source(s.title, s.url, s.date) for k, s in e.sources.items()},
+        sm_count=e.sm_count,
+        scale_up_domain_gpus=e.scale_up_domain_gpus,
+        unified_memory=e.unified_memory,
+        sources={k: _source(s) for k, s in e.sources.items()},
         origin=origin,
     )
 
@@ -62,6 +72,13 @@ def read_accelerator_file(
     noted there and left out instead (the user's config folder must not stop every command); a file that
     cannot be read at all still raises. The result is kept in the catalog cache (cache.py).
     """
+    return list(_cached_file(path, origin, skipped=skipped))
+
+
+def _cached_file(
+    path: Path, origin: str | None = None, *, skipped: list[Skipped] | None = None
+) -> Sequence[Accelerator]:
+    """``read_accelerator_file`` as the registry takes it: a large file's entries built when first used."""
     return cache.cached_entries("accelerators", Path(path), _read_accelerator_file, origin, skipped)
 
 
@@ -105,8 +122,21 @@ def load_accelerators(extra_files: Iterable[Path] = ()) -> Registry[Accelerator]
     reg: Registry[Accelerator] = Registry("accelerator", LIST_HINT, read_accelerator_file(BUNDLED_FILE, "built-in"))
     files, problems = user_files("accelerators.toml", "accelerators.json")
     extra_files = [Path(p) for p in extra_files]
-    reg.add_files(read_accelerator_file, files, problems, extra_files)
-    idents = [cache.file_identity(p) for p in (BUNDLED_FILE, *files, *extra_files)]
-    if None not in idents:
-        reg.fingerprint = (tuple(idents), tuple(str(p) for p in problems), len(files), len(extra_files))
+    reg.add_files(_cached_file, files, problems, extra_files)
+    reg.fingerprint = _fingerprint(files, problems, extra_files)
     return reg
+
+
+def _fingerprint(files: list[Path], problems: list[CatalogError], extra_files: list[Path]) -> tuple[object, ...] | None:
+    idents = [cache.file_identity(p) for p in (BUNDLED_FILE, *files, *extra_files)]
+    if None in idents:
+        return None
+    return (tuple(idents), tuple(str(p) for p in problems), len(files), len(extra_files))
+
+
+def accelerators_fingerprint(extra_files: Iterable[Path] = ()) -> tuple[object, ...] | None:
+    """The ``fingerprint`` that ``load_accelerators(extra_files)`` would give its registry, from the files'
+    identities alone (nothing is read): what offers were checked against, known without loading 100,000
+    accelerators to list offers."""
+    files, problems = user_files("accelerators.toml", "accelerators.json")
+    return _fingerprint(files, problems, [Path(p) for p in extra_files])

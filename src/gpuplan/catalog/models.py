@@ -8,7 +8,7 @@ to a ``config.json`` or to a folder holding one, a Hub id (read when online), or
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +64,11 @@ def read_model_file(path: Path, origin: str | None = None, *, skipped: list[Skip
     Strict by default; with a ``skipped`` list a broken entry is noted there and left out (see
     ``read_accelerator_file``).
     """
+    return list(_cached_file(path, origin, skipped=skipped))
+
+
+def _cached_file(path: Path, origin: str | None = None, *, skipped: list[Skipped] | None = None) -> Sequence[ModelSpec]:
+    """``read_model_file`` as the registry takes it: a large file's entries built when first used."""
     return cache.cached_entries("models", Path(path), _read_model_file, origin, skipped)
 
 
@@ -126,9 +131,13 @@ def load_models(extra_files: Iterable[Path] = ()) -> Registry[ModelSpec]:
     """
     reg: Registry[ModelSpec] = Registry("model", LIST_HINT)
     paths = sorted(BUNDLED_DIR.glob("*.json"))
-    for spec in cache.cached_group("bundled-models", paths, lambda: _read_bundled(paths)):
-        reg.add(spec)
-    reg.add_files(read_model_file, *user_files("models/*.json", "models.json"), extra_files)
+    reg.add_all(cache.cached_group("bundled-models", paths, lambda: _read_bundled(paths)))
+    files, problems = user_files("models/*.json", "models.json")
+    extra_files = [Path(p) for p in extra_files]
+    reg.add_files(_cached_file, files, problems, extra_files)
+    idents = [cache.file_identity(p) for p in (*paths, *files, *extra_files)]
+    if None not in idents:
+        reg.fingerprint = (tuple(idents), tuple(str(p) for p in problems), len(paths), len(files), len(extra_files))
     return reg
 
 

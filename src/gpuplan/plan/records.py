@@ -6,9 +6,10 @@ Every record carries ``schema_version`` and ``kind``. Units are in the key names
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import fields
 from operator import attrgetter
+from typing import Any
 
 from ..estimate.flops import flops_per_token
 from ..estimate.params import count_params
@@ -27,15 +28,50 @@ def envelope(kind: str, **body) -> dict:
 
 
 def accelerator_list(accs: Iterable[Accelerator]) -> dict:
-    return envelope("gpus.list", accelerators=[a.to_dict() for a in accs])
+    item = accelerator_items()
+    return envelope("gpus.list", accelerators=[item(a) for a in accs])
+
+
+def accelerator_items() -> Callable[[Accelerator], dict]:
+    """The record of one accelerator in ``gpus list`` (its ``to_dict()``)."""
+    return Accelerator.to_dict
 
 
 def accelerator_show(acc: Accelerator) -> dict:
     return envelope("gpus.show", accelerator=acc.to_dict())
 
 
+#: The matrix (tensor-core) dtypes whose matmul ceiling ``gpus compare`` shows beside the dense peak.
+MATMUL_DTYPES = ("tf32", "fp16", "bf16", "fp8", "int8", "fp4")
+
+
+def matmul_ceilings(acc: Accelerator) -> dict[str, dict]:
+    """Per matrix dtype with a dense peak: the matmul ceiling the estimates use (fraction of the peak, FLOP/s),
+    whether the catalog holds a measurement (MAMF) for that dtype, and the source; a figure that is not a
+    measurement for this dtype (another dtype's, or the documented default) is marked "estimated, not
+    measured"."""
+    from ..estimate.steptime import matmul_efficiency
+
+    out: dict[str, dict] = {}
+    for d in MATMUL_DTYPES:
+        peak = acc.peak(d)
+        if peak is None:
+            continue
+        fraction, source = matmul_efficiency(acc, d)
+        measured = d in acc.matmul_efficiency
+        out[d] = {
+            "fraction": fraction,
+            "flops_per_s": fraction * peak,
+            "measured": measured,
+            "source": source if measured else f"estimated, not measured: {source}",
+        }
+    return out
+
+
 def accelerator_compare(accs: Iterable[Accelerator]) -> dict:
-    return envelope("gpus.compare", accelerators=[a.to_dict() for a in accs])
+    """``gpus compare``: each accelerator's record plus ``matmul_ceilings`` (measured where the catalog has a
+    MAMF figure, else estimated and said so) to read beside the datasheet peaks."""
+    return envelope("gpus.compare", accelerators=[{**a.to_dict(), "matmul_ceilings": matmul_ceilings(a)} for a in accs])
 
 
 def default_seq_len(model: ModelSpec | ParamsOnlyModel) -> int:
@@ -140,8 +176,15 @@ def model_show(model: ModelSpec | ParamsOnlyModel, seq_len: int | None = None) -
 
 
 def model_list(models: Iterable[ModelSpec]) -> dict:
+    item = model_items()
+    return envelope("model.list", models=[item(m) for m in models])
+
+
+def model_items() -> Callable[[ModelSpec], dict]:
+    """The record of one model in ``model list`` (``model_record``; the parameter counts and FLOPs computed once
+    per architecture for all the calls of the function returned)."""
     memo: dict = {}
-    return envelope("model.list", models=[model_record(m, _memo=memo) for m in models])
+    return lambda m: model_record(m, _memo=memo)
 
 
 def _rule_explanation(job) -> str:
@@ -376,7 +419,13 @@ def _rank_option_bands(model, job, o) -> dict:
 
 
 def offer_list(offers) -> dict:
-    return envelope("offers.list", offers=[o.to_dict() for o in offers])
+    item = offer_items()
+    return envelope("offers.list", offers=[item(o) for o in offers])
+
+
+def offer_items() -> Callable[[Any], dict]:
+    """The record of one offer in ``offers list`` (its ``to_dict()``)."""
+    return lambda o: o.to_dict()
 
 
 def _plan_dict(plan) -> dict:
@@ -434,6 +483,10 @@ def with_training_plan(record: dict, plan, step_assumptions, gpu: Accelerator | 
 
             value, source = scale_out(gpu, step_assumptions)
             x.update(value=value, source=source)
+        elif x["name"] == "power_limit_w" and x["value"] is None and gpu is not None and gpu.tdp_w:
+            x.update(value=gpu.tdp_w, source=f"no cap: the GPU's catalog TDP ({gpu.id})")
+    # an assumption still unset (no catalog figure to show in its place) is left out of the list
+    step = [x for x in step if x["value"] is not None]
     out["assumptions"] = record["assumptions"] + step
     return out
 
@@ -467,20 +520,38 @@ def offer_ranking(model, layout, job, tokens, epochs, ranked) -> dict:
     fit = [r for r in ranked if r.fits]
     front = set(pareto_front([(r.plan.time.seconds, r.plan.usd) for r in fit]))
     rows = []
+    bands: dict[tuple[int, int, str], Any] = {}  # training_band reads only these (offers share GPUs and steps)
     for i, r in enumerate(fit):
-        band = training_band(r.gpu, job, r.plan, model)
-        row = {
-            "offer": r.offer.to_dict(),
-            "gpu": r.gpu.id,
-            "gpus": r.plan.layout.gpus,
-            "mfu": r.plan.time.mfu,
-            "seconds": r.plan.time.seconds,
-            "gpu_hours": r.plan.time.gpu_hours,
-            "usd": r.plan.usd,
-            "pareto": i in front,
-        }
-        row = _beside(row, band, (("mfu", 1),), cap=1.0)
-        rows.append(_beside(row, band, (("seconds", -1), ("gpu_hours", -1), ("usd", -1))))
+        plan = r.plan
+        key = (id(r.gpu), id(plan.step), plan.mfu_source)
+        band = bands[key] if key in bands else bands.setdefault(key, training_band(r.gpu, job, plan, model))
+        t = plan.time
+        # what _beside(_beside(row, band, (("mfu", 1),), cap=1.0), band, (seconds, gpu_hours, usd: -1)) gives,
+        # written at once (a ranking may hold 100,000 rows)
+        mfu, mfu_band = t.mfu, _interval(band, t.mfu, 1, 1.0)
+        seconds, gpu_hours, usd = t.seconds, t.gpu_hours, plan.usd
+        seconds_band, hours_band, usd_band = (_interval(band, v, -1) for v in (seconds, gpu_hours, usd))
+        rows.append(
+            {
+                "offer": r.offer.to_dict(),
+                "gpu": r.gpu.id,
+                "gpus": plan.layout.gpus,
+                "mfu": mfu,
+                "mfu_p10": mfu_band[0],
+                "mfu_p90": mfu_band[1],
+                "seconds": seconds,
+                "seconds_p10": seconds_band[0],
+                "seconds_p90": seconds_band[1],
+                "gpu_hours": gpu_hours,
+                "gpu_hours_p10": hours_band[0],
+                "gpu_hours_p90": hours_band[1],
+                "usd": usd,
+                "usd_p10": usd_band[0],
+                "usd_p90": usd_band[1],
+                "pareto": i in front,
+                "band_class": band.band_class if band is not None else None,
+            }
+        )
     return envelope(
         "train.rank",
         model={"id": model.id},
@@ -558,12 +629,18 @@ def _beside(block: dict, band, specs: tuple[tuple[str, int], ...], cap: float | 
     for key, value in block.items():
         out[key] = value
         if key in banded:
-            lo, hi = band.interval(value, banded[key]) if band is not None else (None, None)
-            if cap is not None and lo is not None and hi is not None:
-                lo, hi = min(lo, cap), min(hi, cap)
-            out[f"{key}_p10"], out[f"{key}_p90"] = lo, hi
+            out[f"{key}_p10"], out[f"{key}_p90"] = _interval(band, value, banded[key], cap)
     out["band_class"] = band.band_class if band is not None else None
     return out
+
+
+def _interval(band, value, exponent: int, cap: float | None = None) -> tuple[float | None, float | None]:
+    """(p10, p90) of ``value`` in ``band`` (``Band.interval``), each at most ``cap``; (None, None) without a band
+    or a value."""
+    lo, hi = band.interval(value, exponent) if band is not None else (None, None)
+    if cap is not None and lo is not None and hi is not None:
+        lo, hi = min(lo, cap), min(hi, cap)
+    return lo, hi
 
 
 def _bands_block(bands: dict, why_none: str) -> dict:

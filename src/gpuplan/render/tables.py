@@ -6,14 +6,15 @@ with the driver-reported capacity; every header names its unit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from itertools import chain
 
 from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..spec.accelerator import DTYPES
+from ..spec.accelerator import DTYPES, pcie_bytes_per_s
 from ..units import GB, GiB, format_bytes, format_count, format_flops
 
 _DASH = "-"
@@ -59,7 +60,8 @@ class _ListTable(Table):
         n = len(cols)
         cells = [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in cols]
         heads = [str(c.header).split("\n") for c in cols]
-        widths = [max(max(map(len, cells[i]), default=0), *map(len, heads[i])) for i in range(n)]
+        widest = [max(map(len, column), default=0) for column in cells]
+        widths = [max(widest[i], *map(len, heads[i])) for i in range(n)]
         flex = next((i for i, c in enumerate(cols) if str(c.header) == self.long_flexible), n - 1)
         over = sum(widths) + 3 * n + 1 - max_width
         if over > 0:
@@ -69,7 +71,7 @@ class _ListTable(Table):
             return cell[: w - 1] + "\u2026" if len(cell) > w else cell
 
         for i in range(n):  # only a shrunk column has cells wider than itself
-            if max(map(len, cells[i]), default=0) > widths[i]:
+            if widest[i] > widths[i]:
                 cells[i] = [cut(c, widths[i]) for c in cells[i]]
         aligns = [">" if c.justify == "right" else "<" for c in cols]
         form = "  " + "   ".join(f"{{:{a}{w}}}" for a, w in zip(aligns, widths, strict=True)) + "  "
@@ -89,16 +91,21 @@ class _ListTable(Table):
         """The table as rich prints it on a ``width``-column console that is not a terminal (no styles, each
         line cropped to the width), without the final newline; None when rich must lay it out (few rows) or
         a cell holds a character that is not one column wide (only ASCII is taken as such)."""
+        lines = self.plain_lines(width)
+        return None if lines is None else "\n".join(lines)
+
+    def plain_lines(self, width: int) -> list[str] | None:
+        """:meth:`plain_text`'s lines."""
         if self.long_rows is None:
             return None
-        if not all(map(str.isascii, map("".join, self.long_rows))):
+        if not "".join(chain.from_iterable(self.long_rows)).isascii():
             return None
         if not all(str(c.header).isascii() for c in self.columns) or not str(self.caption or "").isascii():
             return None
         lines, _, total = self._long_lines(width)
         if total > width or len(lines[-1]) > width:
             lines = [line[:width] for line in lines]
-        return "\n".join(lines)
+        return lines
 
     def __rich_console__(self, console, options):
         if self.long_rows is None:
@@ -120,7 +127,7 @@ class _ListTable(Table):
             yield new_line
 
 
-def _fixed_columns(t: Table, rows: list[list[str]], headers: list[tuple[str, str]], flexible: str) -> None:
+def _fixed_columns(t: Table, rows: Sequence[Sequence[str]], headers: list[tuple[str, str]], flexible: str) -> None:
     """Columns as wide as their longest cell, except ``flexible``, which shrinks (ellipsis) on narrow screens."""
     long = isinstance(t, _ListTable) and len(rows) > t._FAST_ROWS  # drawn by _ListTable, which sizes its columns
     for i, (header, just) in enumerate(headers):
@@ -136,7 +143,25 @@ def _fixed_columns(t: Table, rows: list[list[str]], headers: list[tuple[str, str
         t.add_row(*(Text(c) for c in r))  # catalog strings: text, never markup
 
 
-def gpus_table(record: dict) -> Table:
+def gpus_row(a: dict) -> list[str]:
+    """The cells of one accelerator record in ``gpus list``."""
+    p = a["peak_flops_per_s"]
+    return [
+        a["id"],
+        _num(a["memory_bytes"], GB),
+        _num(a["memory_bandwidth_bytes_per_s"], 1e12, 3),
+        _num(p.get("bf16"), 1e12),
+        _num(p.get("fp8"), 1e12),
+        _num(p.get("fp4"), 1e12),
+        _link(a["interconnect"]),
+        _num(a["tdp_w"], 1),
+        str(a["year"]),
+        a["name"],
+    ]
+
+
+def gpus_table(record: dict, rows: list[list[str]] | None = None) -> Table:
+    """``gpus list``; ``rows``: the cells of the listed accelerators, when made beforehand (``gpus_row``)."""
     t = _ListTable(box=box.SIMPLE_HEAD, header_style="bold")
     headers = [
         ("id", "left"),
@@ -150,23 +175,8 @@ def gpus_table(record: dict) -> Table:
         ("year", "right"),
         ("name", "left"),
     ]
-    rows = []
-    for a in record["accelerators"]:
-        p = a["peak_flops_per_s"]
-        rows.append(
-            [
-                a["id"],
-                _num(a["memory_bytes"], GB),
-                _num(a["memory_bandwidth_bytes_per_s"], 1e12, 3),
-                _num(p.get("bf16"), 1e12),
-                _num(p.get("fp8"), 1e12),
-                _num(p.get("fp4"), 1e12),
-                _link(a["interconnect"]),
-                _num(a["tdp_w"], 1),
-                str(a["year"]),
-                a["name"],
-            ]
-        )
+    if rows is None:
+        rows = [gpus_row(a) for a in record["accelerators"]]
     _fixed_columns(t, rows, headers, flexible="name")
     t.caption = "Dense peaks (no sparsity). GB = 1e9 bytes. Sources: gpuplan gpus show ID"
     return t
@@ -174,15 +184,23 @@ def gpus_table(record: dict) -> Table:
 
 def _figure_rows(a: dict) -> list[tuple[str, str, str]]:
     """(label, value, field key) for every figure of one accelerator record, in display order."""
+    mem = a["memory_bytes"]
+    # a vendor's "24 GB" of GDDR (or an Apple Mac's "128GB") is that many GiB: shown as such, not as 25.77 GB
+    marketed = f"{mem // GiB:,} GiB" if mem % GiB == 0 else f"{_num(mem, GB)} GB"
+    unified = a.get("unified_memory")
     rows = [
         ("vendor / architecture", f"{a['vendor']} / {a['architecture']}", "default"),
         ("form factor", a["form_factor"], "default"),
-        ("memory (marketed)", f"{_num(a['memory_bytes'], GB)} GB ({a['memory_type']})", "memory_bytes"),
+        (
+            "memory (unified, shared with the CPU and OS)" if unified else "memory (marketed)",
+            f"{marketed} ({a['memory_type']})",
+            "memory_bytes",
+        ),
     ]
     if a["memory_reported_bytes"]:
         rows.append(
             (
-                "memory (driver reports)",
+                "memory the GPU may use (OS default)" if unified else "memory (driver reports)",
                 f"{a['memory_reported_bytes'] / GiB:.2f} GiB ({a['memory_reported_bytes']:,} bytes)",
                 "memory_reported_bytes",
             )
@@ -190,6 +208,8 @@ def _figure_rows(a: dict) -> list[tuple[str, str, str]]:
     rows.append(
         ("memory bandwidth", f"{_num(a['memory_bandwidth_bytes_per_s'], 1e12, 3)} TB/s", "memory_bandwidth_bytes_per_s")
     )
+    if a.get("sm_count"):
+        rows.append(("SMs / compute units / GPU cores", f"{a['sm_count']:,}", "sm_count"))
     for d in DTYPES:
         v = a["peak_flops_per_s"].get(d)
         if v is not None:
@@ -205,12 +225,14 @@ def _figure_rows(a: dict) -> list[tuple[str, str, str]]:
                 "interconnect",
             )
         )
-    if not a.get("matmul_efficiency") and "bf16" in a["peak_flops_per_s"]:
+    if not a.get("matmul_efficiency") and a["peak_flops_per_s"].get("bf16"):
         rows.append(("bf16 matmul ceiling (MAMF)", "not measured: estimates assume 75 % of the peak", "-"))
     for d, frac in (a.get("matmul_efficiency") or {}).items():
         peak = a["peak_flops_per_s"].get(d)
         shown = f"{frac:.1%} of the {d} peak" + (f" ({_num(frac * peak, 1e12)} TFLOP/s)" if peak else "")
         rows.append((f"{d} matmul ceiling (MAMF)", shown, f"matmul_efficiency.{d}"))
+    if a.get("scale_up_domain_gpus"):
+        rows.append(("scale-up domain", f"{a['scale_up_domain_gpus']:,} devices", "scale_up_domain_gpus"))
     if a.get("scale_out_bytes_per_s_per_gpu"):
         rows.append(
             (
@@ -220,7 +242,8 @@ def _figure_rows(a: dict) -> list[tuple[str, str, str]]:
             )
         )
     if a["pcie_gen"]:
-        rows.append(("PCIe", f"Gen {a['pcie_gen']}", "pcie_gen"))
+        x16 = pcie_bytes_per_s(a["pcie_gen"])
+        rows.append(("PCIe", f"Gen {a['pcie_gen']} x16: {_num(x16, GB)} GB/s per direction", "pcie_gen"))
     if a.get("cublas_workspace_bytes"):
         rows.append(
             ("cuBLAS workspace", format_bytes(a["cublas_workspace_bytes"], binary=True), "cublas_workspace_bytes")
@@ -257,6 +280,14 @@ def gpu_show(record: dict) -> Group:
     return Group(*parts)
 
 
+def _ceiling_cell(c: dict | None) -> str:
+    """A matmul ceiling beside its peak: measured (MAMF) as is, anything else marked 'est.'."""
+    if c is None:
+        return _DASH
+    text = f"{_num(c['flops_per_s'], 1e12)} ({c['fraction']:.1%})"
+    return text if c["measured"] else f"est. {text}"
+
+
 def gpus_compare(record: dict) -> Table:
     accs = record["accelerators"]
     t = Table(box=box.SIMPLE_HEAD, header_style="bold")
@@ -265,19 +296,56 @@ def gpus_compare(record: dict) -> Table:
         t.add_column(a["id"], justify="right")
     labels: list[str] = []
     values: dict[str, dict[str, str]] = {}
+
+    def put(label: str, acc_id: str, value: str, after: str | None) -> str:
+        """A row's value; a label first seen goes right after this accelerator's previous row (so an fp4
+        row that only the second GPU has sits after int8, not at the bottom)."""
+        if label not in values:
+            labels.insert(labels.index(after) + 1 if after in values else len(labels), label)
+            values[label] = {}
+        values[label][acc_id] = value
+        return label
+
     for a in accs:
-        for label, value, _ in _figure_rows(a):
-            if label not in values:
-                labels.append(label)
-                values[label] = {}
-            values[label][a["id"]] = value
+        ceilings = a.get("matmul_ceilings") or {}
+        prev: str | None = None
+        for label, value, key in _figure_rows(a):
+            if key.startswith("matmul_efficiency") or label.endswith("(MAMF)"):
+                continue  # shown beside the peak below
+            prev = put(label, a["id"], value, prev)
+            dtype = key.removeprefix("peak_flops_per_s.") if key.startswith("peak_flops_per_s.") else None
+            if dtype in ceilings:
+                unit = "TOPS" if dtype == "int8" else "TFLOP/s"
+                prev = put(f"{dtype} matmul ceiling, {unit}", a["id"], _ceiling_cell(ceilings[dtype]), prev)
     for label in labels:
         t.add_row(label, *(values[label].get(a["id"], _DASH) for a in accs))
-    t.caption = "Peaks are dense (no sparsity). GB = 1e9 bytes, GiB = 2**30 bytes."
+    t.caption = (
+        "Peaks are dense (no sparsity). Matmul ceiling: the best-shape GEMM rate the estimates use, measured "
+        "(MAMF) unless marked est. (estimated, not measured: another dtype's measurement or the 75 % default). "
+        "GB = 1e9 bytes, GiB = 2**30 bytes."
+    )
     return t
 
 
-def models_table(record: dict) -> Table:
+def models_row(m: dict) -> list[str]:
+    """The cells of one model record in ``model list``."""
+    experts = f"{m['experts_per_token']}/{m['experts']}" if m.get("experts") else _DASH
+    return [
+        m["id"],
+        format_count(m["params"]),
+        format_count(m["active_params"]),
+        str(m["layers"]),
+        str(m["hidden_size"]),
+        f"{m['attention_heads']}/{m['kv_heads']}",
+        experts,
+        f"{m['context_length']:,}",
+        m["attention"],
+        m["family"],
+    ]
+
+
+def models_table(record: dict, rows: list[list[str]] | None = None) -> Table:
+    """``model list``; ``rows``: the cells of the listed models, when made beforehand (``models_row``)."""
     t = _ListTable(box=box.SIMPLE_HEAD, header_style="bold")
     headers = [
         ("id", "left"),
@@ -291,23 +359,8 @@ def models_table(record: dict) -> Table:
         ("attention", "left"),
         ("family", "left"),
     ]
-    rows = []
-    for m in record["models"]:
-        experts = f"{m['experts_per_token']}/{m['experts']}" if m.get("experts") else _DASH
-        rows.append(
-            [
-                m["id"],
-                format_count(m["params"]),
-                format_count(m["active_params"]),
-                str(m["layers"]),
-                str(m["hidden_size"]),
-                f"{m['attention_heads']}/{m['kv_heads']}",
-                experts,
-                f"{m['context_length']:,}",
-                m["attention"],
-                m["family"],
-            ]
-        )
+    if rows is None:
+        rows = [models_row(m) for m in record["models"]]
     _fixed_columns(t, rows, headers, flexible="family")
     t.caption = "params: exact counts (as transformers builds them); active: per token, embeddings included."
     return t
@@ -673,6 +726,10 @@ def _machine_lines(record: dict) -> list[Text]:
                     f"{up['cold_start_s']:,.1f} s (at least {up['at_least_s']:,.1f} s per replica)"
                 )
             )
+        if "instance" in m:
+            lines.append(Text("  " + _serve_instance_line(m)))
+        for w in m.get("warnings", ()):
+            lines.append(Text(f"  warning: {w}", style="yellow"))
         return lines
     p = m["checkpoint_parts_bytes"]
     out = [
@@ -758,7 +815,34 @@ def _instance_line(m: dict) -> str:
     nic = inst.get("nic_kind", "NIC kind unknown")
     bw = inst.get("nic_bytes_per_s_per_gpu")
     parts.append(f"{nic} {bw / GB:,.1f} GB/s per GPU" if bw is not None else f"{nic}, bandwidth unknown")
+    link = checks.get("scale_up")
+    if link is not None:
+        parts.append(
+            f"NVLink domain {link['scale_up_domain_gpus']} GPU(s) vs tensor parallel {link['tensor_parallel_gpus']} "
+            f"({link['status']})"
+        )
     return f"instance {inst['instance']}: " + "; ".join(parts)
+
+
+def _serve_instance_line(m: dict) -> str:
+    """serve --offer: the instance's host RAM and local disk against one replica's needs ("unknown" where the
+    offer publishes no figure)."""
+    inst, checks = m["instance"], m["instance_checks"]
+    ram, disk = checks["host_ram"], checks["local_disk"]
+    have_ram = (
+        f"{ram['host_memory_bytes_per_node'] / GB:,.0f} GB RAM"
+        if "host_memory_bytes_per_node" in ram
+        else "RAM unknown"
+    )
+    have_disk = (
+        f"local NVMe {disk['local_nvme_bytes_per_node'] / GB:,.0f} GB"
+        if "local_nvme_bytes_per_node" in disk
+        else "local NVMe unknown"
+    )
+    return (
+        f"instance {inst['instance']}: {have_ram} vs {ram['needed_bytes_per_node'] / GB:,.0f} GB needed "
+        f"({ram['status']}); {have_disk} vs {disk['needed_bytes_per_node'] / GB:,.1f} GB of weights ({disk['status']})"
+    )
 
 
 def _calibration_lines(record: dict) -> list[Text]:
@@ -977,7 +1061,23 @@ def _time_and_cost(record: dict) -> list:
     return out
 
 
-def offers_table(record: dict) -> Table:
+def offers_row(o: dict) -> list[str]:
+    """The cells of one offer record in ``offers list``."""
+    return [
+        o["provider"],
+        o["instance"],
+        o["gpu"],
+        str(o["gpu_count"]),
+        f"{o['usd_per_hour']:,.2f}",
+        f"{o['usd_per_gpu_hour']:,.2f}",
+        o["pricing"],
+        o["price_date"],
+        o["region"],
+    ]
+
+
+def offers_table(record: dict, rows: list[list[str]] | None = None) -> Table:
+    """``offers list``; ``rows``: the cells of the listed offers, when made beforehand (``offers_row``)."""
     t = _ListTable(box=box.SIMPLE_HEAD, header_style="bold")
     headers = [
         ("provider", "left"),
@@ -990,20 +1090,8 @@ def offers_table(record: dict) -> Table:
         ("date", "left"),
         ("region", "left"),
     ]
-    rows = [
-        [
-            o["provider"],
-            o["instance"],
-            o["gpu"],
-            str(o["gpu_count"]),
-            f"{o['usd_per_hour']:,.2f}",
-            f"{o['usd_per_gpu_hour']:,.2f}",
-            o["pricing"],
-            o["price_date"],
-            o["region"],
-        ]
-        for o in record["offers"]
-    ]
+    if rows is None:
+        rows = [offers_row(o) for o in record["offers"]]
     _fixed_columns(t, rows, headers, flexible="region")
     t.caption = "Prices change: each row carries its date and source (--json)."
     return t

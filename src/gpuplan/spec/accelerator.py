@@ -14,16 +14,33 @@ _V = TypeVar("_V")
 DTYPES: tuple[str, ...] = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
 
 
+#: What a source's title starts with when its figure is not printed by the vendor nor measured: every output
+#: that cites the source (``gpus show``, the assumptions of ``train`` / ``serve``) says so.
+ESTIMATED = "estimated, not measured"
+
+
 @dataclass(frozen=True)
 class Source:
-    """Where a figure comes from: a document's title, its URL and its date (YYYY-MM or YYYY-MM-DD)."""
+    """Where a figure comes from: a document's title, its URL and its date (YYYY-MM or YYYY-MM-DD).
+
+    ``derivation`` is set where the figure is neither printed by the vendor nor measured on this device (a
+    rule, another device's measurement, arithmetic on other figures): it says how the figure was derived, and
+    the catalog reader puts :data:`ESTIMATED` and the derivation in front of the title."""
 
     title: str
     url: str
     date: str
+    derivation: str | None = None
+
+    @property
+    def estimated(self) -> bool:
+        return self.derivation is not None
 
     def to_dict(self) -> dict[str, str]:
-        return {"title": self.title, "url": self.url, "date": self.date}
+        out = {"title": self.title, "url": self.url, "date": self.date}
+        if self.derivation is not None:
+            out["derivation"] = self.derivation
+        return out
 
 
 @dataclass(frozen=True)
@@ -85,7 +102,16 @@ class Accelerator:
       of the usual server for this device (one NIC per GPU), bytes/s;
     - ``fp8_gemm_any_layout``: True where the fp8 GEMMs take any operand layout, False where they take only
       "TN" (A transposed, B not: cuBLASLt on compute capability 8.9 and 9.0), which makes Transformer Engine
-      keep a transposed fp8 copy of each weight.
+      keep a transposed fp8 copy of each weight;
+    - ``sm_count``: streaming multiprocessors (NVIDIA) or compute units (AMD) the device exposes;
+    - ``scale_up_domain_gpus``: how many devices share the scale-up link at its full bandwidth (an HGX board's
+      8 over NVSwitch, an NVL72 rack's 72, an NVL pair's 2, a TPU pod's chips over ICI);
+    - ``unified_memory``: True where the memory is the host's (Apple M-series): ``memory_bytes`` is the
+      machine's RAM, shared with the CPU and the operating system, and ``memory_reported_bytes`` what the GPU
+      may use of it by default (Metal's recommendedMaxWorkingSetSize).
+
+    Memory: ``memory_bytes`` holds the bytes the vendor means (a GeForce card's "24 GB" of GDDR is 24 GiB;
+    an HBM part's "80 GB" is 80e9), ``memory_reported_bytes`` what the driver reports where known.
     """
 
     id: str
@@ -109,6 +135,9 @@ class Accelerator:
     cublas_workspace_bytes: int | None = None
     scale_out_bytes_per_s_per_gpu: float | None = None
     fp8_gemm_any_layout: bool | None = None
+    sm_count: int | None = None
+    scale_up_domain_gpus: int | None = None
+    unified_memory: bool | None = None
     origin: str = field(default="built-in", compare=False)
 
     def __post_init__(self) -> None:
@@ -153,11 +182,14 @@ class Accelerator:
             ("memory_reported_bytes", self.memory_reported_bytes),
             ("memory_type", self.memory_type),
             ("memory_bandwidth_bytes_per_s", self.memory_bandwidth_bytes_per_s),
+            ("unified_memory", self.unified_memory),
+            ("sm_count", self.sm_count),
         ]
         out += [(f"peak_flops_per_s.{d}", self.peak_flops_per_s[d]) for d in DTYPES if d in self.peak_flops_per_s]
         out += [(f"matmul_efficiency.{d}", self.matmul_efficiency[d]) for d in DTYPES if d in self.matmul_efficiency]
         out += [
             ("interconnect", self.interconnect),
+            ("scale_up_domain_gpus", self.scale_up_domain_gpus),
             ("scale_out_bytes_per_s_per_gpu", self.scale_out_bytes_per_s_per_gpu),
             ("pcie_gen", self.pcie_gen),
             ("cublas_workspace_bytes", self.cublas_workspace_bytes),
@@ -190,7 +222,10 @@ class Accelerator:
             self.memory_reported_bytes is None,
             self.memory_type is None,
             self.memory_bandwidth_bytes_per_s is None,
+            self.unified_memory is None,
+            self.sm_count is None,
             self.interconnect is None,
+            self.scale_up_domain_gpus is None,
             self.scale_out_bytes_per_s_per_gpu is None,
             self.pcie_gen is None,
             self.cublas_workspace_bytes is None,
@@ -227,6 +262,9 @@ class Accelerator:
             "pci_device_ids": list(self.pci_device_ids),
             "cublas_workspace_bytes": self.cublas_workspace_bytes,
             "fp8_gemm_any_layout": self.fp8_gemm_any_layout,
+            "sm_count": self.sm_count,
+            "scale_up_domain_gpus": self.scale_up_domain_gpus,
+            "unified_memory": self.unified_memory,
             "tdp_w": self.tdp_w,
             "origin": self.origin,
             "sources": self._figure_sources(),
