@@ -177,6 +177,55 @@ def test_sliding_window_caps_the_cache():
     assert kv_cache_bytes(spec, 32768, "bf16") == kv_cache_bytes(spec, 4096, "bf16")
 
 
+def test_chunked_attention_layers_hold_at_most_one_chunk():
+    """Llama 4: 3 of every 4 layers attend within 8,192-token chunks, so at 131,072 tokens the cache is
+    (12 x 131,072 + 36 x 8,192) tokens of layers, not 48 x 131,072 (exact, no tolerance)."""
+    spec = MODELS.get("llama-4-scout-17b-16e")
+    assert (spec.attention_chunk, spec.chunked_layers, spec.layers) == (8192, 36, 48)
+    per_layer_token = kv_bytes_per_token(spec, "bf16") / spec.layers
+    assert kv_cache_bytes(spec, 131072, "bf16") == per_layer_token * (12 * 131072 + 36 * 8192)
+    # below one chunk every layer holds every token
+    assert kv_cache_bytes(spec, 4096, "bf16") == kv_bytes_per_token(spec, "bf16") * 4096
+
+
+def pytest_generate_tests(metafunc):
+    """Every built-in architecture as a parameter, read at collection (after conftest isolated the environment)."""
+    if "builtin_model_id" in metafunc.fixturenames:
+        metafunc.parametrize("builtin_model_id", sorted(m.id for m in MODELS if getattr(m, "layers", 0)))
+
+
+def test_bf16_weight_bytes_are_twice_the_exact_parameter_count(builtin_model_id):
+    """Every parameter transformers builds is held: biases (Qwen2's q/k/v, gpt-oss's experts and router), q/k
+    norms, MLA's latent norms and attention sinks included (exact to one byte)."""
+    from gpuplan.estimate.params import count_params
+    from gpuplan.spec.model import ModelSpec
+
+    spec = MODELS.get(builtin_model_id)
+    if not isinstance(spec, ModelSpec):
+        pytest.fail(f"{builtin_model_id} is not an architecture")
+    assert weight_bytes(spec, "bf16", ServingLayout()).total == pytest.approx(2 * count_params(spec).total, abs=1)
+
+
+@pytest.mark.parametrize("mid,fmt", [("qwen2.5-7b", "int4-awq"), ("gpt-oss-120b", "mxfp4")])
+def test_biases_stay_16bit_beside_quantized_matrices(mid, fmt):
+    """Dropping the biases (qkv for Qwen2; experts and router for gpt-oss) takes exactly 2 bytes per bias
+    parameter off the weights, whatever the format of the matrices."""
+    import dataclasses
+
+    from gpuplan.estimate.params import count_params
+
+    spec = MODELS.get(mid)
+    if spec.moe is not None:
+        moe = dataclasses.replace(spec.moe, expert_bias=False, router_bias=False)
+        plain = dataclasses.replace(spec, moe=moe, qkv_bias=False, o_bias=False)
+    else:
+        plain = dataclasses.replace(spec, qkv_bias=False)
+    biases = count_params(spec).total - count_params(plain).total
+    assert biases > 0
+    diff = weight_bytes(spec, fmt, ServingLayout()).total - weight_bytes(plain, fmt, ServingLayout()).total
+    assert diff == pytest.approx(2 * biases, rel=1e-9)
+
+
 @pytest.mark.parametrize("mid", ["llama-3.1-8b", "qwen2.5-7b", "gemma-2-9b"])
 def test_quantized_weights_are_smaller_and_tp_never_raises_memory(mid):
     spec = MODELS.get(mid)

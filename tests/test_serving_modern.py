@@ -55,12 +55,16 @@ def test_error_bounds_reached(inference_rows):
     assert _mae(rows, lambda r: r.case.quantity in ("output_tokens_per_s_total", "requests_per_s_total")) <= 0.065
     # decode latency (TPOT/ITL and tokens/s per user) outside FP4 (the FP4 rows: see the report's open items)
     decode = ("tpot_s", "decode_tokens_per_s_per_user")
-    assert _mae(rows, lambda r: r.case.quantity in decode and r.case.precision not in ("nvfp4", "mxfp4")) <= 0.11
-    # TTFT where no request waits in a queue (NIM c100/c250 queue: latency under load is not modeled)
-    assert (
-        _mae(rows, lambda r: r.case.quantity == "ttft_s" and "c100" not in r.case.id and "c250" not in r.case.id) <= 0.2
-    )
-    assert summary["stack"]["nim"]["mae"] <= 0.24  # was 30.8 %
+    assert _mae(rows, lambda r: r.case.quantity in decode and r.case.precision not in ("nvfp4", "mxfp4")) <= 0.10
+    # TTFT, the closed-loop rows included (NIM c100/c250 against ttft_s + queue_wait_s: -94/-99.5 % before the
+    # wait was added and TensorRT-LLM's slots reserved the whole output)
+    assert _mae(rows, lambda r: r.case.quantity == "ttft_s") <= 0.21
+    c250 = next(r for r in rows if r.case.id.endswith("c250#ttft_ms_mean"))
+    assert abs(c250.error) <= 0.15
+    # vLLM on an A100 steps 2048 tokens (its V1 server default there): gpt-oss-20b 4000/200 TPOT was +141 % at 8192
+    long = next(r for r in rows if r.case.id == "gpustack-vllm0110-gptoss20b-1xa100-long#tpot_ms_mean")
+    assert abs(long.error) <= 0.15
+    assert summary["stack"]["nim"]["mae"] <= 0.15  # was 30.8 %, then 22 %
     assert summary["stack"]["gpt-fast"]["mae"] <= 0.03
     assert summary["stack"]["databricks"]["mae"] <= 0.06
 
@@ -136,23 +140,41 @@ def test_engine_choices_come_from_the_enum():
 
 
 @pytest.mark.parametrize(
-    "engine,overhead,seqs,budget",
+    "engine,gpu,overhead,seqs,budget",
     [
-        ("vllm", 4e-3, 256, 8192),
-        ("server", 4e-3, 256, 8192),
-        ("sglang", 0.0, 0, 8192),
-        ("trtllm", 0.0, 2048, 8192),
-        ("tgi", 4e-3, 0, 4096),
-        ("llama.cpp", 0.0, 1, 2048),
-        ("compiled", 0.0, 0, 10**7),
+        # vLLM V1 server: 1024 / 8192 on >= 70 GiB GPUs other than the A100, else 256 / 2048
+        ("vllm", "h100-sxm-80gb", 4e-3, 1024, 8192),
+        ("server", "mi300x", 4e-3, 1024, 8192),
+        ("vllm", "a100-sxm-80gb", 4e-3, 256, 2048),
+        ("vllm", "l40s", 4e-3, 256, 2048),
+        # SGLang chunked_prefill_size by memory: < 35 GiB 2048, < 160 GiB 8192, above 16384
+        ("sglang", "h100-sxm-80gb", 0.0, 0, 8192),
+        ("sglang", "rtx-4090", 0.0, 0, 2048),
+        ("sglang", "b200", 0.0, 0, 16384),
+        ("trtllm", "h100-sxm-80gb", 0.0, 2048, 8192),
+        ("tgi", "h100-sxm-80gb", 4e-3, 0, 4096),
+        ("llama.cpp", "rtx-4090", 0.0, 1, 2048),
+        ("compiled", "a100-sxm-80gb", 0.0, 0, 10**7),
     ],
 )
-def test_engine_profile_defaults(engine, overhead, seqs, budget):
-    a = assumptions_for(ServingJob(engine=engine))
+def test_engine_profile_defaults(engine, gpu, overhead, seqs, budget):
+    job = ServingJob(engine=engine)
+    unresolved = assumptions_for(job)
+    assert unresolved.max_num_seqs is None and unresolved.prefill_chunk_tokens is None  # filled per GPU
+    a = assumptions_for(job, gpu=ACCS.get(gpu))
     assert a.engine_step_overhead_s == overhead
     assert a.max_num_seqs == seqs
     assert a.prefill_chunk_tokens == budget
     assert engine_profile(engine).source
+
+
+def test_engine_defaults_follow_the_gpu_under_assume():
+    """An --assume of one field leaves the others at the engine's rule for the planned GPU (vLLM on an A100:
+    2048 tokens per step), and a whole-number assumption stays a whole number."""
+    r = gpuplan.serve("llama-3-8b", gpu="a100-sxm-80gb", engine="vllm", assume={"max_num_seqs": "300"})
+    used = {x.name: x.value for x in r.serving.assumptions}
+    assert used["prefill_chunk_tokens"] == 2048 and used["max_num_seqs"] == 300
+    assert isinstance(used["max_num_seqs"], int)
 
 
 def test_profiles_are_overridable_with_assume():
@@ -171,9 +193,65 @@ def test_trtllm_sizes_the_batch_from_kv_memory():
     spec, gpu = MODELS.get("llama-3-8b"), ACCS.get("h100-sxm-80gb")
     job = ServingJob(prompt_tokens=128, output_tokens=128, engine="trtllm")
     r = serving_plan(spec, gpu, ServingLayout(), job)
-    assert r.batch == min(2048, r.max_concurrent_sequences) and r.batch > 256
+    assert r.batch == min(2048, r.max_concurrent_sequences) and r.batch > 1024
     v = serving_plan(spec, gpu, ServingLayout(), ServingJob(prompt_tokens=128, output_tokens=128, engine="vllm"))
-    assert v.batch == 256
+    assert v.batch == 1024
+    a100 = serving_plan(
+        spec,
+        ACCS.get("a100-sxm-80gb"),
+        ServingLayout(),
+        ServingJob(prompt_tokens=128, output_tokens=128, engine="vllm"),
+    )
+    assert a100.batch == 256
+
+
+def test_trtllm_reserves_the_whole_output_per_slot():
+    """GUARANTEED_NO_EVICT: a TensorRT-LLM slot holds prompt + whole output; vLLM's paged KV the mean P + O/2."""
+    spec, gpu = MODELS.get("llama-3.1-70b"), ACCS.get("h100-sxm-80gb")
+    lay = ServingLayout(tp=2)
+    kw = dict(weights="fp8", kv_cache="fp8", prompt_tokens=5000, output_tokens=500, concurrency=100)
+    t = serving_plan(spec, gpu, lay, ServingJob(engine="trtllm", **kw))
+    v = serving_plan(spec, gpu, lay, ServingJob(engine="vllm", **kw))
+    assert t.kv_tokens_per_sequence == 5500
+    assert v.kv_tokens_per_sequence == 5264  # 5000 + 250, rounded up to a 16-token block
+
+
+def test_mla_decode_attends_over_the_latent():
+    """Absorbed MLA: 2 (2 x 512 + 64) FLOPs per head and context token for DeepSeek-V3, not 2 (192 + 128)."""
+    from gpuplan.estimate.flops import attention_flops_forward
+    from gpuplan.estimate.inference import decode_attention_flops
+
+    spec = MODELS.get("deepseek-v3")
+    ratio = decode_attention_flops(spec, 4096) / attention_flops_forward(spec, 4096)
+    assert ratio == pytest.approx(1088 / 320)
+    dense = MODELS.get("llama-3-8b")
+    assert decode_attention_flops(dense, 4096) == attention_flops_forward(dense, 4096)
+
+
+def test_sglang_overhead_zero_holds_on_a_held_out_source():
+    """SGLang's step overhead is 0 (overlap scheduler). The SGLang cookbook's gpt-oss batch-1/8 ITLs (not scored:
+    the page does not say H100 or H200) bracket the prediction at 0 within 20 % on either GPU; the ~6 ms that
+    would fit the Qwen/H20 rows of the validation set puts them 30-190 % off, so those rows' gap is not a step
+    overhead."""
+    published = {
+        ("gpt-oss-120b", 1, 1024): 4.73e-3,
+        ("gpt-oss-120b", 8, 1024): 10.17e-3,
+        ("gpt-oss-20b", 1, 1024): 3.29e-3,
+    }
+    for overhead, lo, hi in ((0.0, -0.20, 0.20), (0.006, 0.30, 2.0)):
+        for gpu in ("h100-sxm-80gb", "h200-sxm-141gb"):
+            for (model, batch, prompt), itl in published.items():
+                r = gpuplan.serve(
+                    model,
+                    gpu=gpu,
+                    weights="mxfp4",
+                    engine="sglang",
+                    batch=batch,
+                    prompt_tokens=prompt,
+                    output_tokens=1024,
+                    assume={"engine_step_overhead_s": overhead},
+                )
+                assert lo <= r.serving.tpot_s / itl - 1 <= hi, (overhead, gpu, model, batch)
 
 
 # ---------------------------------------------------------------------------------------------------- FP4

@@ -19,7 +19,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from ..errors import JobError
 from ..spec.accelerator import Accelerator
@@ -59,12 +59,13 @@ class InferenceAssumptions(AssumptionSet):
     allreduce_latency_s: float = 6e-6
     allreduce_latency_large_s: float = 40e-6
     link_efficiency: float = 0.75
-    engine_step_overhead_s: float = 0.0
-    gpu_memory_utilization: float = 0.90
+    # None: the engine profile's value on the planned GPU (ENGINE_PROFILES; resolved by ``assumptions_for``)
+    engine_step_overhead_s: float | None = None
+    gpu_memory_utilization: float | None = None
     cuda_context_bytes: int = 500 * MiB
     cuda_graph_bytes: int = 512 * MiB
-    prefill_chunk_tokens: int = 8192
-    max_num_seqs: int = 256
+    prefill_chunk_tokens: int | None = None
+    max_num_seqs: int | None = None
     request_overhead_s: float = 0.0
     max_utilization: float = 0.85
     arrival_scv: float = 1.0
@@ -121,16 +122,16 @@ class InferenceAssumptions(AssumptionSet):
             ),
             "engine_step_overhead_s": (
                 "seconds per step",
-                "CPU work per engine step (scheduling, input preparation, "
-                "sampling, detokenization): --engine server takes 4 ms, between vLLM before v0.6 "
-                "(GPU busy 38 % of a 13 ms step on Llama-3-8B/H100, vLLM blog 2024-09-05) and "
-                "overlap schedulers that hide it (SGLang v0.4, TensorRT-LLM); 0 for --engine "
-                "compiled (gpt-fast: CUDA graphs, no scheduler)",
+                "CPU work per engine step the GPU waits for (scheduling, input preparation, sampling, "
+                "detokenization); default: the engine profile's (ENGINE_PROFILES, each with its source): 0 where "
+                "an overlap scheduler hides it behind the GPU (SGLang >= 0.4, TensorRT-LLM) or nothing schedules "
+                "(gpt-fast, llama.cpp); 4 ms for vLLM and TGI (SERVER_STEP_OVERHEAD_S: not measured, see there)",
             ),
             "gpu_memory_utilization": (
                 "fraction of GPU memory",
-                "vLLM's gpu_memory_utilization: 0.90 (0.92 in newer "
-                "releases, vllm/config/cache.py): the engine plans within that share of memory",
+                "default: the engine profile's: vLLM's gpu_memory_utilization 0.90 of the whole GPU "
+                "(vllm/config/cache.py), SGLang's mem_fraction_static 0.88, TensorRT-LLM's "
+                "free_gpu_memory_fraction 0.9 of what the weights leave, TGI's cuda_memory_fraction 1.0",
             ),
             "cuda_context_bytes": (
                 "bytes",
@@ -145,14 +146,15 @@ class InferenceAssumptions(AssumptionSet):
             "prefill_chunk_tokens": (
                 "tokens per step",
                 "the token budget of one engine step (decode tokens + packed prefill chunks, chunked "
-                "prefill): vLLM's max_num_batched_tokens, 8192 for its server on large GPUs "
-                "(vllm/engine/arg_utils.py); per engine in ENGINE_PROFILES; also sizes the activation workspace",
+                "prefill); default: the engine profile's rule for the GPU (ENGINE_PROFILES): vLLM's "
+                "max_num_batched_tokens, 8192 for its server on GPUs of >= 70 GiB other than the A100, else 2048 "
+                "(vllm/engine/arg_utils.py EngineArgs.get_batch_defaults); also sizes the activation workspace",
             ),
             "max_num_seqs": (
                 "sequences",
-                "most sequences a server batches at once (0: as many as the KV cache holds): vLLM's "
-                "max_num_seqs, 256 (vllm/engine/arg_utils.py; 1024 on large GPUs in newer releases); per "
-                "engine in ENGINE_PROFILES",
+                "most sequences a server batches at once (0: as many as the KV cache holds); default: the "
+                "engine profile's rule for the GPU: vLLM's max_num_seqs, 1024 on GPUs of >= 70 GiB other than "
+                "the A100, else 256 (vllm/engine/arg_utils.py EngineArgs.get_batch_defaults)",
             ),
             "request_overhead_s": (
                 "seconds per request",
@@ -203,8 +205,38 @@ class InferenceAssumptions(AssumptionSet):
         )
 
 
-#: Per-step overhead of a Python-scheduled continuous-batching server (see engine_step_overhead_s's source).
+#: Per-step CPU time the GPU waits for in a Python-scheduled server without an overlap scheduler (vLLM, TGI).
+#: Not measured: a judgment between its bounds. vLLM's v0.6.0 blog (2024-09-05) profiled Llama-3-8B on one H100
+#: before its fixes: "only 38% of the time was spent on the actual GPU execution" (API server 33 %, scheduling
+#: 29 %), i.e. ~1.6x the GPU time on top of a few-ms decode step; v0.6 then overlapped output processing and
+#: split the API server into its own process, and the V1 engine (2025) caches input tensors between steps, so
+#: today's figure is lower; 0 is the floor the overlap schedulers reach (SGLang v0.4 blog: no GPU idle time
+#: between decode batches in Nsight). Override with ``--assume engine_step_overhead_s=...`` from a profile.
 SERVER_STEP_OVERHEAD_S = 4e-3
+
+#: vLLM's split between its large-GPU and default batch limits: total memory of at least 70 GiB
+#: (vllm/engine/arg_utils.py EngineArgs.get_batch_defaults, "For GPUs like H100 and MI300x").
+VLLM_LARGE_GPU_BYTES = 70 * GiB
+
+
+def _vllm_limits(gpu: Accelerator) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) of vLLM's OpenAI server (V1 engine, EngineArgs.get_batch_defaults):
+    1024 and 8192 on a GPU with >= 70 GiB whose name is not an A100's (a large budget on the A100 cut its
+    throughput: vLLM PR #17885), else 256 and 2048."""
+    large = gpu.memory_bytes >= VLLM_LARGE_GPU_BYTES and "a100" not in gpu.name.lower()
+    return (1024, 8192) if large else (256, 2048)
+
+
+#: SGLang's chunked_prefill_size by GPU memory (python/sglang/srt/server_args.py, 2025 releases): below
+#: 35 GiB ("A10, L40, 4090") 2048, below 160 GiB ("H100, H200, A100, H20") 8192, above ("B200, MI300") 16384.
+SGLANG_PREFILL_TIERS: tuple[tuple[float, int], ...] = ((35 * GiB, 2048), (160 * GiB, 8192))
+SGLANG_PREFILL_LARGEST = 16384
+
+
+def _sglang_limits(gpu: Accelerator) -> tuple[int, int]:
+    """(0: running requests sized from the KV pool, chunked_prefill_size by GPU memory: SGLANG_PREFILL_TIERS)."""
+    budget = next((b for bound, b in SGLANG_PREFILL_TIERS if gpu.memory_bytes < bound), SGLANG_PREFILL_LARGEST)
+    return 0, budget
 
 
 @dataclass(frozen=True)
@@ -215,7 +247,10 @@ class EngineProfile:
     from memory); ``token_budget`` the tokens one step carries (decodes + prefill chunks); ``memory_rule``
     whether the KV cache gets ``gpu_memory_utilization`` of the whole GPU ("total", vLLM/SGLang) or of what
     is free after the weights and workspace ("free", TensorRT-LLM, TGI). Each becomes the default of the
-    matching assumption, so ``--assume`` overrides it."""
+    matching assumption, so ``--assume`` overrides it. ``gpu_limits``, where the engine picks its batch cap and
+    token budget from the GPU, replaces ``max_num_seqs`` and ``token_budget`` (``limits``). ``reserves_output``:
+    the scheduler admits a request only when the KV blocks of its prompt and its whole output are free
+    (TensorRT-LLM's GUARANTEED_NO_EVICT), so a slot holds P + O tokens, not the mean occupancy P + O/2."""
 
     name: str
     engine_step_overhead_s: float
@@ -225,6 +260,14 @@ class EngineProfile:
     memory_rule: str
     cuda_graphs: bool
     source: str
+    gpu_limits: Callable[[Accelerator], tuple[int, int]] | None = None
+    reserves_output: bool = False
+
+    def limits(self, gpu: Accelerator | None) -> tuple[int, int]:
+        """(max_num_seqs, token budget) on ``gpu`` (None: the profile's listed values)."""
+        if gpu is not None and self.gpu_limits is not None:
+            return self.gpu_limits(gpu)
+        return self.max_num_seqs, self.token_budget
 
 
 ENGINE_PROFILES: Mapping[str, EngineProfile] = MappingProxyType(
@@ -234,15 +277,17 @@ ENGINE_PROFILES: Mapping[str, EngineProfile] = MappingProxyType(
             EngineProfile(
                 "vllm",
                 SERVER_STEP_OVERHEAD_S,
-                256,
+                1024,
                 8192,
                 0.90,
                 "total",
                 True,
-                "vLLM: max_num_seqs 256 and max_num_batched_tokens 8192 with chunked prefill "
-                "(vllm/engine/arg_utils.py; docs 'Optimization and Tuning'), gpu_memory_utilization 0.90 of "
-                "the whole GPU (vllm/config/cache.py); a 4 ms Python scheduling/sampling step "
-                "(engine_step_overhead_s's source)",
+                "vLLM (V1 engine, OpenAI server): max_num_seqs and max_num_batched_tokens by GPU, 1024 and 8192 on "
+                "GPUs of >= 70 GiB other than the A100, else 256 and 2048 (vllm/engine/arg_utils.py "
+                "EngineArgs.get_batch_defaults; chunked prefill always on in V1); gpu_memory_utilization 0.90 of "
+                "the whole GPU (vllm/config/cache.py through 2025; 0.92 in 2026 releases); a 4 ms CPU step "
+                "(SERVER_STEP_OVERHEAD_S: not measured)",
+                _vllm_limits,
             ),
             EngineProfile(
                 "sglang",
@@ -252,10 +297,12 @@ ENGINE_PROFILES: Mapping[str, EngineProfile] = MappingProxyType(
                 0.88,
                 "total",
                 True,
-                "SGLang: chunked_prefill_size 8192 on large GPUs (python/sglang/srt/server_args.py), "
-                "max_running_requests sized from the KV pool when unset, mem_fraction_static ~0.88 on "
-                "80 GB GPUs (server_args.py); the overlap ('zero-overhead') scheduler hides the CPU step "
-                "behind the GPU (SGLang v0.4 blog, 2024-12)",
+                "SGLang: chunked_prefill_size by GPU memory, 2048 below 35 GiB, 8192 below 160 GiB, 16384 above "
+                "(python/sglang/srt/server_args.py, 2025); max_running_requests sized from the KV pool when "
+                "unset; mem_fraction_static 0.88 of the whole GPU at tp 1 (server_args.py: 0.87/0.85/0.81 at tp "
+                "2/4/8 in the same releases); step overhead 0: the overlap scheduler prepares step n+1 while the "
+                "GPU runs step n (SGLang v0.4 blog, 2024-12-04: no GPU idle time between decode batches in Nsight)",
+                _sglang_limits,
             ),
             EngineProfile(
                 "trtllm",
@@ -265,10 +312,14 @@ ENGINE_PROFILES: Mapping[str, EngineProfile] = MappingProxyType(
                 0.90,
                 "free",
                 True,
-                "TensorRT-LLM: max_batch_size 2048 and max_num_tokens 8192 (llmapi BuildConfig defaults; "
-                "docs 'Tuning Max Batch Size and Max Num Tokens'), the running batch then limited by the "
-                "KV blocks: KvCacheConfig.free_gpu_memory_fraction 0.9 of the memory free after the "
-                "weights; C++ in-flight batching with the overlap scheduler (docs), no Python step",
+                "TensorRT-LLM: max_batch_size 2048 and max_num_tokens 8192 (tensorrt_llm/builder.py BuildConfig, "
+                "the defaults of trtllm-serve's flags), the running batch then limited by the KV blocks: "
+                "KvCacheConfig.free_gpu_memory_fraction 0.9 of the memory free after the weights "
+                "(tensorrt_llm/llmapi/llm_args.py); a request admitted only with the blocks of its whole output "
+                "free (SchedulerConfig.capacity_scheduler_policy GUARANTEED_NO_EVICT, 'reserve blocks for "
+                "completion, no eviction'); step overhead 0: the overlap scheduler, on by default (docs "
+                "'Overlap Scheduler')",
+                reserves_output=True,
             ),
             EngineProfile(
                 "tgi",
@@ -278,10 +329,11 @@ ENGINE_PROFILES: Mapping[str, EngineProfile] = MappingProxyType(
                 1.0,
                 "free",
                 True,
-                "TGI: max_batch_prefill_tokens 4096 (launcher docs), max_batch_total_tokens inferred "
-                "from the memory free after warm-up (so the batch is sized from the KV cache), "
-                "cuda_memory_fraction 1.0; a Python model server stepped by the Rust router (per-step "
-                "overhead as vLLM before v0.6)",
+                "TGI: max_batch_prefill_tokens 4096 (the 1.x default; TGI 2 and 3 default it to max_input_tokens "
+                "+ 50, launcher/src/main.rs), max_batch_total_tokens inferred from the memory free after warm-up "
+                "(so the batch is sized from the KV cache), cuda_memory_fraction 1.0 (launcher/src/main.rs); a "
+                "Python model server stepped by the Rust router without an overlap scheduler: vLLM's 4 ms "
+                "(SERVER_STEP_OVERHEAD_S, not measured)",
             ),
             EngineProfile(
                 "llama.cpp",
@@ -291,9 +343,9 @@ ENGINE_PROFILES: Mapping[str, EngineProfile] = MappingProxyType(
                 1.0,
                 "total",
                 True,
-                "llama.cpp: one slot (llama-server --parallel 1, the 2024 default), n_batch 2048 "
-                "(common/common.h), KV allocated for the context it is given; C++ with CUDA graphs for "
-                "batch-1 decode (ggml-cuda, 2024), no scheduler overhead",
+                "llama.cpp: one slot (common_params n_parallel 1, llama-server's --parallel default in 2024), "
+                "n_batch 2048 (common/common.h; n_ubatch 512), KV allocated for the context it is given; C++ with CUDA "
+                "graphs for batch-1 decode (ggml-cuda, 2024), no scheduler overhead",
             ),
             EngineProfile(
                 "compiled",
@@ -322,24 +374,52 @@ def decode_mbu(weight_bytes: float, kv_bytes: float, tpot_s: float, peak_bandwid
     return (weight_bytes + kv_bytes) / tpot_s / peak_bandwidth
 
 
-def assumptions_for(job: ServingJob, base: InferenceAssumptions | None = None) -> InferenceAssumptions:
-    """Engine-dependent defaults (the engine's profile); ``base`` when given."""
-    if base is not None:
-        return base
-    return _engine_defaults(job.engine)
+def assumptions_for(
+    job: ServingJob, base: InferenceAssumptions | None = None, gpu: Accelerator | None = None
+) -> InferenceAssumptions:
+    """``base`` (default: ``InferenceAssumptions()``) with the fields left None filled from the engine's profile
+    on ``gpu`` (its batch cap and token budget depend on the GPU: ``EngineProfile.limits``); without ``gpu`` those
+    stay None, to be filled when the GPU is known (``serving_plan`` and the step functions do it)."""
+    a = base if base is not None else InferenceAssumptions()
+    if gpu is None:
+        return a
+    return _with_engine_defaults(a, job.engine, *engine_profile(job.engine).limits(gpu))
 
 
-@functools.cache
-def _engine_defaults(engine: str) -> InferenceAssumptions:
-    # made once per engine: a ranking plans hundreds of replicas, and each new set re-checks every value
+_ENGINE_FIELDS = ("engine_step_overhead_s", "gpu_memory_utilization", "max_num_seqs", "prefill_chunk_tokens")
+
+
+@functools.lru_cache(maxsize=1024)
+def _with_engine_defaults(a: InferenceAssumptions, engine: str, seqs: int, budget: int) -> InferenceAssumptions:
+    # cached: a ranking plans hundreds of replicas, and each new set re-checks every value
     p = engine_profile(engine)
-    return replace(
-        InferenceAssumptions(),
-        engine_step_overhead_s=p.engine_step_overhead_s,
-        max_num_seqs=p.max_num_seqs,
-        prefill_chunk_tokens=p.token_budget,
-        gpu_memory_utilization=p.gpu_memory_utilization,
-    )
+    fill: dict[str, Any] = {
+        "engine_step_overhead_s": p.engine_step_overhead_s,
+        "gpu_memory_utilization": p.gpu_memory_utilization,
+        "max_num_seqs": seqs,
+        "prefill_chunk_tokens": budget,
+    }
+    changes = {k: v for k, v in fill.items() if getattr(a, k) is None}
+    return replace(a, **changes) if changes else a
+
+
+class EngineValues(NamedTuple):
+    """The engine-dependent assumptions once resolved for a GPU (``engine_values``)."""
+
+    step_overhead_s: float
+    gpu_memory_utilization: float
+    max_num_seqs: int
+    token_budget: int
+
+
+def engine_values(a: InferenceAssumptions, job: ServingJob, gpu: Accelerator) -> EngineValues:
+    """The step overhead, memory share, batch cap and token budget ``a`` gives, or the engine profile's on
+    ``gpu`` where ``a`` leaves them None."""
+    if any(getattr(a, k) is None for k in _ENGINE_FIELDS):
+        a = assumptions_for(job, a, gpu)
+    assert a.engine_step_overhead_s is not None and a.gpu_memory_utilization is not None
+    assert a.max_num_seqs is not None and a.prefill_chunk_tokens is not None
+    return EngineValues(a.engine_step_overhead_s, a.gpu_memory_utilization, a.max_num_seqs, a.prefill_chunk_tokens)
 
 
 # -------------------------------------------------------------------------------------------- memory
@@ -361,12 +441,19 @@ def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str) -> float:
 def kv_cache_bytes(spec: ModelSpec, tokens: int, kv_dtype: str, tp: int = 1) -> float:
     """KV cache of one sequence of ``tokens`` tokens on one tensor-parallel GPU.
 
-    Sliding-window layers keep at most ``window`` tokens. TP splits the KV heads; with fewer KV heads than
-    GPUs each GPU still holds one. MLA's latent is not split by head: every TP rank holds all of it.
+    Sliding-window layers keep at most ``window`` tokens; Llama 4's chunked-attention layers at most
+    ``attention_chunk`` tokens (a query attends only within its chunk, so vLLM's chunked local attention frees
+    the blocks of earlier chunks). TP splits the KV heads; with fewer KV heads than GPUs each GPU still holds
+    one. MLA's latent is not split by head: every TP rank holds all of it.
     """
     per_layer = kv_bytes_per_token(spec, kv_dtype) / spec.layers
     windowed = spec.sliding_window_layers if spec.sliding_window else 0
-    held = (spec.layers - windowed) * tokens + windowed * min(tokens, spec.sliding_window or tokens)
+    chunked = spec.chunked_layers if spec.attention_chunk else 0
+    held = (
+        spec.full_attention_layers * tokens
+        + windowed * min(tokens, spec.sliding_window or tokens)
+        + chunked * min(tokens, spec.attention_chunk or tokens)
+    )
     if spec.mla is not None:
         share = 1.0
     else:
@@ -406,10 +493,22 @@ def weight_bytes(model: ModelSpec | ParamsOnlyModel, fmt: str, layout: ServingLa
         / spec.layers
     )
     expert_params = sum(din * dout * n for k, (din, dout, n) in shapes.items() if k.startswith("expert_"))
-    per_layer_other = (b.parts["norms"] + b.parts.get("router", 0)) / spec.layers
+    # routed experts' biases (gpt-oss) stay 16-bit beside the quantized expert matrices
+    expert_bias = b.parts.get("experts", 0) - expert_params
+    # everything else a layer holds, in 16-bit: norms, the router (with its bias), the biases of the linear
+    # layers (Qwen2's q/k/v, GPT-2's every projection), q/k norms, MLA's latent norms, attention sinks and
+    # shared-expert gates: the exact count less the matrices, the embeddings, the LM head and the vision tower
+    per_layer_other = (
+        b.total
+        - per_layer_linear * spec.layers
+        - b.parts.get("experts", 0)
+        - b.parts["embeddings"]
+        - b.parts["lm_head"]
+        - b.parts.get("vision", 0)
+    ) / spec.layers
     layers_here = math.ceil(spec.layers / layout.pp)
     body = layers_here * (per_layer_linear * dense_q + per_layer_other * 2.0)
-    experts = expert_params * layers_here / spec.layers * q
+    experts = (expert_params * q + expert_bias * 2.0) * layers_here / spec.layers
     # a vision-language model's vision tower (kept in 16-bit, like the embeddings) runs before the first layer
     first = (
         body
@@ -551,6 +650,20 @@ def _p2p_s(message: float, gpu: Accelerator, a: InferenceAssumptions) -> float:
     return a.allreduce_latency_s + message / (gpu.scale_up_bytes_per_s * a.link_efficiency)
 
 
+def decode_attention_flops(spec: ModelSpec, context: int) -> float:
+    """Attention FLOPs of one decode token at ``context`` tokens. MHA/GQA: ``flops.attention_flops_forward``.
+    MLA as served (vLLM, SGLang, TensorRT-LLM decode kernels such as FlashMLA) absorbs the key and value
+    up-projections into the query and output ones and attends over the cached latent itself (DeepSeek-V2
+    paper, section 2.1.2): per head and context token QK^T spans kv_lora_rank + qk_rope_head_dim dimensions
+    and PV kv_lora_rank, 2 (2 d_c + d_r) FLOPs in all, instead of 2 (d_qk + d_v) on decompressed heads (3.4x
+    for DeepSeek-V3: 1,088 against 320 dimensions)."""
+    base = attention_flops_forward(spec, context)
+    if spec.mla is None:
+        return base
+    absorbed = 2 * spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim
+    return base * absorbed / (spec.qk_head_dim + spec.v_head_dim)
+
+
 def step_s(
     model: ModelSpec | ParamsOnlyModel,
     gpu: Accelerator,
@@ -591,7 +704,7 @@ def step_s(
     t_attn = 0.0
     if isinstance(model, ModelSpec):
         kv_read = decodes * kv_cache_bytes(model, context, job.kv_cache, layout.tp) * share if decodes else 0.0
-        attn = decodes * attention_flops_forward(model, context) if decodes else 0.0
+        attn = decodes * decode_attention_flops(model, context) if decodes else 0.0
         if prefill_tokens:
             attn += prefill_tokens * attention_flops_forward(model, prompt, causal=True)
         t_attn = max(kv_read / bandwidth, attn * share / layout.tp / peak)
@@ -599,7 +712,8 @@ def step_s(
     message = tokens * hidden * 2
     comm = 2 * stage_layers * _allreduce_s(message, layout.tp, gpu, a)
     t_stage = max(t_mem, t_comp) + t_attn + stage_layers * a.layer_overhead_s + comm
-    t = layout.pp * t_stage + (layout.pp - 1) * _p2p_s(message, gpu, a) + a.engine_step_overhead_s
+    overhead = engine_values(a, job, gpu).step_overhead_s
+    t = layout.pp * t_stage + (layout.pp - 1) * _p2p_s(message, gpu, a) + overhead
     return t, "memory" if t_mem >= t_comp else "compute"
 
 
@@ -642,7 +756,7 @@ def chunked_prefill_s(
 ) -> float:
     """One prompt prefilled in chunks of the step's token budget left beside ``decodes`` running sequences
     (vLLM/SGLang chunked prefill, TRT-LLM max_num_tokens): each chunk is one mixed step."""
-    room = max(1.0, a.prefill_chunk_tokens - decodes)
+    room = max(1.0, engine_values(a, job, gpu).token_budget - decodes)
     full, rest = divmod(prompt, room)
     t = 0.0
     if full:
@@ -715,9 +829,10 @@ def serving_plan(
     (``load`` has the utilization and the q90/q99 percentiles: the running count's Poisson quantiles for TPOT
     and the service, plus the wait's quantile, for TTFT); ``*_unloaded_s`` keep the replica's own. A closed
     loop (--concurrency N above the slots) waits S (N / slots - 1) per request (Little's law): reported as
-    ``queue_wait_s`` beside TTFT, not in it, because the slots come from the KV estimate: on NIM's published
-    70B fp8 runs (bf16 KV assumed where the source does not say) 49 slots against ~86 that their throughput
-    and ITL imply turn TTFT -94 % at concurrency 100 into +337 % (c250: -99.5 % -> +54 %).
+    ``queue_wait_s`` beside TTFT, not in it, because it rests on the slot count of the KV estimate (a benchmark
+    that times TTFT from the send sees the sum: ``gpuplan validate`` compares that). On NIM's published 70B fp8
+    runs (TensorRT-LLM, fp8 KV, whole output reserved) 93 slots against the ~86 that their throughput and ITL
+    imply give the sum -44 % at concurrency 100 and +2 % at 250.
 
     KV memory: a continuous batch holds each sequence's prompt and, on average over its life, half its
     output (paged KV: blocks are allocated as tokens arrive and freed at the end), so the plan reserves
@@ -733,7 +848,8 @@ def serving_plan(
         raise JobError(f"--pp {layout.pp} is more than the model's {model.layers} layers")
     if model.attention_heads % layout.tp:
         raise JobError(f"tp({layout.tp}) must divide {model.id}'s {model.attention_heads} attention heads")
-    a = assumptions_for(job, assumptions)
+    a = assumptions_for(job, assumptions, gpu)
+    ev = engine_values(a, job, gpu)
     profile = engine_profile(job.engine)
     w = weight_bytes(model, job.weights, layout)
     seq = job.sequence_tokens
@@ -750,13 +866,13 @@ def serving_plan(
         )
     prompt, output = job.prompt_tokens, job.output_tokens
     share = _stage_share(model, layout)[1]
-    if job.continuous and job.context is None:
+    if job.continuous and job.context is None and not profile.reserves_output:
         occupancy = min(seq, prompt + math.ceil(output / 2))
         occupancy = min(seq, math.ceil(occupancy / KV_BLOCK_TOKENS) * KV_BLOCK_TOKENS)
     else:
         occupancy = seq
     per_seq_kv = kv_cache_bytes(model, occupancy, job.kv_cache, layout.tp) * share
-    chunk = min(a.prefill_chunk_tokens, max(seq, prompt))
+    chunk = min(ev.token_budget, max(seq, prompt))
     ffn = max(model.ffn_size, model.moe.expert_ffn_size * model.moe.experts_per_token if model.moe else 0)
     act = chunk * (4 * model.hidden_size + 3 * ffn / layout.tp) * 2  # hidden states and the MLP's widest tensors
     parts: dict[str, float] = {"weights": w.total, "activations_workspace": act, "cuda_context": a.cuda_context_bytes}
@@ -770,15 +886,20 @@ def serving_plan(
     capacity = gpu.usable_memory_bytes
     if profile.memory_rule == "free":
         planning = float(capacity)
-        free_for_kv = a.gpu_memory_utilization * (capacity - sum(parts.values()))
+        free_for_kv = ev.gpu_memory_utilization * (capacity - sum(parts.values()))
     else:
-        planning = capacity * a.gpu_memory_utilization
+        planning = capacity * ev.gpu_memory_utilization
         free_for_kv = planning - sum(parts.values())
     max_seqs = max(0, int(free_for_kv // per_seq_kv)) if per_seq_kv else 0
-    if job.continuous and job.context is None:
+    if job.continuous and job.context is None and not profile.reserves_output:
         notes.append(
             f"KV cache planned at mean occupancy (paged KV): {occupancy:,} tokens per sequence (prompt + half "
             f"the output), room for {max_seqs:,} sequences"
+        )
+    elif job.continuous and job.context is None:
+        notes.append(
+            f"KV cache reserved for the whole sequence at admission ({profile.name}: no eviction): {occupancy:,} "
+            f"tokens per sequence, room for {max_seqs:,} sequences"
         )
 
     def running(batch: int) -> float:
@@ -787,7 +908,7 @@ def serving_plan(
         if not job.continuous:
             return float(batch)
         ratio = prompt / output
-        return max(1.0, min(float(batch), (a.prefill_chunk_tokens + ratio) / (1 + ratio)))
+        return max(1.0, min(float(batch), (ev.token_budget + ratio) / (1 + ratio)))
 
     mean_ctx = prompt + output // 2
 
@@ -812,13 +933,13 @@ def serving_plan(
         return (job.max_tpot_s is None or tpot <= job.max_tpot_s) and (job.max_ttft_s is None or ttft <= job.max_ttft_s)
 
     requested = job.batch or job.concurrency
-    engine_cap = a.max_num_seqs if (a.max_num_seqs and job.engine not in STATIC_ENGINES) else max_seqs
+    engine_cap = ev.max_num_seqs if (ev.max_num_seqs and job.engine not in STATIC_ENGINES) else max_seqs
     cap = max(1, min(max_seqs, engine_cap))
     if requested:
         batch = requested
         if job.continuous and requested > cap and max_seqs >= 1:
             batch = cap
-            why = f"max_num_seqs={a.max_num_seqs}" if cap < max_seqs else "the KV cache"
+            why = f"max_num_seqs={ev.max_num_seqs}" if cap < max_seqs else "the KV cache"
             notes.append(
                 f"{requested} requests in flight but {why} holds {cap} at once: {cap} run, the rest wait in "
                 "the queue (TTFT here excludes the wait; latency.queue_wait_s has it, Little's law on the closed loop)"
@@ -836,7 +957,7 @@ def serving_plan(
             notes.append("no batch meets the latency targets; showing batch 1")
     elif job.continuous:
         batch = cap
-        cap_rule = f"max_num_seqs={a.max_num_seqs}" if a.max_num_seqs else "the KV cache"
+        cap_rule = f"max_num_seqs={ev.max_num_seqs}" if ev.max_num_seqs else "the KV cache"
         notes.append(
             f"no --batch/--concurrency/--max-tpot: the server runs as many sequences as fit, up to "
             f"{cap_rule}: {max_seqs if max_seqs < 1 else batch}" + (" (none fit; shown for 1)" if max_seqs < 1 else "")
@@ -848,7 +969,7 @@ def serving_plan(
     ttft, tpot, total, bound, live = latency(batch)
     if job.continuous and live < batch:
         notes.append(
-            f"the token budget ({a.prefill_chunk_tokens:,} per step) carries the prompts of {live:.0f} "
+            f"the token budget ({ev.token_budget:,} per step) carries the prompts of {live:.0f} "
             f"sequences at once, not {batch}: the others wait"
         )
     requests_per_s = live / total
