@@ -14,6 +14,18 @@ from typing import Any, Generic, Protocol, TypeVar
 from ..errors import AmbiguousIdError, CatalogError, GpuplanError, UnknownIdError
 
 
+def _index_aliases(index: dict[str, dict[str, None]], key: str, aliases: Iterable[str]) -> None:
+    """Record in ``index`` (alias key -> the id keys that claim it, in order) the aliases of the entry ``key``."""
+    for alias in aliases:
+        akey = alias.strip().lower()
+        if akey != key:
+            ids = index.get(akey)
+            if ids is None:
+                index[akey] = {key: None}
+            else:
+                ids[key] = None
+
+
 class _Entry(Protocol):
     """What a registry holds: anything with an ``id`` (aliases, when it has them, are read with getattr)."""
 
@@ -97,14 +109,7 @@ class Registry(Generic[T]):
                 continue
             order[key] = len(order)
             by_id[key] = entry
-            for alias in getattr(entry, "aliases", ()):
-                akey = alias.strip().lower()
-                if akey != key:
-                    ids = index.get(akey)
-                    if ids is None:
-                        index[akey] = {key: None}
-                    else:
-                        ids[key] = None
+            _index_aliases(index, key, getattr(entry, "aliases", ()))
 
     def _add_packed(self, packed: Any) -> None:
         """``add_all`` of a ``cache.PackedEntries``: each id key mapped to a slot, ``(packed, index)``, in bulk."""
@@ -119,14 +124,7 @@ class Registry(Generic[T]):
         by_id.update(zip(keys, zip(repeat(packed), range(len(keys))), strict=True))
         self._lazy = True
         for key, aliases in zip(keys, packed.aliases, strict=True):
-            for alias in aliases:
-                akey = alias.strip().lower()
-                if akey != key:
-                    ids = index.get(akey)
-                    if ids is None:
-                        index[akey] = {key: None}
-                    else:
-                        ids[key] = None
+            _index_aliases(index, key, aliases)
 
     def _entry(self, key: str) -> T:
         """The entry of id key ``key``, built if it was not yet."""

@@ -8,6 +8,7 @@ architecture, energy without a TDP) is None here and absent from the JSON, never
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -411,14 +412,9 @@ def _instance(
             f"{a.loader_workers_per_gpu:g} DataLoader workers each)"
         )
     if checks["host_ram"]["status"] == mx.SHORT:
-        parts = ", ".join(
-            f"{k.removesuffix('_bytes').replace('_', ' ')} {v / 1e9:,.0f} GB"
-            for k, v in figures["host_ram_parts_bytes"].items()
-            if v
-        )
         warnings.append(
             f"host RAM: {name} has {offer.host_memory_bytes / 1e9:,.0f} GB; the plan needs "
-            f"{ram_needed / 1e9:,.0f} GB per node ({parts})"
+            f"{ram_needed / 1e9:,.0f} GB per node ({_ram_parts(figures)})"
         )
     if options.storage == "local-nvme":
         ckpt_node = mx.node_checkpoint_bytes(ckpt.per_rank_bytes, gpus_here, ckpt.writer_ranks, ckpt.total_bytes)
@@ -626,14 +622,9 @@ def _serve_instance(offer, figures: dict) -> dict:
     }
     warnings: list[str] = []
     if checks["host_ram"]["status"] == mx.SHORT:
-        parts = ", ".join(
-            f"{k.removesuffix('_bytes').replace('_', ' ')} {v / 1e9:,.0f} GB"
-            for k, v in figures["host_ram_parts_bytes"].items()
-            if v
-        )
         warnings.append(
             f"host RAM: {name} has {offer.host_memory_bytes / 1e9:,.0f} GB; one replica needs "
-            f"{ram_need / 1e9:,.0f} GB per node to stage its weights ({parts})"
+            f"{ram_need / 1e9:,.0f} GB per node to stage its weights ({_ram_parts(figures)})"
         )
     if offer.local_nvme_bytes == 0:
         warnings.append(
@@ -646,3 +637,12 @@ def _serve_instance(offer, figures: dict) -> dict:
             f"replica take {disk_need / 1e9:,.1f} GB"
         )
     return {"instance": _instance_block(offer), "instance_checks": checks, "warnings": warnings}
+
+
+def _ram_parts(figures: Mapping[str, Any]) -> str:
+    """The non-zero parts of a node's host RAM need, for a warning: "weights 140 GB, loader workers 8 GB"."""
+    return ", ".join(
+        f"{k.removesuffix('_bytes').replace('_', ' ')} {v / 1e9:,.0f} GB"
+        for k, v in figures["host_ram_parts_bytes"].items()
+        if v
+    )
