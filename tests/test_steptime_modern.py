@@ -26,20 +26,21 @@ def test_training_throughput_bounds(training_report):
     """The bounds reached on the bundled records (tokens/s per GPU, 80 values): MAE 71.9 % and median
     +29.3 % before issue #13's step-time work; 33.5 % and +12.4 % after it; 21.0 % and +9.7 % with the hardware
     variants (the 96 GB 500 W H100, power caps), FlashAttention-2's ceiling on Blackwell and NCCL's SM share,
-    ring steps and FSDP2 copies."""
+    ring steps and FSDP2 copies; 18.5 % and +8.3 % with the flash backward's recomputed scores, MI300X's measured
+    attention kernels and ring attention's costs (torchtitan's own tables 35.4 -> 27.8 %)."""
     s = v.summarize(training_report.rows)["training"]["all"]
     assert s["count"] >= 80
-    assert s["mae"] <= 0.23
-    assert abs(s["median_signed_error"]) <= 0.11
+    assert s["mae"] <= 0.20
+    assert abs(s["median_signed_error"]) <= 0.10
     by_stack = v.summarize(training_report.rows)["training"]["stack"]
     assert by_stack["megatron"]["mae"] <= 0.15
     assert by_stack["nemo"]["mae"] <= 0.16
-    assert by_stack["torchtitan"]["mae"] <= 0.36
+    assert by_stack["torchtitan"]["mae"] <= 0.30
 
 
 def test_training_loso_bound(training_report):
     loso = training_report.loso["categories"]["training"]["loso"]
-    assert loso["mae"] <= 0.21
+    assert loso["mae"] <= 0.19
 
 
 def _step(**kw):
@@ -228,3 +229,56 @@ def test_zero3_ring_latency_counts_nvlink_steps():
     passes = 2  # forward and backward gathers (no recompute), on the critical path; one micro-batch
     expected = passes * tensors * model.layers * (1536 - 192) * 3.4e-6
     assert base.parts["zero3_gather"] - no_nvl.parts["zero3_gather"] == pytest.approx(expected, rel=1e-9)
+
+
+# ------------------------------------------------- attention backward, MI300X's measured kernels, ring attention
+
+
+def test_flash_backward_recomputes_the_scores():
+    """A flash kernel's backward runs five matmuls to the forward's two: the attention part is (1 + 2.5) x the
+    forward time, 3.5 / 3 of what a 2x backward gives (exact arithmetic, 1e-12); materialized attention keeps 2x."""
+    lay, job = dict(gpus=1), dict(seq_len=8192, global_batch=1, stack="megatron")
+    flash = _direct("h100-sxm-80gb", lay, job)
+    as_2x = _direct("h100-sxm-80gb", lay, job, flash_backward_flops_ratio=2.0)
+    assert flash.parts["attention"] / as_2x.parts["attention"] == pytest.approx(3.5 / 3.0, rel=1e-12)
+    assert flash.parts["matmul"] == as_2x.parts["matmul"]
+    eager = dict(job, flash_attention=False)
+    assert _direct("h100-sxm-80gb", lay, eager).parts["attention"] == pytest.approx(
+        _direct("h100-sxm-80gb", lay, eager, flash_backward_flops_ratio=2.0).parts["attention"], rel=1e-12
+    )
+
+
+def test_mi300x_attention_runs_at_its_measured_rate():
+    """On CDNA 3 the attention rate is the measured CK FlashAttention-2 forward + backward (232 TFLOP/s,
+    ROCm/flash-attention#142), not 0.55 x 1307 TFLOP/s: the attention part is causal FLOPs x 3.5 / 232e12."""
+    from conftest import BUNDLED_ACCELERATORS, BUNDLED_MODELS
+    from gpuplan.estimate.flops import attention_flops_forward
+    from gpuplan.estimate.steptime import MEASURED_FLASH_ATTENTION_FLOPS_PER_S
+
+    model = BUNDLED_MODELS.get("llama-3.1-8b")
+    mi300x = BUNDLED_ACCELERATORS.get("mi300x")
+    rate = MEASURED_FLASH_ATTENTION_FLOPS_PER_S[mi300x.architecture][0]
+    assert rate == 232e12
+    step = _direct("mi300x", dict(gpus=1), dict(seq_len=8192, global_batch=1, stack="fsdp2"))
+    forward = 8192 * attention_flops_forward(model, 8192, causal=True)
+    assert step.parts["attention"] == pytest.approx(forward * 3.5 / rate, rel=1e-9)
+    # an A100 is untouched by the table (its kernels are where flash_attention_efficiency comes from)
+    assert BUNDLED_ACCELERATORS.get("a100-sxm-80gb").architecture not in MEASURED_FLASH_ATTENTION_FLOPS_PER_S
+
+
+def test_ring_attention_costs_merge_traffic_and_exposed_exchanges():
+    """Context parallelism adds the ring's costs: the fp32 merges and gradient accumulations of cp - 1 steps as
+    HBM traffic (three times the steps: three times the part, 1e-9, while the exchange hides), PyTorch's eager merge
+    above Transformer Engine's fused one, and an exchange a slow link cannot hide behind the step's attention."""
+    job = dict(seq_len=131072, global_batch=1, stack="fsdp2", fsdp=True, recompute="full")
+    none = _direct("h100-sxm-80gb", dict(gpus=1), job)
+    assert "cp_ring" not in none.parts
+    cp2 = _direct("h100-sxm-80gb", dict(gpus=2, cp=2), dict(job, seq_len=65536))
+    cp4 = _direct("h100-sxm-80gb", dict(gpus=4, cp=4), dict(job, seq_len=131072))
+    # the same 32k tokens per rank: the merged output per step is the same size, 1 step against 3
+    assert cp4.parts["cp_ring"] == pytest.approx(3 * cp2.parts["cp_ring"], rel=1e-9)
+    assert cp4.parts["comm_sm_contention"] > 0  # the hidden exchanges hold SMs
+    fused = _direct("h100-sxm-80gb", dict(gpus=4, cp=4), dict(job, stack="megatron", fsdp=False))
+    assert fused.parts["cp_ring"] < cp4.parts["cp_ring"]
+    slow = _direct("h100-sxm-80gb", dict(gpus=4, cp=4), dict(job, seq_len=131072), link_efficiency=0.001)
+    assert slow.parts["cp_ring"] > 10 * cp4.parts["cp_ring"]

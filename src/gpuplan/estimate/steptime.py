@@ -8,7 +8,12 @@ One iteration on the busiest GPU, by part:
   (the FLOPs FlashAttention's causal kernels execute, and the count ``flops.py`` uses with ``causal=True``
   for the MFU numerator, so both sides count attention the same way and MFU stays at most 1), or the
   materialized s x s scores of eager/Megatron-2021 attention (all of them computed, then masked), whose
-  softmax and dropout are memory-bound traffic;
+  softmax and dropout are memory-bound traffic; a flash kernel's backward recomputes the scores, 2.5x the forward
+  FLOPs (``flash_backward_flops_ratio``), and where an architecture's kernels are measured well below the A100 share
+  (:data:`MEASURED_FLASH_ATTENTION_FLOPS_PER_S`) that measurement caps the rate;
+- context parallelism as ring attention: each of the cp - 1 ring steps' K/V exchange (and dK/dV in the backward)
+  behind that step's attention, what it cannot cover exposed, and the fp32 merge of partial outputs and
+  accumulation of gradients as memory traffic;
 - element-wise kernels (norms, residual adds, activation, dropout) as HBM traffic per token;
 - tensor-parallel collectives: two all-reduces per layer forward and two backward (Megatron-LM, Shoeybi
   et al. 2019, section 3), at NCCL bus bandwidth (nccl-tests PERFORMANCE.md: t = S x 2(n-1)/n / busbw);
@@ -72,6 +77,9 @@ class StackProfile:
     #: copy-out into each unsharded parameter (read + write 16 bits, forward and backward gathers: 8 B) and the
     #: reduce-scatter copy-in of the unsharded gradient into the reduce dtype (read 2 B, write fp32 4 B: 6 B)
     sharding_copy_bytes_per_param: float = 0.0
+    #: the model code repeats grouped-query K and V heads up to the query heads before the attention call
+    #: (torchtitan models/llama3/model.py, Hugging Face's repeat_kv), so context parallelism's ring carries them so
+    expands_gqa_kv: bool = False
 
 
 #: The stacks ``--stack`` names; ``auto`` follows the memory recipe (:func:`resolve_stack`).
@@ -94,6 +102,7 @@ STACKS: Mapping[str, StackProfile] = MappingProxyType(
             gather_per_tensor=False,
             hopper_attention=False,
             sharding_copy_bytes_per_param=14.0,
+            expands_gqa_kv=True,
             source="torchtitan-style PyTorch: eager RMSNorm/RoPE/SwiGLU unless --compile (torchtitan "
             "models/llama3/model.py); FSDP2 fully_shard per transformer block: one all-gather per block, "
             "prefetched, reduce-scatter overlapped with backward (torch.distributed.fsdp, Liang et al. 2024); "
@@ -119,6 +128,7 @@ STACKS: Mapping[str, StackProfile] = MappingProxyType(
             prefetch_gathers=True,
             gather_per_tensor=False,
             hopper_attention=False,
+            expands_gqa_kv=True,
             source="Hugging Face Trainer / Accelerate: eager PyTorch modules, DDP bucketed all-reduce overlapped "
             "with backward",
         ),
@@ -265,6 +275,23 @@ def matmul_efficiency(gpu: Accelerator, dtype: str = "bf16") -> tuple[float, str
     )
 
 
+#: Flash-attention forward + backward throughput measured on GPU architectures whose attention kernels stay well
+#: below the share of peak FlashAttention-2 reaches on A100 (``flash_attention_efficiency``), in FLOP/s as the
+#: flash-attention benchmark counts them (backward 2.5x the forward), by the catalog's ``architecture``: a cap on
+#: the attention rate, scaled by a power cap's clock factor like the rest.
+MEASURED_FLASH_ATTENTION_FLOPS_PER_S: Mapping[str, tuple[float, str]] = MappingProxyType(
+    {
+        "CDNA 3": (
+            232e12,
+            "MI300X, ROCm 6.3.2, Composable Kernel FlashAttention-2 (the kernel behind PyTorch SDPA's flash backend "
+            "with TORCH_ROCM_FA_PREFER_CK; its default AOTriton one is not faster): forward 310-356, backward 194-207, "
+            "forward + backward 223-232 TFLOP/s at head dim 128, 16k tokens (ROCm/flash-attention#142, benchmark_"
+            "flash_attention.py), 18 % of the 1307 TFLOP/s dense bf16 peak against 0.55 on A100",
+        ),
+    }
+)
+
+
 @dataclass(frozen=True)
 class StepAssumptions(AssumptionSet):
     """Efficiencies and traffic constants of the step-time model; each overridable, each with a source."""
@@ -274,6 +301,10 @@ class StepAssumptions(AssumptionSet):
     flash_attention_efficiency: float = 0.55
     fa2_on_hopper_efficiency: float = 0.33
     fa2_ceiling_flops_per_s: float = 330e12
+    flash_backward_flops_ratio: float = 2.5
+    ring_merge_bytes_per_element: float = 38.0
+    fused_ring_merge_bytes_per_element: float = 10.0
+    ring_grad_bytes_per_element: float = 4.0
     power_limit_w: float | None = None  # None: the GPU's catalog TDP (no cap)
     collective_sms: float = 20.0
     hbm_efficiency: float = 0.85
@@ -321,8 +352,38 @@ class StepAssumptions(AssumptionSet):
                 "FlashAttention-2 (mma.sync) forward + backward on datacenter Blackwell runs no faster than on "
                 "Hopper: 333 TFLOP/s on B200 (flash-attn 2.7.4, head dim 64, 8k, Dao-AILab/flash-attention#1589), "
                 "350-360 forward at head dim 128 (meta-pytorch/tritonbench#171), against ~330 on H100 (PyTorch "
-                "SDPA's flash backend, pytorch/pytorch#142132): the warp-level MMA path does not scale with tcgen05's "
-                "2250 TFLOP/s; caps fa2_on_hopper_efficiency x peak wherever FA2 runs on a wgmma/tcgen05 GPU",
+                "SDPA's flash backend, pytorch/pytorch#142132), in the benchmark's count (backward 2.5x the "
+                "forward FLOPs): the warp-level MMA path does not scale with tcgen05's 2250 TFLOP/s; caps "
+                "fa2_on_hopper_efficiency x peak wherever FA2 runs on a wgmma/tcgen05 GPU",
+            ),
+            "flash_backward_flops_ratio": (
+                "x forward attention FLOPs",
+                "a flash-attention backward keeps no s x s probabilities, so it recomputes the scores QK^T beside "
+                "dV, dP, dQ and dK: five matmuls against the forward's two, 2.5x the forward FLOPs (Dao 2023, "
+                "FlashAttention-2, Algorithm 2; Dao-AILab/flash-attention benchmarks/benchmark_flash_attention.py "
+                "counts bwd = 2.5 x fwd, and the TFLOP/s it and fa2_ceiling_flops_per_s quote use that count); "
+                "materialized attention keeps the probabilities and its backward is 2x the forward",
+            ),
+            "ring_merge_bytes_per_element": (
+                "bytes per attention-output element and ring step, forward",
+                "context parallelism as PyTorch runs it (torch.distributed.tensor.experimental._attention, "
+                "_templated_ring_attention, _SDPAMerger): after each of the cp - 1 ring steps the partial output is "
+                "merged into the running fp32 result in eager ops, out - sigmoid(lse_b - lse) * (out - out_b): read "
+                "4 + 2 B, write 4 B for the difference, read 4 + 4 B and write 4 B twice more (30 B), and K and V "
+                "are packed into one send buffer (torch.cat: read 2 B, write 2 B per element of each, 8 B)",
+            ),
+            "fused_ring_merge_bytes_per_element": (
+                "bytes per attention-output element and ring step, forward",
+                "the same correction in one fused kernel (Transformer Engine's context-parallel attention, "
+                "flash_attn_fwd_out_correction): read the fp32 running output (4 B) and the step's 16-bit one (2 B), "
+                "write fp32 (4 B)",
+            ),
+            "ring_grad_bytes_per_element": (
+                "bytes per element",
+                "ring attention's backward accumulates dQ, dK and dV across the cp steps in fp32 (PyTorch "
+                "_templated_ring_attention_backward: accum_dtype float32 under convert_to_f32, the default) and passes "
+                "dK and dV around the ring in that dtype beside K and V; each step's accumulation reads the fp32 sum "
+                "and the step's 16-bit gradient and writes the sum (4 + 2 + 4 = 10 B per element, 2.5x this figure)",
             ),
             "power_limit_w": (
                 "W",
@@ -422,6 +483,10 @@ class StepAssumptions(AssumptionSet):
                 "scale_out_bytes_per_s_per_gpu",
                 "fa2_ceiling_flops_per_s",
                 "power_limit_w",
+                "flash_backward_flops_ratio",
+                "ring_merge_bytes_per_element",
+                "fused_ring_merge_bytes_per_element",
+                "ring_grad_bytes_per_element",
             ),
             efficiencies=("matmul_efficiency",),
         )
@@ -606,6 +671,9 @@ def training_step(
         attn_rate = eta_attn * peak16 * clock
         if fa2_on_hopper:
             attn_rate = min(attn_rate, a.fa2_ceiling_flops_per_s * clock)
+        measured = MEASURED_FLASH_ATTENTION_FLOPS_PER_S.get(gpu.architecture)
+        if measured is not None:
+            attn_rate = min(attn_rate, measured[0] * clock)
         attn_f = causal_flops / attn_rate
         score_traffic = 0.0
     else:
@@ -634,13 +702,45 @@ def training_step(
     fwd = {"matmul": mm_f, "attention": attn_f, "elementwise": ew_f, "tp_comm": comm, "fp8_cast": fp8_f}
     bwd = {k: 2 * v if k not in ("tp_comm", "fp8_cast") else v for k, v in fwd.items()}
     bwd["fp8_cast"] = fp8_b
+    if job.flash_attention:
+        # the backward recomputes the scores: 2.5x the forward FLOPs at the same kernel rate
+        bwd["attention"] = a.flash_backward_flops_ratio * attn_f
+    ring_hidden = 0.0  # per layer and micro-batch: the ring's K/V exchange hidden behind its attention steps
+    ring_rerun = 0.0
+    if xp.nonzero(cp > 1):
+        # ring attention (Liu et al. 2023, arXiv:2310.01889; PyTorch's _templated_ring_attention): cp steps, each
+        # the local queries against one rank's K and V while the next K and V travel; the backward passes dK and
+        # dV around the ring as well. A step's exchange hides behind that step's attention (load-balanced causal
+        # chunks: 1/cp of the layer's attention each); what it cannot cover waits. The partial outputs are merged
+        # and the gradients accumulated in fp32 every step: memory traffic
+        steps = cp - 1
+        kv_heads = model.attention_heads if stack.expands_gqa_kv else model.kv_heads
+        kv_el = tokens_mb * kv_heads * (model.qk_head_dim + model.v_head_dim) / tp
+        q_el = tokens_mb * model.attention_heads * model.qk_head_dim / tp
+        out_el = tokens_mb * model.attention_heads * model.v_head_dim / tp
+        ring_bw = xp.where(cp * tp <= a.gpus_per_node, link, scale_out)
+        send_f = a.collective_latency_s + kv_el * bytes_e / ring_bw
+        send_b = a.collective_latency_s + kv_el * (bytes_e + a.ring_grad_bytes_per_element) / ring_bw
+        exposed_f = xp.maximum(0.0, send_f - fwd["attention"] / cp)
+        exposed_b = xp.maximum(0.0, send_b - bwd["attention"] / cp)
+        merge = a.fused_ring_merge_bytes_per_element if stack.fused_elementwise else a.ring_merge_bytes_per_element
+        fwd["cp_ring"] = xp.where(cp > 1, steps * (exposed_f + out_el * merge / bw), 0.0)
+        grad_traffic = (q_el + kv_el) * 2.5 * a.ring_grad_bytes_per_element / bw
+        bwd["cp_ring"] = xp.where(cp > 1, steps * (exposed_b + grad_traffic), 0.0)
+        ring_hidden = xp.where(cp > 1, steps * (send_f - exposed_f + send_b - exposed_b), 0.0)
+        ring_rerun = xp.where(cp > 1, steps * (send_f - exposed_f), 0.0)
     if model.moe is not None and xp.nonzero(layout.ep > 1):
         # dispatch and combine: each token's hidden state to its k experts and back, forward and backward;
         # all-to-all sends (ep - 1) / ep of it, over NVLink inside a node and the NICs across nodes
-        a2a_bw = xp.where(layout.ep * tp <= a.gpus_per_node, link, scale_out)
+        # an expert group wider than a node still has its node's peers on NVLink: the NICs carry only the share
+        # bound for other nodes, while the rest crosses NVLink at the same time (NCCL's all-to-all is one send and
+        # receive per peer, each over the path to that peer)
         moe_share = model.moe.layers / L
         sent = tokens_mb * model.moe.experts_per_token * h * bytes_e / tp * (layout.ep - 1) / layout.ep
-        a2a = xp.where(layout.ep > 1, moe_share * 2 * (sent / a2a_bw + a.collective_latency_s), 0.0)
+        local = xp.minimum(layout.ep, xp.maximum(1, a.gpus_per_node // tp))  # expert ranks on this node
+        peers = xp.maximum(1, layout.ep - 1)
+        a2a_s = xp.maximum(sent * (layout.ep - local) / peers / scale_out, sent * (local - 1) / peers / link)
+        a2a = xp.where(layout.ep > 1, moe_share * 2 * (a2a_s + a.collective_latency_s), 0.0)
         fwd["moe_all_to_all"] = a2a
         bwd["moe_all_to_all"] = a2a
     full_layer = sum(v for k, v in fwd.items() if k != "moe_all_to_all") + fwd.get("moe_all_to_all", 0.0)
@@ -650,7 +750,8 @@ def training_step(
         # --recompute-layers N of the stage's layers re-run their forward (Megatron --recompute-method block)
         recompute = full_layer * xp.minimum(job.recompute_layers or 0, layers_here) / layers_here
     elif job.recompute == "selective":
-        recompute = attn_f + score_traffic
+        # the attention core runs again, with its ring under context parallelism
+        recompute = attn_f + score_traffic + fwd.get("cp_ring", 0.0)
     elif job.recompute == "per-op":
         # torchtitan's per-op SAC saves every other matmul output and the attention output: half the
         # matmuls and the element-wise ops between them run again (torchtitan distributed/activation_checkpoint.py)
@@ -714,6 +815,16 @@ def training_step(
             copies = xp.where(pp == 1, m, 1)
             copy_s = local_params * stack.sharding_copy_bytes_per_param * copies / bw
             parts["sharding_copies"] = xp.where(replicated, copy_s, 0.0)
+    # ---- context parallelism's hidden K/V exchanges hold SMs as well: forward, backward, and the forward again
+    # where the layer's attention is recomputed
+    if xp.nonzero(ring_hidden):
+        if job.recompute in ("full", "selective"):
+            rerun = 1.0
+        elif job.recompute == "partial":
+            rerun = xp.minimum(job.recompute_layers or 0, layers_here) / layers_here
+        else:
+            rerun = 0.0
+        overlapped = overlapped + (ring_hidden + ring_rerun * rerun) * layers_here * m
     # ---- the SMs an overlapped NCCL collective holds are lost to the compute it runs beside
     if gpu.sm_count and xp.nonzero(overlapped):
         parts["comm_sm_contention"] = overlapped * min(1.0, a.collective_sms / gpu.sm_count)
