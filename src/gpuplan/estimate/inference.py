@@ -9,7 +9,11 @@ The latency model is a roofline per step with the overheads that dominate small 
   section 3), and the serving engine's per-step overhead;
 - prefill (the prompt): the same with the prompt's FLOPs, 2N per token plus causal attention.
 Quantized weights are read through dequantizing kernels that reach a lower effective bandwidth
-(a per-kernel factor). Every constant is a named assumption with its source (``InferenceAssumptions``).
+(a per-kernel factor). The weight GEMMs never take less than their tokens padded to the tensor-core tile
+(``tile_floor_s``: 64 rows on Hopper and Blackwell), which binds on parts with cut compute (H20); the fixed
+per-layer latency scales with the kernels a layer runs (``layer_kernels``); llama.cpp's prompt path expands
+quantized weights to fp16, accumulates in fp16 and writes the attention scores (``EngineProfile``).
+Every constant is a named assumption with its source (``InferenceAssumptions``), or a module constant with its own.
 """
 
 from __future__ import annotations
@@ -40,11 +44,12 @@ from ..units import (
     check_range,
 )
 from .assumptions import Assumption, AssumptionSet, check_assumptions
-from .flops import attention_flops_forward, matmul_params
+from .flops import attended_span, attention_flops_forward, matmul_params
 from .itemized import Itemized
 from .params import count_params, linear_shapes
 from .quant import FP4_FORMATS, WEIGHT_FORMATS, bytes_per_param
 from .queueing import closed_loop_wait, mean_wait, poisson_quantile, wait_quantile
+from .steptime import matmul_efficiency
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,8 @@ class InferenceAssumptions(AssumptionSet):
                 "seconds per decoder layer per step",
                 "kernel launch and small-kernel tail per layer: "
                 "gpt-fast Llama-2-7B bf16 batch 1 on A100 is 1.6 ms slower than its bytes at "
-                "1700 GB/s over 32 layers (calibration row)",
+                "1700 GB/s over 32 layers (calibration row); a layer with more kernels pays in proportion "
+                "(layer_kernels: MoE blocks and MLA attention run 4 and 5 more than the 9 of a dense GQA layer)",
             ),
             "allreduce_latency_s": (
                 "seconds per all-reduce",
@@ -262,6 +268,13 @@ class EngineProfile:
     source: str
     gpu_limits: Callable[[Accelerator], tuple[int, int]] | None = None
     reserves_output: bool = False
+    #: its GEMMs accumulate in fp16 (llama.cpp: cublasGemmEx with CUBLAS_COMPUTE_16F on fp16 and dequantized
+    #: weights, ggml-cuda.cu ggml_cuda_op_mul_mat_cublas), which GeForce parts run at twice the catalog's rate
+    fp16_accumulate: bool = False
+    #: its prefill attention writes the score matrix to memory (no fused/flash attention by default):
+    #: llama.cpp's flash_attn defaulted to false through 2024 (common/common.h), so KQ, soft_max and KQV run as
+    #: separate kernels over a heads x tokens x context matrix (SCORE_BYTES_PER_ELEMENT)
+    materializes_scores: bool = False
 
     def limits(self, gpu: Accelerator | None) -> tuple[int, int]:
         """(max_num_seqs, token budget) on ``gpu`` (None: the profile's listed values)."""
@@ -345,7 +358,10 @@ ENGINE_PROFILES: Mapping[str, EngineProfile] = MappingProxyType(
                 True,
                 "llama.cpp: one slot (common_params n_parallel 1, llama-server's --parallel default in 2024), "
                 "n_batch 2048 (common/common.h; n_ubatch 512), KV allocated for the context it is given; C++ with CUDA "
-                "graphs for batch-1 decode (ggml-cuda, 2024), no scheduler overhead",
+                "graphs for batch-1 decode (ggml-cuda, 2024), no scheduler overhead; GEMMs with fp16 accumulation "
+                "(CUBLAS_COMPUTE_16F in ggml_cuda_op_mul_mat_cublas)",
+                fp16_accumulate=True,
+                materializes_scores=True,
             ),
             EngineProfile(
                 "compiled",
@@ -638,6 +654,120 @@ def _active_matmul_params(model: ModelSpec | ParamsOnlyModel) -> float:
     return model.params if isinstance(model, ParamsOnlyModel) else matmul_params(model)
 
 
+#: Fewest token rows one tensor-core instruction multiplies, by architecture: Hopper's warpgroup MMA is
+#: wgmma.mma_async.m64nNk16 (PTX ISA 8.0, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"), and
+#: Blackwell's tcgen05.mma takes M = 64 or 128 per CTA (PTX ISA 8.6); the mma.sync of Volta to Ada and AMD's
+#: MFMA take 16 (m16n8k16, 16x16x16). A GEMM over fewer tokens pads them to this many rows, so its tensor work
+#: is that of the padded tile (DeepGEMM issue #35: an H800 fp8 GEMM takes no less time at m = 1 than at 64).
+MMA_MIN_ROWS: Mapping[str, int] = MappingProxyType({"Hopper": 64, "Blackwell": 64})
+MMA_MIN_ROWS_DEFAULT = 16
+#: Weight-only kernels (Marlin, tinygemm, the int4/int8 GEMVs) multiply on mma.sync m16n8k16 on every
+#: architecture (Marlin README: "16xN tiles"); llama.cpp's batch-1 GEMV (mmvq, dp4a dot products) uses no
+#: tensor core at all.
+WEIGHT_ONLY_MIN_ROWS = 16
+
+
+def mma_min_rows(fmt: str, gpu: Accelerator) -> int:
+    """Token rows a decode GEMM of weights in ``fmt`` pads to on ``gpu`` (MMA_MIN_ROWS)."""
+    kernel = WEIGHT_FORMATS[fmt].kernel
+    if kernel == "gguf":
+        return 1
+    rows = MMA_MIN_ROWS.get(gpu.architecture, MMA_MIN_ROWS_DEFAULT)
+    native = kernel in ("16bit", "fp8") or (kernel == "fp4" and gpu.supports("fp4"))
+    return rows if native else min(rows, WEIGHT_ONLY_MIN_ROWS)
+
+
+#: GeForce tensor cores multiply with fp16 accumulation at twice the fp32-accumulate rate the catalog holds for
+#: them (accelerators.toml header; NVIDIA GA102 whitepaper: RTX 3090 71 TFLOP/s dense fp16 with fp32 accumulate,
+#: 142 with fp16 accumulate; AD102 whitepaper: RTX 4090 165.2 and 330.3). Data-centre parts run both at one rate.
+GEFORCE_FP16_ACCUMULATE_FACTOR = 2.0
+
+
+def gemm_peak_flops_per_s(gpu: Accelerator, job: ServingJob) -> float:
+    """Dense peak of the weight GEMMs: the compute dtype's (``compute_dtype``), doubled on GeForce parts where the
+    engine accumulates 16-bit GEMMs in fp16 (``EngineProfile.fp16_accumulate``: llama.cpp)."""
+    dtype = compute_dtype(job.weights, gpu)
+    kernel = WEIGHT_FORMATS[job.weights].kernel
+    if engine_profile(job.engine).fp16_accumulate and kernel in ("16bit", "gguf") and gpu.supports("fp16"):
+        geforce = "geforce" in gpu.name.lower()
+        return gpu.peak_flops_per_s["fp16"] * (GEFORCE_FP16_ACCUMULATE_FACTOR if geforce else 1.0)
+    return gpu.peak_flops_per_s[dtype]
+
+
+#: Memory traffic per attention score where the engine materializes the score matrix (ggml's unfused
+#: attention, counted from its ops): the KQ product written in fp16 and widened to fp32 (2 + 2 + 4 bytes),
+#: soft_max reading and writing fp32 (8), the scores narrowed to fp16 for the KQV product (4 + 2) and read by
+#: it (2): 24 bytes.
+SCORE_BYTES_PER_ELEMENT = 24
+
+
+#: Kernels one decode step of a dense GQA decoder layer runs, the unit ``layer_overhead_s`` (calibrated on such
+#: a layer) is spread over: RMSNorm, QKV GEMM, RoPE with the KV-cache write, attention, O GEMM, RMSNorm, gate/up
+#: GEMM, activation, down GEMM.
+DENSE_LAYER_KERNELS = 9
+#: Kernels a MoE block runs beyond the dense MLP's (gate/up GEMM, activation, down GEMM): router GEMM, top-k,
+#: the sort that groups tokens by expert, grouped gate/up GEMM, activation, grouped down GEMM and the weighted
+#: sum of the experts' outputs, 7 in all (vLLM/SGLang fused_moe: moe_align_block_size between two fused_moe
+#: kernels; TensorRT-LLM blog 1, modules 10-13 of its DeepSeek-R1 decode layer).
+MOE_EXTRA_KERNELS = 4
+#: Kernels MLA attention runs beyond GQA's (QKV GEMM, RoPE, attention, O GEMM): the fused down-projection GEMM,
+#: two RMSNorms on the latents, the query up-projection GEMM, the batched GEMM that absorbs W_UK, KV concat with
+#: RoPE, attention, the batched W_UV GEMM and the O GEMM, 9 in all (TensorRT-LLM blog 1, modules 1-8, B200).
+MLA_EXTRA_KERNELS = 5
+
+
+def layer_kernels(spec: ModelSpec, layers: int, moe_layers: int) -> float:
+    """Kernels ``layers`` decoder layers run per step (``moe_layers`` of them MoE): the fixed per-layer latency
+    (``layer_overhead_s``, launches and small-kernel tails) scales with them, so an MLA + MoE layer of
+    DeepSeek-V3 costs (9 + 5 + 4) / 9 = 2x a Llama layer's."""
+    per_layer = DENSE_LAYER_KERNELS + (MLA_EXTRA_KERNELS if spec.mla is not None else 0)
+    return float(layers * per_layer + moe_layers * MOE_EXTRA_KERNELS)
+
+
+#: Most tokens llama.cpp multiplies with its quantized GEMV kernels (mmvq, dp4a dot products on the packed
+#: blocks); a larger batch (a prompt) goes through ggml_cuda_op_mul_mat_cublas, which first expands the quantized
+#: matrix to a temporary fp16 copy (to_fp16_cuda) and then calls cublasGemmEx on it (ggml-cuda.cu, 2024 builds:
+#: MMVQ_MAX_BATCH_SIZE 8; the int8 tensor-core MMQ path that skips the copy became the default later in 2024).
+LLAMA_CPP_MMVQ_MAX_TOKENS = 8
+
+
+def tile_floor_s(
+    model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: ServingLayout, fmt: str, tokens: float, share: float
+) -> float:
+    """Least time the weight GEMMs of one step take on the tensor cores: each GEMM multiplies its tokens
+    padded up to the instruction's rows (``mma_min_rows``), at the GPU's best-shape matmul rate (MAMF,
+    ``steptime.matmul_efficiency``). The dense layers pad the step's tokens; each routed expert its own
+    share of them (uniform routing: k x tokens spread over the experts touched; fused-MoE kernels pad every
+    expert's rows to their block size: vLLM/SGLang moe_align_block_size). Invisible where the weight read
+    is slower (a 64-row tile is ~4x below the bandwidth roof on an H100); it binds on parts whose tensor
+    rate is cut but not their bandwidth (H20: 148 TFLOP/s against 4.0 TB/s), where batch-1 decode is
+    compute-bound."""
+    rows = mma_min_rows(fmt, gpu)
+
+    def padded(n: float) -> float:
+        return math.ceil(n / rows - 1e-9) * rows if n > 0 else 0.0
+
+    dtype = compute_dtype(fmt, gpu)
+    rate = matmul_efficiency(gpu, dtype)[0] * gpu.peak_flops_per_s[dtype]
+    if not isinstance(model, ModelSpec) or model.moe is None:
+        return 2 * padded(tokens) * _active_matmul_params(model) * share / layout.tp / rate
+    moe = model.moe
+    active, per_expert = _matmul_split(model)
+    touched = moe.experts * (1 - (1 - moe.experts_per_token / moe.experts) ** float(tokens))
+    work = padded(tokens) * (active - per_expert * moe.experts_per_token * moe.layers)
+    work += touched * padded(tokens * moe.experts_per_token / touched) * per_expert * moe.layers
+    return float(2 * work * share / layout.tp / rate)
+
+
+@functools.lru_cache(maxsize=256)
+def _matmul_split(spec: ModelSpec) -> tuple[float, float]:
+    """(active matmul parameters, parameters of one routed expert in one layer) of a MoE model; cached, since a
+    plan evaluates the step of one model many times."""
+    assert spec.moe is not None
+    routed = sum(din * dout * n for k, (din, dout, n) in linear_shapes(spec).items() if k.startswith("expert_"))
+    return float(matmul_params(spec)), routed / (spec.moe.layers * spec.moe.experts)
+
+
 def _stage_share(model: ModelSpec | ParamsOnlyModel, layout: ServingLayout) -> tuple[int, float]:
     """(decoder layers on the busiest pipeline stage, that stage's share of the model's layers)."""
     if not isinstance(model, ModelSpec):
@@ -696,11 +826,22 @@ def step_s(
         moe = model.moe
         touched = moe.experts * (1 - (1 - moe.experts_per_token / moe.experts) ** tokens)  # uniform routing
         read = w.total - w.experts + w.per_expert * touched * w.moe_layers_here
-    read *= _kernel_factor(job.weights, a, gpu)
     bandwidth = a.memory_bandwidth_efficiency * gpu.memory_bandwidth_bytes_per_s
-    peak = a.compute_efficiency * gpu.peak_flops_per_s[compute_dtype(job.weights, gpu)]
+    t_dequant = 0.0
+    if WEIGHT_FORMATS[job.weights].kernel == "gguf" and tokens > LLAMA_CPP_MMVQ_MAX_TOKENS:
+        # llama.cpp above its GEMV batch: each quantized matrix is expanded to an fp16 copy (read the quantized
+        # bytes, write 2 bytes a weight) and cuBLAS multiplies that copy (reads the 2 bytes again)
+        f16_bytes = read * 2.0 / bytes_per_param(job.weights)
+        t_dequant = (read + f16_bytes) / bandwidth
+        read = f16_bytes
+    else:
+        read *= _kernel_factor(job.weights, a, gpu)
+    peak = a.compute_efficiency * gemm_peak_flops_per_s(gpu, job)
     t_mem = read / bandwidth
-    t_comp = tokens * 2 * _active_matmul_params(model) * share / layout.tp / peak
+    t_comp = max(
+        tokens * 2 * _active_matmul_params(model) * share / layout.tp / peak,
+        tile_floor_s(model, gpu, layout, job.weights, tokens, share),
+    )
     t_attn = 0.0
     if isinstance(model, ModelSpec):
         kv_read = decodes * kv_cache_bytes(model, context, job.kv_cache, layout.tp) * share if decodes else 0.0
@@ -708,10 +849,17 @@ def step_s(
         if prefill_tokens:
             attn += prefill_tokens * attention_flops_forward(model, prompt, causal=True)
         t_attn = max(kv_read / bandwidth, attn * share / layout.tp / peak)
+        if prefill_tokens and engine_profile(job.engine).materializes_scores:
+            span = attended_span(prompt, None, causal=True)
+            scores = prefill_tokens * span * model.attention_heads * model.layers * share / layout.tp
+            t_attn += scores * SCORE_BYTES_PER_ELEMENT / bandwidth
     hidden = model.hidden_size if isinstance(model, ModelSpec) else 0
     message = tokens * hidden * 2
     comm = 2 * stage_layers * _allreduce_s(message, layout.tp, gpu, a)
-    t_stage = max(t_mem, t_comp) + t_attn + stage_layers * a.layer_overhead_s + comm
+    launches = stage_layers * a.layer_overhead_s
+    if isinstance(model, ModelSpec):
+        launches *= layer_kernels(model, stage_layers, w.moe_layers_here) / (stage_layers * DENSE_LAYER_KERNELS)
+    t_stage = max(t_mem, t_comp) + t_dequant + t_attn + launches + comm
     overhead = engine_values(a, job, gpu).step_overhead_s
     t = layout.pp * t_stage + (layout.pp - 1) * _p2p_s(message, gpu, a) + overhead
     return t, "memory" if t_mem >= t_comp else "compute"
