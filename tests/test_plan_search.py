@@ -112,12 +112,156 @@ def test_search_equals_train_on_random_configurations():
     # the sample reaches the branches: pipelines, tensor parallelism, every kind of sharding, recomputation
     assert {c.pp > 1 for c in checked} == {True, False} and {c.tp > 1 for c in checked} == {True, False}
     assert len({c.sharding for c in checked}) >= 3 and len({c.recompute for c in checked}) >= 2
+    assert {c.virtual_stages > 1 for c in checked} == {True, False}
+
+
+def test_interleaving_and_context_parallelism_equal_train():
+    """Long sequences: the search's options with context parallelism and interleaved stages agree with
+    gpuplan.train on their layout (--cp, --virtual-stages), and the grid offers cp only where it divides the
+    sequence and interleaving only where the busiest stage's layers split evenly."""
+    from gpuplan.plan.search import CP_MIN_SEQ_LEN, cp_choices, virtual_stage_choices
+
+    r = gpuplan.plan_train(
+        "llama-3.1-8b", tokens="100B", gpu="h100,a100-sxm-80gb", seq_len=32768, max_gpus=256, top=400, catalog=CAT
+    )
+    s = r.search
+    assert s.grid["cp"] == [1, 2, 4, 8, 16] and s.grid["virtual_stages"]["8"] == [1, 2, 4]  # 32 layers: 4 per stage
+    rng = random.Random(32)
+    picked = {}
+    for opt in s.options:
+        c = opt.candidate
+        picked.setdefault((c.cp > 1, c.virtual_stages > 1), []).append(opt)
+    assert set(picked) == {(False, False), (True, False), (False, True), (True, True)}
+    for opts in picked.values():
+        for opt in rng.sample(opts, min(3, len(opts))):
+            c = opt.candidate
+            assert 32768 % c.cp == 0 and c.gpus % (c.tp * c.pp * c.cp) == 0
+            _agrees_with_train(opt, "llama-3.1-8b", 100e9, 32768)
+            mg = _megatron_args(opt.launch["megatron"])
+            assert int(mg.get("--context-parallel-size", 1)) == c.cp
+            assert int(mg.get("--num-virtual-stages-per-pipeline-rank", 1)) == c.virtual_stages
+    # the rules themselves
+    assert cp_choices(CP_MIN_SEQ_LEN // 2, True) == [1] and cp_choices(CP_MIN_SEQ_LEN, False) == [1]
+    assert cp_choices(3 * 8192, True) == [1, 2, 4, 8, 16] and cp_choices(16384 + 4, True) == [1, 2, 4]
+    assert virtual_stage_choices(80, 1) == [1] and virtual_stage_choices(80, 8) == [1, 2]
+    assert virtual_stage_choices(126, 16) == [1, 2, 4, 8]  # Llama 3 405B: 8 layers on the busiest stage
+
+
+def test_interleaving_costs_activation_memory():
+    """Under the interleaved schedule the first stage holds pp + (pp - 1) / v micro-batches of its layers'
+    activations (Korthikanti et al. 2022, 4.2.3) instead of pp: more memory, capped by the micro-batches per step."""
+    spec = _model70()
+    gpu = CAT.accelerators().get("h100")
+    job = TrainingJob(seq_len=4096, micro_batch=1, global_batch=64)
+    lay = Parallelism(gpus=64, tp=8, pp=8, sequence_parallel=True, zero=1)
+    act = {}
+    for v in (1, 2, 5):
+        mem = training_memory(spec, gpu, replace(lay, virtual_stages=v), job, find_max_batch=False)
+        act[v] = mem.group_bytes("activations")
+    per_mb = act[1] / 8  # 1F1B: pp = 8 micro-batches in flight (64 / dp 1 = 64 per step)
+    assert act[2] == pytest.approx(per_mb * (8 + 7 / 2), rel=1e-9)
+    assert act[5] == pytest.approx(per_mb * (8 + 7 / 5), rel=1e-9)
+    few = replace(job, global_batch=4)  # 4 micro-batches per step: all of them, however many chunks
+    assert training_memory(spec, gpu, replace(lay, virtual_stages=2), few, find_max_batch=False).group_bytes(
+        "activations"
+    ) == pytest.approx(per_mb * 4, rel=1e-9)
+
+
+def test_searched_covers_the_documented_grid():
+    """At one fixed count, ``searched`` is the documented grid, counted here from docs/plan.md's rules: tp 1-8; pp the
+    divisors of the layers and powers of two up to 64; virtual stages 1, 2, 4, 8 splitting the busiest stage evenly;
+    cp 1, 2, 4, 8, 16 dividing a sequence of 16k tokens or more; sharding (five for pure data parallelism, two
+    otherwise) x its (offload, recompute) rungs x five micro-batches, once per hardware class at that count."""
+    layers, seq, count = 32, 32768, 64
+    r = gpuplan.plan_train("llama-3.1-8b", tokens="100B", gpu="h100", seq_len=seq, gpus=count, catalog=CAT)
+    classes = {
+        (o.gpu_count, o.scale_out_bytes_per_s, o.scale_up_domain_gpus, o.scale_up_bytes_per_s_per_gpu)
+        for o in CAT.offers()
+        if o.gpu == "h100-sxm-80gb" and o.pricing == "on-demand" and o.gpu_count > 1 and count % o.gpu_count == 0
+    }
+    assert classes
+    pps = sorted({d for d in range(1, layers + 1) if layers % d == 0} | {2**k for k in range(7) if 2**k <= layers})
+    rungs = {0: 3, 1: 6, 2: 6, 3: 9}  # (offload, recompute) pairs by ZeRO stage: none / + optimizer / + params
+    expected = 0
+    for tp in (1, 2, 4, 8):
+        for pp in pps:
+            busiest = -(-layers // pp)
+            for _vs in [v for v in (1, 2, 4, 8) if v == 1 or (pp > 1 and busiest % v == 0)]:
+                for cp in (1, 2, 4, 8, 16):
+                    if tp * pp * cp == 1:  # DDP, ZeRO-1, -2, -3 and FSDP2
+                        per = rungs[0] + rungs[1] + rungs[2] + rungs[3] + rungs[3]
+                    else:  # the distributed optimizer (ZeRO-1) and FSDP2
+                        per = rungs[1] + rungs[3]
+                    expected += per * 5 * len(classes)
+    assert r.search.searched == expected
+    assert r.search.searched == sum(r.search.pruned.values()) + r.search.feasible
+
+
+def test_offload_only_where_nothing_fits_without_it():
+    """70B on 8 H100 fits only with the optimizer states (or parameters) on the host: every option offloads, agrees
+    with gpuplan.train --offload on its layout, and fits with no recompute without offload; on 16 H100 some layout
+    fits without it, so no option offloads (offload's host work is not in the step-time model: OFFLOAD_ORDER)."""
+    eight = gpuplan.plan_train("llama-3.1-70b", tokens="2T", gpus=8, gpu="h100", top=20, catalog=CAT).search
+    seq_len = eight.grid["seq_len"]
+    assert eight.options and all(o.candidate.offload in ("optimizer", "params") for o in eight.options)
+    for opt in eight.options[:: max(1, len(eight.options) // 4)]:
+        c = opt.candidate
+        _agrees_with_train(opt, "llama-3.1-70b", 2e12, seq_len)
+        job = c.job(TrainingJob(seq_len=seq_len))
+        for recompute in ("none", "selective", "full"):
+            kept = replace(job, recompute=recompute)
+            lay = replace(c.layout(), offload="none")
+            assert not training_memory(_model70(), c.gpu, lay, kept, find_max_batch=False).fits
+        if c.pp == 1 and c.cp == 1:
+            assert json.loads(opt.launch["deepspeed"])["zero_optimization"]["offload_optimizer"] == {"device": "cpu"}
+        assert "--optimizer-cpu-offload" in opt.launch["megatron"]
+    sixteen = gpuplan.plan_train("llama-3.1-70b", tokens="2T", gpus=16, gpu="h100", top=20, catalog=CAT).search
+    assert sixteen.options and all(o.candidate.offload == "none" for o in sixteen.options)
+    assert sixteen.searched == eight.searched  # the same grid, offload counted as dominated where not searched
+
+
+def test_offer_nvlink_domain_bounds_tp_and_sets_the_link():
+    """An offer's NVLink domain (scale_up_domain_gpus, scale_up_bytes_per_s_per_gpu) is part of its hardware class:
+    TP stays within the domain, and the step time uses the offer's link as plan_training(offer=...) does."""
+    from gpuplan.estimate.memory import MemoryAssumptions
+    from gpuplan.plan.search import search_train
+    from gpuplan.plan.training import plan_training
+
+    spec = _model70()
+    gpu = CAT.accelerators().get("h100")
+    base = next(o for o in CAT.offers() if o.gpu == gpu.id and o.gpu_count == 8 and o.pricing == "on-demand")
+    pairs = replace(base, id="test-pairs", scale_up_domain_gpus=2, scale_up_bytes_per_s_per_gpu=50e9)
+    fast = replace(base, id="test-fast", scale_up_bytes_per_s_per_gpu=900e9, usd_per_hour=base.usd_per_hour * 1.01)
+    job = TrainingJob(seq_len=8192)
+    s = search_train(spec, [gpu], [base, pairs, fast], 2e12, job, max_gpus=512, top=3000)
+    assert s.grid["hardware_classes"] == 3
+    by_offer = {}
+    for opt in s.options:
+        by_offer.setdefault(opt.candidate.offer.id, []).append(opt)
+    assert set(by_offer) == {base.id, pairs.id, fast.id}
+    assert max(o.candidate.tp for o in by_offer[pairs.id]) <= 2 < max(o.candidate.tp for o in by_offer[base.id])
+    rng = random.Random(2)
+    for opts in by_offer.values():
+        for opt in rng.sample(opts, min(4, len(opts))):
+            c = opt.candidate
+            lay, one_job = c.layout(), c.job(job)
+            plan = plan_training(spec, gpu, lay, one_job, 2e12, offer=c.offer, virtual_stages=c.virtual_stages)
+            assert _close(c.step_s, plan.step.iteration_s) and _close(c.cost_usd, plan.usd), c
+            mem = training_memory(spec, gpu, lay, one_job, MemoryAssumptions(), find_max_batch=False)
+            assert _close(opt.peak_memory_bytes, mem.total_bytes)
+    # the same layout is never faster over the pairs' slow link than over the fast one, and some are slower
+    key = lambda o: (o.candidate.gpus, o.candidate.tp, o.candidate.pp, o.candidate.virtual_stages,  # noqa: E731
+                     o.candidate.sharding, o.candidate.micro_batch, o.candidate.recompute)  # fmt: skip
+    fast_steps = {key(o): o.candidate.step_s for o in by_offer[fast.id]}
+    common = [(o.candidate.step_s, fast_steps[key(o)]) for o in by_offer[pairs.id] if key(o) in fast_steps]
+    assert common and all(slow >= quick for slow, quick in common) and any(slow > quick for slow, quick in common)
 
 
 def _random_group(rng: random.Random, spec) -> list[tuple[Parallelism, TrainingJob, float, int]]:
     """Ten random layouts that ``training_memory`` accepts and that share what the formulas branch on (the
-    sharding, offload, the job but its batch sizes, whether tp x pp > 1 and whether pp > 1), each with its own
-    numbers: tp, pp, ep, dp, micro-batch, global batch, and the network (scale-out bandwidth, GPUs per node)."""
+    sharding, offload, the job but its batch sizes, whether tp x pp x cp > 1 and whether pp > 1), each with its own
+    numbers: tp, pp, interleaved stages, cp, ep, dp, micro-batch, global batch, and the network (scale-out
+    bandwidth, GPUs per node)."""
     zero, fsdp = rng.choice(((0, False), (1, False), (2, False), (3, False), (3, True)))
     offload = rng.choice(
         ("none", "none", "activations", "optimizer" if zero else "none", "params" if zero == 3 else "none")
@@ -126,7 +270,7 @@ def _random_group(rng: random.Random, spec) -> list[tuple[Parallelism, TrainingJ
     model_parallel = pipeline or rng.random() < 0.6
     recompute = rng.choice(("none", "selective", "full", "per-op", "partial"))
     job = TrainingJob(
-        seq_len=rng.choice((1024, 2048)),
+        seq_len=rng.choice((1024, 2048, 16384)),
         precision=rng.choice(("bf16-mixed", "fp8-mixed", "fp16-mixed")),
         recompute=recompute,
         recompute_layers=rng.randint(0, 4) if recompute == "partial" else None,
@@ -143,13 +287,24 @@ def _random_group(rng: random.Random, spec) -> list[tuple[Parallelism, TrainingJ
         tps, pps = [1], [1]
     tps = [t for t in tps if spec.attention_heads % t == 0]
     eps = [e for e in (1, 2, 4) if spec.moe is not None and spec.moe.experts % e == 0] or [1]
+    # context parallelism (ring attention: flash attention) only where tp x pp > 1 already: the group shares the recipe
+    cps = (1, 2, 4) if model_parallel and job.flash_attention else (1,)
     group = []
     for _ in range(10):
-        tp, pp, ep = rng.choice(tps), rng.choice(pps), rng.choice(eps)
+        tp, pp, ep, cp = rng.choice(tps), rng.choice(pps), rng.choice(eps), rng.choice(cps)
+        vs = rng.choice((1, 2, 4)) if pp > 1 else 1
         dp = ep * rng.choice((1, 2, 3, 8, 64))
         mb = rng.choice((1, 2, 4))
         layout = Parallelism(
-            gpus=tp * pp * dp, tp=tp, pp=pp, ep=ep, sequence_parallel=tp > 1, zero=zero, offload=offload
+            gpus=tp * pp * cp * dp,
+            tp=tp,
+            pp=pp,
+            cp=cp,
+            ep=ep,
+            sequence_parallel=tp > 1,
+            zero=zero,
+            offload=offload,
+            virtual_stages=vs,
         )
         one = replace(job, micro_batch=mb, global_batch=mb * dp * rng.choice((1, 3, 16)))
         group.append((layout, one, rng.choice((12.5e9, 50e9)), rng.choice((4, 8))))
@@ -159,7 +314,8 @@ def _random_group(rng: random.Random, spec) -> list[tuple[Parallelism, TrainingJ
 def test_formulas_on_arrays_equal_plain_numbers():
     """The one formula source: training memory and step time on a grid of layouts (numpy arrays) equal, element by
     element, the same functions on each layout alone (plain numbers), for random layouts of every model shape, each
-    sharding, recompute, offload and precision: 40 groups of 10 layouts, a group sharing the discrete choices."""
+    sharding, recompute, offload and precision, with interleaved stages and context parallelism: 40 groups of 10
+    layouts, a group sharing the discrete choices."""
     import numpy as np
 
     from gpuplan.catalog import resolve_model
@@ -170,12 +326,16 @@ def test_formulas_on_arrays_equal_plain_numbers():
     rng = random.Random(12)
     gpu = CAT.accelerators().get("h100")
     compared = 0
+    seen = set()
     for _ in range(40):
         spec = resolve_model(rng.choice(RANDOM_MODELS), CAT.models())
         group = _random_group(rng, spec)
         first_layout, first_job = group[0][0], group[0][1]
         lay = ParallelismGrid(
-            **{k: np.array([getattr(m[0], k) for m in group]) for k in ("gpus", "tp", "pp", "ep", "sequence_parallel")},
+            **{
+                k: np.array([getattr(m[0], k) for m in group])
+                for k in ("gpus", "tp", "pp", "cp", "ep", "virtual_stages", "sequence_parallel")
+            },
             zero=first_layout.zero,
             offload=first_layout.offload,
         )
@@ -189,16 +349,18 @@ def test_formulas_on_arrays_equal_plain_numbers():
             scale_out_bytes_per_s_per_gpu=np.array([m[2] for m in group]), gpus_per_node=np.array([m[3] for m in group])
         )
         memory = busiest_total_bytes(spec, gpu, lay, jobs, MemoryAssumptions())
-        step = training_step(spec, gpu, lay, jobs, net)
+        step = training_step(spec, gpu, lay, jobs, net, lay.virtual_stages)
         for i, (layout, job, scale, per_node) in enumerate(group):
             one = training_memory(spec, gpu, layout, job, find_max_batch=False)
             a = StepAssumptions(scale_out_bytes_per_s_per_gpu=scale, gpus_per_node=per_node)
-            single = training_step(spec, gpu, layout, job, a)
+            single = training_step(spec, gpu, layout, job, a, layout.virtual_stages)
+            seen.add((layout.cp > 1, layout.virtual_stages > 1))
             assert _close(memory[i], one.total_bytes), (layout, job)
             assert _close(step.iteration_s[i], single.iteration_s), (layout, job)
             assert _close(step.mfu[i], single.mfu), (layout, job)
             compared += 1
     assert compared == 400
+    assert seen == {(False, False), (True, False), (False, True), (True, True)}  # the new dimensions are reached
 
 
 def test_lightest_recompute_that_fits_is_chosen(plan70):
@@ -247,11 +409,26 @@ def test_mfu_ceiling_bounds_the_step_model(plan70):
 
 
 def test_llama3_405b_meta_layout_ranks_top5(plan405):
-    """Meta's layout (Llama 3 paper, section 3.3.2: TP8, PP16, DP128 on 16,384 H100) under the default batch rule
-    (4M tokens per step). With Meta's own 16M-token batch the model prefers PP32 (see the issue report): PP16
-    without recomputation is estimated 10 % over memory and the 1F1B bubble (no virtual stages searched) dominates."""
+    """Meta's layout (Llama 3 paper, section 3.3.2: TP8, PP16, DP128 on 16,384 H100, interleaved) under the default
+    batch rule (4M tokens per step), and with Meta's own 16M-token batch (2,048 sequences of 8,192), where interleaved
+    stages shrink its bubble; the model still prefers PP32 there (docs/plan.md): PP16 needs full recomputation. And
+    the long-context stage's TP8 CP16 PP16 DP8 (Table 4) in the top 5 at its own sequence length and batch."""
     layouts = [(o.candidate.tp, o.candidate.pp, o.candidate.gpus // 128) for o in plan405.search.options[:5]]
     assert (8, 16, 128) in layouts
+    meta = gpuplan.plan_train(
+        "llama-3.1-405b", tokens="15.6T", gpus=16384, gpu="h100", seq_len=8192, global_batch=2048, objective="time",
+        top=5, catalog=CAT,
+    )  # fmt: skip
+    top5 = [(o.candidate.tp, o.candidate.pp, o.candidate.dp) for o in meta.search.options]
+    assert (8, 16, 128) in top5
+    assert all(o.candidate.virtual_stages > 1 for o in meta.search.options)
+    # the long-context stage (Table 4): 131,072 tokens, 16M per step, TP8 CP16 PP16 DP8
+    long = gpuplan.plan_train(
+        "llama-3.1-405b", tokens="800B", gpus=16384, gpu="h100", seq_len=131072, global_batch=128, objective="time",
+        top=5, catalog=CAT,
+    )  # fmt: skip
+    layouts = [(o.candidate.tp, o.candidate.pp, o.candidate.cp, o.candidate.dp) for o in long.search.options]
+    assert (8, 16, 16, 8) in layouts
 
 
 def _megatron_args(line: str) -> dict[str, str]:

@@ -1067,7 +1067,12 @@ def _memory_at(
     # ---------------------------------------------------------------- activations
     if spec is not None:
         e = 4.0 if job.precision == "fp32" else a.activation_bytes_per_element
-        in_flight = xp.minimum(pp, micro_batches_per_step(job, layout)) if stage == "first" else 1
+        # micro-batches of the stage's activations held at once on the first stage: pp under 1F1B; under the
+        # interleaved schedule with v chunks per rank, pp + (pp - 1) / v (its warm-up runs (v - 1) x pp + 2(pp - 1)
+        # chunk forwards before the first backward; Korthikanti et al. 2022, section 4.2.3: L(1 + (p-1)/(pv)))
+        v = layout.virtual_stages
+        stage_mbs = xp.where(v > 1, pp + (pp - 1) / v, pp)
+        in_flight = xp.minimum(stage_mbs, micro_batches_per_step(job, layout)) if stage == "first" else 1
         s_b = job.seq_len / cp * job.micro_batch
         kept = sum(activation_bytes_per_layer(spec, job, layout, a).values())
         # layers whose saved activations go to host memory (--offload activations): the stage's first ones

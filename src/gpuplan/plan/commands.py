@@ -204,7 +204,8 @@ def train(cat: Catalogs, req: TrainRequest) -> reports.TrainReport | reports.Tra
     from ..spec.training import TrainingJob
     from .records import default_seq_len
 
-    layout = req.layout
+    # interleaved stages hold more micro-batches' activations (estimate.memory): the layout carries them
+    layout = replace(req.layout, virtual_stages=req.virtual_stages)
     model = resolve_model(req.model, cat.models(), fetch=hub_fetcher(req.offline), like=req.like)
     seq_len = req.job.get("seq_len")
     job = TrainingJob(**{**req.job, "seq_len": seq_len if seq_len is not None else default_seq_len(model)})
@@ -440,39 +441,23 @@ def tco(
 ) -> reports.TcoReport:
     """Owning ``gpus`` GPUs against every rental offer of the same GPU (``None``: the data file's default)."""
     from ..catalog.ownership import load_ownership
-    from ..estimate.tco import Ownership, ownership_cost
+    from ..estimate.tco import ownership_cost
+    from .owned import ownership_case
 
     accelerator = cat.accelerators().get(gpu)
     data = load_ownership()
-    d = data.defaults
-    row = next((p for p in data.purchase if p.gpu == accelerator.id), None)
-    if purchase_usd_per_gpu is None and row is None:
-        raise InputError(
-            "--purchase-usd-per-gpu", f"no purchase price on file for {accelerator.id}; give --purchase-usd-per-gpu"
-        )
-    if accelerator.tdp_w is None:
-        raise InputError("--gpu", f"{accelerator.id} has no published TDP; its power cost cannot be estimated")
-    price = purchase_usd_per_gpu if purchase_usd_per_gpu is not None else row.usd_per_gpu  # type: ignore[union-attr]
-    if server_usd_per_gpu is not None:
-        server_usd = server_usd_per_gpu
-    elif row is not None and row.server_usd_per_gpu and purchase_usd_per_gpu is None:
-        server_usd = row.server_usd_per_gpu - row.usd_per_gpu  # the server price per GPU includes the GPU
-    else:
-        server_usd = price * d.server_overhead_fraction
-    case = Ownership(
-        purchase_usd=price,
-        server_usd=max(0.0, server_usd),
-        tdp_w=accelerator.tdp_w,
-        host_power_factor=d.host_power_factor,
-        pue=pue if pue is not None else d.pue,
-        usd_per_kwh=usd_per_kwh if usd_per_kwh is not None else d.usd_per_kwh,
-        hosting_usd_per_kw_month=hosting_usd_per_kw_month
-        if hosting_usd_per_kw_month is not None
-        else d.hosting_usd_per_kw_month,
-        staff_usd_per_year=staff_usd_per_gpu_year,
-        years=life_years if life_years is not None else d.depreciation_years,
-        cost_of_capital=cost_of_capital if cost_of_capital is not None else d.cost_of_capital,
+    case, row = ownership_case(
+        accelerator,
+        data,
         utilization=utilization,
+        purchase_usd_per_gpu=purchase_usd_per_gpu,
+        server_usd_per_gpu=server_usd_per_gpu,
+        pue=pue,
+        usd_per_kwh=usd_per_kwh,
+        hosting_usd_per_kw_month=hosting_usd_per_kw_month,
+        staff_usd_per_gpu_year=staff_usd_per_gpu_year,
+        life_years=life_years,
+        cost_of_capital=cost_of_capital,
     )
     cost = ownership_cost(case)
     rentals = sorted((o for o in cat.offers() if o.gpu == accelerator.id), key=lambda o: o.usd_per_gpu_hour)

@@ -3,36 +3,44 @@ training run or a serving load, with every candidate evaluated by the very funct
 
 Training (:func:`search_train`). The grid, per accelerator:
 
-- offers: one pricing kind per ranking; offers of the same GPU, instance size and scale-out network give the same
-  step time, so each such *hardware class* is priced with its cheapest offer (the others cost more for the same
-  plan). Multi-GPU plans run on whole multi-GPU instances, single-GPU plans on single-GPU offers;
+- offers: one pricing kind per ranking; offers of the same GPU, instance size, scale-out network and NVLink domain
+  (``scale_up_domain_gpus``, ``scale_up_bytes_per_s_per_gpu``) give the same step time, so each such *hardware
+  class* is priced with its cheapest offer (the others cost more for the same plan), and timed with the offer's
+  interconnect as ``train --offer`` times it (``offer_accelerator``). Multi-GPU plans run on whole multi-GPU
+  instances, single-GPU plans on single-GPU offers;
 - GPU counts (:func:`gpu_counts`): 1, then whole instances: 1-8 instances, then four counts per doubling
   (x1, x1.25, x1.5, x1.75), up to ``max_gpus`` (or the one ``--gpus``);
-- tp in 1, 2, 4, 8 (within the instance, dividing the heads; sequence parallelism on with tp > 1, as
-  Megatron-LM runs it); pp: the divisors of the layer count and the powers of two (uneven stages, as Llama 3
-  405B's 126 layers on 16 stages), up to 64; ep (MoE): 1, 2, 4, 8 dividing the experts; cp = 1;
-- sharding: pure data parallelism: DDP (zero 0), ZeRO-1/2/3 (DeepSpeed), FSDP2; with tp or pp > 1: Megatron's
+- tp in 1, 2, 4, 8 (within the instance and the offer's NVLink domain, dividing the heads; sequence parallelism on
+  with tp > 1, as Megatron-LM runs it); pp: the divisors of the layer count and the powers of two (uneven stages, as
+  Llama 3 405B's 126 layers on 16 stages), up to 64; virtual stages (interleaved 1F1B) 1, 2, 4, 8 where pp > 1 and
+  the busiest stage's layers split evenly (:func:`virtual_stage_choices`); cp 1, 2, 4, 8, 16 dividing the sequence
+  from CP_MIN_SEQ_LEN tokens on (:func:`cp_choices`); ep (MoE): 1, 2, 4, 8 dividing the experts;
+- sharding: pure data parallelism: DDP (zero 0), ZeRO-1/2/3 (DeepSpeed), FSDP2; with tp, pp or cp > 1: Megatron's
   distributed optimizer (zero 1, which is never slower and never larger than zero 0 in the model) or FSDP2;
-- recompute none, selective, full; micro-batch 1, 2, 4, 8, 16;
+- recompute none, selective, full; micro-batch 1, 2, 4, 8, 16; offload (none, optimizer with ZeRO >= 1, params
+  with ZeRO-3) only on a GPU where nothing fits without it (:data:`OFFLOAD_ORDER`);
 - the global batch: ``--global-batch``, else the default rule ``train`` uses (``estimate.steptime.
   default_global_batch``), passed explicitly so that memory and step time count the same micro-batches.
 
 Evaluation: numpy arrays, one GPU at a time (:class:`_TrainGrid`), through the very functions ``train`` uses. The
 formulas take plain numbers or arrays (``estimate/xp.py``), so ``estimate.memory.busiest_total_bytes`` (the
 ``total_bytes`` of ``training_memory``) and ``estimate.steptime.training_step`` run once per group of candidates
-that share the discrete choices a formula branches on (sharding, recompute, pipeline or not), on a
+that share the discrete choices a formula branches on (sharding, recompute, offload, pipeline or not, tp x pp x cp
+> 1, the offer's interconnect), on a
 :class:`~gpuplan.spec.training.ParallelismGrid` and a :class:`~gpuplan.spec.training.TrainingJobGrid`, with each
 offer's network (``offer_network``, as ``plan_training`` does) as arrays of assumptions; ``time_to_train`` gives
 the time and the cost follows. An option equals ``gpuplan.train`` on its layout to the last bits
 (``tests/test_plan_search.py`` checks random configurations at a relative 1e-12).
 
 Every candidate is counted once, under the first of these that applies (:class:`~gpuplan.spec.choices.PlanPrune`):
-the GPU lacks the precision (not_supported); no instance gives the count (no_offer_of_that_size); tp x pp x ep
-does not divide the count, tp the heads or tp exceeds the node (layout_does_not_divide); the count misses the
-deadline even at the MFU ceiling (:func:`mfu_ceiling`: misses_deadline); the global batch is not whole micro-batch x
-dp groups (layout_does_not_divide) or micro-batch x dp is over twice the batch rule (batch_above_rule); memory for
-each recompute, lightest first: the lighter ones that do not fit are does_not_fit_memory and, once one fits, the
-heavier ones are dominated (never faster in the step-time model, same GPUs and price); per offer, the cost at the
+the GPU lacks the precision (not_supported); no instance gives the count (no_offer_of_that_size); tp x pp x cp x ep
+does not divide the count, tp the heads, or tp exceeds the instance or the offer's NVLink domain
+(layout_does_not_divide); the count misses the deadline even at the MFU ceiling (:func:`mfu_ceiling`:
+misses_deadline); the global batch is not whole micro-batch x dp groups (layout_does_not_divide) or micro-batch x dp
+is over twice the batch rule (batch_above_rule); memory for each recompute, lightest first, then with offload: the
+rungs that do not fit are does_not_fit_memory and, once one fits, the later ones are dominated (a heavier recompute
+is never faster in the step-time model, same GPUs and price; offload is not searched where a candidate of the GPU
+fits without it); per offer, the cost at the
 MFU ceiling is over budget (over_budget); the estimate refuses it (not_supported); the timed plan misses the
 deadline or the budget; the rest are options. Every memory and step-time estimate of the grid is computed: no
 ordering of memory by count or micro-batch is assumed.
@@ -66,14 +74,32 @@ from ..spec.choices import Objective, PlanPrune
 from ..spec.model import ModelSpec
 from ..spec.offer import Offer
 from ..spec.training import Parallelism, ParallelismGrid, TrainingJob, TrainingJobGrid
-from .training import offer_network
+from .training import offer_accelerator, offer_network
 
 R = PlanPrune
 TP_CHOICES = (1, 2, 4, 8)
 EP_CHOICES = (1, 2, 4, 8)
 MICRO_BATCHES = (1, 2, 4, 8, 16)
 RECOMPUTE_ORDER = ("none", "selective", "full")  # lighter first: never slower, never smaller in memory
+#: Optimizer and parameter offload (ZeRO-Offload, ``train --offload``), searched only on a GPU where no candidate
+#: (no count, layout or batch) fits without it: a candidate's memory rungs are (offload, recompute) in this order,
+#: the first that fits is timed and the rest are dominated. Offload moves the optimizer step to the host and the
+#: states over PCIe every step, a cost the step-time model does not count (nor does ``train``): its times are lower
+#: bounds, so the rule keeps offload out of every ranking where a plan without it exists (Ren et al. 2021,
+#: ZeRO-Offload, section 1: for when GPU memory cannot hold the model states). Activation offload is not searched.
+OFFLOAD_ORDER = ("none", "optimizer", "params")
 MAX_PP = 64
+#: Interleaved 1F1B: model chunks per pipeline rank (Megatron-LM --num-virtual-stages-per-pipeline-rank, ``train
+#: --virtual-stages``), searched where pp > 1 and the chunks are equal (:func:`virtual_stage_choices`).
+VIRTUAL_STAGES = (1, 2, 4, 8)
+#: Context parallelism (ring attention over the sequence, ``train --cp``), searched where it divides the sequence;
+#: up to 16, Llama 3 405B's degree at 131k tokens (Llama 3 paper, Table 4: TP8 CP16 PP16 DP8 on 16,384 H100).
+CP_CHOICES = (1, 2, 4, 8, 16)
+#: CP is searched from this sequence length on: below it a rank's slice of the sequence (seq / cp tokens) is
+#: too short to hide the ring's KV exchange behind its attention, and tp x pp already fit the activations of
+#: every model in the catalog at 8k (Megatron-Core's context-parallel guide turns CP on for long-context
+#: training, its recipes from 16k-32k tokens; Llama 3 used CP only for its 128k stage, section 3.3.2).
+CP_MIN_SEQ_LEN = 16384
 #: Without --global-batch, a layout whose micro-batch x dp alone exceeds this multiple of the rule's batch is set
 #: aside (batch_above_rule): training at many times the published batch is not the same run.
 BATCH_RULE_SLACK = 2.0
@@ -101,6 +127,32 @@ def gpu_counts(per_instance: int, max_gpus: int) -> list[int]:
         ks.update(s * k * 2 for s in _STEPS)
         k *= 2
     return sorted(per_instance * k for k in ks if per_instance * k <= max_gpus)
+
+
+def virtual_stage_choices(layers: int, pp: int) -> list[int]:
+    """Interleaved chunks per pipeline rank: 1 without a pipeline; with pp > 1 every v of VIRTUAL_STAGES that
+    splits the busiest (first) stage's layers into v equal chunks. With even stages that is Megatron-LM's rule, the
+    layer count divisible by pp x v; with uneven ones it is the busiest stage's count divisible by v (Llama 3 405B
+    ran its 126 layers interleaved on 16 stages of 8, the first and last one short: Llama 3 paper, section 3.3.2;
+    Megatron-Core's --pipeline-model-parallel-layout places such chunks)."""
+    if pp == 1:
+        return [1]
+    busiest = -(-layers // pp)
+    return [v for v in VIRTUAL_STAGES if busiest % v == 0]
+
+
+def cp_choices(seq_len: int, flash_attention: bool) -> list[int]:
+    """Context-parallel degrees: 1, and from CP_MIN_SEQ_LEN on those of CP_CHOICES that divide the sequence
+    (``train`` requires an equal slice per rank, and flash attention for the ring)."""
+    if seq_len < CP_MIN_SEQ_LEN or not flash_attention:
+        return [1]
+    return [c for c in CP_CHOICES if seq_len % c == 0]
+
+
+def offload_choices(sharding: Sharding) -> tuple[str, ...]:
+    """The offload kinds ``train`` accepts with a sharding: none; the optimizer states with ZeRO >= 1; the
+    parameters too with ZeRO-3 / FSDP2 (``spec.training.Parallelism``'s checks)."""
+    return OFFLOAD_ORDER[: 1 + (sharding.zero >= 1) + (sharding.zero == 3)]
 
 
 def pp_choices(layers: int) -> list[int]:
@@ -131,7 +183,7 @@ SHARDINGS = (Sharding(0), Sharding(1), Sharding(2), Sharding(3), Sharding(3, Tru
 
 def sharding_choices(model_parallel: int) -> tuple[Sharding, ...]:
     """DDP, ZeRO-1/2/3 and FSDP2 for pure data parallelism; Megatron's distributed optimizer (zero 1) or FSDP2
-    with tp or pp > 1."""
+    with tp, pp or cp > 1 (``model_parallel`` = tp x pp x cp)."""
     if model_parallel == 1:
         return SHARDINGS
     return (SHARDINGS[1], SHARDINGS[4])
@@ -139,7 +191,8 @@ def sharding_choices(model_parallel: int) -> tuple[Sharding, ...]:
 
 @dataclass(frozen=True)
 class HardwareClass:
-    """Offers of one GPU, instance size and scale-out network: the same plan; priced by the cheapest."""
+    """Offers of one GPU, instance size, scale-out network and NVLink domain (the offer's
+    ``scale_up_domain_gpus`` and ``scale_up_bytes_per_s_per_gpu``): the same plan; priced by the cheapest."""
 
     gpu: Accelerator
     per_instance: int
@@ -147,17 +200,18 @@ class HardwareClass:
 
 
 def hardware_classes(offers: Iterable[Offer], gpu_ids: set[str]) -> dict[str, list[HardwareClass]]:
-    """gpu id -> its hardware classes (cheapest offer of each (instance size, network))."""
-    best: dict[tuple[str, int, float | None], Offer] = {}
+    """gpu id -> its hardware classes (cheapest offer of each (instance size, scale-out network, NVLink domain and
+    bandwidth): what ``train --offer`` takes from an offer for the step time)."""
+    best: dict[tuple[str, int, float | None, int | None, float | None], Offer] = {}
     for o in offers:
         if o.gpu not in gpu_ids:
             continue
-        key = (o.gpu, o.gpu_count, o.scale_out_bytes_per_s)
+        key = (o.gpu, o.gpu_count, o.scale_out_bytes_per_s, o.scale_up_domain_gpus, o.scale_up_bytes_per_s_per_gpu)
         cur = best.get(key)
         if cur is None or (o.usd_per_gpu_hour, o.id) < (cur.usd_per_gpu_hour, cur.id):
             best[key] = o
     out: dict[str, list[HardwareClass]] = {}
-    for (gid, n, _), o in sorted(best.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[1].id)):
+    for (gid, n, *_), o in sorted(best.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[1].id)):
         out.setdefault(gid, []).append(HardwareClass(None, n, o))  # type: ignore[arg-type]
     return out
 
@@ -183,15 +237,26 @@ class TrainCandidate:
     step_s: float
     time_s: float
     cost_usd: float
+    offload: str = "none"
+    cp: int = 1
+    #: interleaved pipeline chunks per rank (``train --virtual-stages``)
+    virtual_stages: int = 1
+
+    @property
+    def dp(self) -> int:
+        return self.gpus // (self.tp * self.pp * self.cp)
 
     def layout(self) -> Parallelism:
         return Parallelism(
             gpus=self.gpus,
             tp=self.tp,
             pp=self.pp,
+            cp=self.cp,
             ep=self.ep,
             sequence_parallel=self.tp > 1,
             zero=self.sharding.zero,
+            offload=self.offload,
+            virtual_stages=self.virtual_stages,
         )
 
     def job(self, base: TrainingJob) -> TrainingJob:
@@ -210,10 +275,13 @@ class TrainCandidate:
             gpus=self.gpus,
             tp=self.tp,
             pp=self.pp,
+            cp=self.cp,
             ep=self.ep,
+            virtual_stages=self.virtual_stages,
             sequence_parallel=self.tp > 1,
             zero=self.sharding.zero,
             fsdp=self.sharding.fsdp,
+            offload=self.offload,
             micro_batch=self.micro_batch,
             global_batch=self.global_batch,
             recompute=self.recompute,
@@ -231,6 +299,8 @@ class TrainOption:
     grad_accumulation: int
     pareto: bool
     launch: dict[str, str | None]
+    #: the P10-P90 error band of the option's throughput class (``bands.lookup``, as ``train``), None without one
+    band: Any = None
 
 
 @dataclass(frozen=True)
@@ -243,6 +313,9 @@ class TrainSearch:
     pareto_size: int
     feasible: int
     notes: tuple[str, ...] = ()
+    #: (name, array) of the objective's sort keys of every feasible candidate, most significant first: where a
+    #: layout ranks (``plan/explain.py``); not part of the record
+    ranking: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -291,6 +364,7 @@ def search_train(
     n = len(found["gpus"]) if found else 0
     options: tuple[TrainOption, ...] = ()
     front_size = 0
+    ranking = tuple((k, found[k]) for k in _objective_axes(objective)) if n else ()
     if n:
         # ties keep the search order: GPU, tp, pp, ep, sharding, micro-batch, count, offer
         order = np.empty(n, dtype=np.int64)
@@ -313,14 +387,23 @@ def search_train(
         if fixed_gpus
         else f"whole instances, 1-8 then x1/1.25/1.5/1.75 per doubling, <= {max_gpus}",
         "tp": list(TP_CHOICES),
+        "tp_rule": "dividing the heads, within the instance and the offer's NVLink domain (scale_up_domain_gpus)",
         "pp": grid.pps,
-        "cp": [1],
+        "virtual_stages": {str(pp): virtual_stage_choices(model.layers, pp) for pp in grid.pps if pp > 1},
+        "cp": grid.cps,
+        "cp_rule": f"dividing the sequence, from {CP_MIN_SEQ_LEN} tokens with flash attention",
         "ep": grid.eps,
         "sharding": {
             "pure data parallel": ["zero-0", "zero-1", "zero-2", "zero-3", "fsdp"],
-            "tp or pp > 1": ["zero-1", "fsdp"],
+            "tp, pp or cp > 1": ["zero-1", "fsdp"],
         },
         "recompute": list(RECOMPUTE_ORDER),
+        "offload": {
+            "zero-0": ["none"],
+            "zero-1, zero-2": ["none", "optimizer"],
+            "zero-3, fsdp": ["none", "optimizer", "params"],
+            "rule": "only on a GPU where no candidate fits without offload (its host work is not timed)",
+        },
         "micro_batch": list(MICRO_BATCHES),
         "global_batch": base_job.global_batch
         if base_job.global_batch is not None
@@ -337,6 +420,7 @@ def search_train(
         options=options,
         pareto_size=front_size,
         feasible=n,
+        ranking=ranking,
     )
 
 
@@ -346,12 +430,15 @@ _FOUND = (
     "layout",
     "tp",
     "pp",
+    "vs",
+    "cp",
     "ep",
     "sharding",
     "micro_batch",
     "count",
     "offer",
     "recompute",
+    "offload",
     "gpus",
     "global_batch",
     "mfu",
@@ -402,12 +489,28 @@ class _TrainGrid:
         self.total_flops = training_compute(model, job.seq_len, tokens).total_flops
         self.rule_sequences = default_global_batch_tokens(count_params(model).total) / job.seq_len
         self.pps = pp_choices(model.layers)
+        self.cps = cp_choices(job.seq_len, job.flash_attention)
         self.eps = [e for e in EP_CHOICES if model.moe is not None and model.moe.experts % e == 0] or [1]
-        layouts = [(tp, pp, ep) for tp in TP_CHOICES for pp in self.pps for ep in self.eps]
-        self.tp, self.pp, self.ep = (np.array(axis, dtype=np.int64) for axis in zip(*layouts, strict=True))
-        #: candidates of each (tp, pp, ep) at one GPU count and offer: shardings x recomputes x micro-batches
+        layouts = [
+            (tp, pp, vs, cp, ep)
+            for tp in TP_CHOICES
+            for pp in self.pps
+            for vs in virtual_stage_choices(model.layers, pp)
+            for cp in self.cps
+            for ep in self.eps
+        ]
+        self.tp, self.pp, self.vs, self.cp, self.ep = (
+            np.array(axis, dtype=np.int64) for axis in zip(*layouts, strict=True)
+        )
+        self.tp_i = np.searchsorted(np.array(TP_CHOICES), self.tp)  # the tp of each layout, as an index
+        #: memory rungs (offload x recompute) of each sharding
+        self.rungs = np.array([len(offload_choices(sh)) * len(RECOMPUTE_ORDER) for sh in SHARDINGS], dtype=np.int64)
+        #: candidates of each (tp, pp, vs, cp, ep) at one GPU count and offer: shardings x rungs x micro-batches
         self.per_layout = np.array(
-            [len(sharding_choices(tp * pp)) * len(RECOMPUTE_ORDER) * len(MICRO_BATCHES) for tp, pp, _ in layouts]
+            [
+                sum(int(self.rungs[SHARDINGS.index(sh)]) for sh in sharding_choices(tp * pp * cp)) * len(MICRO_BATCHES)
+                for tp, pp, _, cp, _ in layouts
+            ]
         )
         self.block = int(self.per_layout.sum())  # candidates of the layout grid at one GPU count
         self.micro_batches = np.array(MICRO_BATCHES, dtype=np.int64)
@@ -435,7 +538,6 @@ class _TrainGrid:
             counts = [self.fixed_gpus]
         else:
             counts = sorted({1} | {c for n in sizes for c in gpu_counts(n, self.max_gpus)})
-        node = max(sizes)
         # the offers (hardware classes) at each count: single-GPU offers for 1 GPU, whole instances otherwise
         here = [
             [
@@ -450,22 +552,51 @@ class _TrainGrid:
             return None
         tally.add(R.NO_OFFER_OF_THAT_SIZE, self.block * sum(1 for h in here if not h))
 
-        # ---- (tp, pp, ep) x count: the layouts that divide, and the counts that can meet the deadline
+        # ---- each offer's interconnect, as train --offer takes it (offer_accelerator): the same for every tp
+        # within the offer's NVLink domain, and a TP group stays within the instance and that domain
+        linked, variants = [], []  # the accelerator as each class links it; the distinct ones
+        for hc in classes:
+            a = offer_accelerator(hc.offer, gpu)
+            if a not in variants:
+                variants.append(a)
+            linked.append(variants.index(a))
+        variant_of = np.array(linked or [0], dtype=np.int64)
+        tp_ok = np.array(
+            [
+                [
+                    tp == 1
+                    or (
+                        variants[linked[j]].interconnect is not None
+                        and tp <= c.per_instance
+                        and (c.offer.scale_up_domain_gpus is None or tp <= c.offer.scale_up_domain_gpus)
+                    )
+                    for j, c in enumerate(classes)
+                ]
+                for tp in TP_CHOICES
+            ],
+            dtype=bool,
+        ).reshape(len(TP_CHOICES), len(classes))
+        # table[k, i, :]: the classes at count i that take tp = TP_CHOICES[k]; width_tp[k, i]: how many
+        by_tp = [[[j for j in h if tp_ok[k, j]] for h in here] for k in range(len(TP_CHOICES))]
+        width_tp = np.array([[len(h) for h in row] for row in by_tp], dtype=np.int64)
+        table = np.zeros((len(TP_CHOICES), len(counts), max(1, len(classes))), dtype=np.int64)
+        for k, row in enumerate(by_tp):
+            for i, h in enumerate(row):
+                table[k, i, : len(h)] = h
+
+        # ---- (tp, pp, vs, cp, ep) x count: the layouts that divide, and the counts that can meet the deadline
         count_axis = np.array(counts, dtype=np.int64)
         width = np.array([len(h) for h in here], dtype=np.int64)  # offers at each count
-        smallest = np.array([min((classes[j].per_instance for j in h), default=0) for h in here])
-        tp, pp, ep, c = self.tp[:, None], self.pp[:, None], self.ep[:, None], count_axis[None, :]
-        mp = tp * pp
-        divides = (
-            (self.model.attention_heads % tp == 0)
-            & ((tp == 1) | ((gpu.interconnect is not None) & (tp <= np.minimum(node, c))))
-            & (c % mp == 0)
-            & ((c // mp) % ep == 0)
-            & ((tp <= smallest[None, :]) | (c == 1))
-        )
+        tp, pp, cp, ep, c = self.tp[:, None], self.pp[:, None], self.cp[:, None], self.ep[:, None], count_axis[None, :]
+        mp = tp * pp * cp
+        takes = width_tp[self.tp_i, :]  # offers at each count whose instance and NVLink domain hold the TP group
+        divides = (self.model.attention_heads % tp == 0) & (c % mp == 0) & ((c // mp) % ep == 0) & (takes > 0)
         offered = (width > 0)[None, :]
-        weight = self.per_layout[:, None] * width[None, :]
-        tally.add(R.LAYOUT_DOES_NOT_DIVIDE, (weight * (~divides & offered)).sum())
+        tally.add(
+            R.LAYOUT_DOES_NOT_DIVIDE,
+            (self.per_layout[:, None] * (width[None, :] - takes * divides) * offered).sum(),
+        )
+        weight = self.per_layout[:, None] * takes
         live = divides & offered
         ceiling = mfu_ceiling(gpu, job.precision, self.step_a)
         floor_s = self.total_flops / (count_axis * peak * ceiling)  # no layout of a count is faster
@@ -481,7 +612,7 @@ class _TrainGrid:
         count_i = np.repeat(count_i, n_sh * n_mb)
         sharding_i = np.tile(np.repeat(np.arange(n_sh), n_mb), len(layout_i) // (n_sh * n_mb))
         mb_i = np.tile(np.arange(n_mb), len(layout_i) // n_mb)
-        pure_dp = self.tp[layout_i] * self.pp[layout_i] == 1
+        pure_dp = self.tp[layout_i] * self.pp[layout_i] * self.cp[layout_i] == 1
         e = _select(
             pure_dp | np.isin(sharding_i, self.mp_shardings),
             layout=layout_i,
@@ -489,50 +620,57 @@ class _TrainGrid:
             sharding=sharding_i,
             micro_batch=mb_i,
         )
-        e["tp"], e["pp"], e["ep"] = self.tp[e["layout"]], self.pp[e["layout"]], self.ep[e["layout"]]
-        e["gpus"], e["width"] = count_axis[e["count"]], width[e["count"]]
+        for axis in ("tp", "pp", "vs", "cp", "ep"):
+            e[axis] = getattr(self, axis)[e["layout"]]
+        e["gpus"], e["width"] = count_axis[e["count"]], width_tp[self.tp_i[e["layout"]], e["count"]]
         e["mb"] = self.micro_batches[e["micro_batch"]]
-        unit = e["mb"] * (e["gpus"] // (e["tp"] * e["pp"]))  # micro-batch x dp
+        unit = e["mb"] * (e["gpus"] // (e["tp"] * e["pp"] * e["cp"]))  # micro-batch x dp
         n_rc = len(RECOMPUTE_ORDER)
+        rungs = self.rungs[e["sharding"]]  # (offload, recompute) pairs of each element
         if job.global_batch is not None:
             bad = job.global_batch % unit != 0
-            tally.add(R.LAYOUT_DOES_NOT_DIVIDE, n_rc * e["width"][bad].sum())
+            tally.add(R.LAYOUT_DOES_NOT_DIVIDE, (rungs * e["width"])[bad].sum())
             e = _select(~bad, **e)
             e["global_batch"] = np.full(len(e["gpus"]), job.global_batch, dtype=np.int64)
         else:
             bad = unit > BATCH_RULE_SLACK * self.rule_sequences
-            tally.add(R.BATCH_ABOVE_RULE, n_rc * e["width"][bad].sum())
+            tally.add(R.BATCH_ABOVE_RULE, (rungs * e["width"])[bad].sum())
             e = _select(~bad, **e)
             # default_global_batch's rounding of the rule's sequences
             e["global_batch"] = np.asarray(global_batch_of(self.rule_sequences, unit[~bad]), dtype=np.int64)
 
-        # ---- memory: the lightest recompute that fits (the heavier ones are dominated: never faster)
-        chosen = np.full(len(e["gpus"]), n_rc)  # n_rc: none fits
+        # ---- memory: the first (offload, recompute) rung that fits; the later ones are dominated (a heavier
+        # recompute is never faster; offload only where nothing fits without it: OFFLOAD_ORDER)
+        rungs = self.rungs[e["sharding"]]
+        chosen = rungs.copy()  # = rungs: none fits
+        tried = rungs.copy()  # rungs tried: without offload only, where some candidate fits without it
         if self.memory_checks:
-            recipe_key = e["sharding"] * 4 + (e["pp"] > 1) * 2 + (e["tp"] * e["pp"] > 1)  # recipe, stages
-            for r, recompute in enumerate(RECOMPUTE_ORDER):
-                todo = chosen == n_rc
+            recipe_key = e["sharding"] * 4 + (e["pp"] > 1) * 2 + (e["tp"] * e["pp"] * e["cp"] > 1)  # recipe, stages
+            for r in range(int(rungs.max(initial=0))):
+                if r == n_rc and (chosen < rungs).any():  # offload: only where nothing fits without it
+                    tried[:] = n_rc
+                offload, recompute = OFFLOAD_ORDER[r // n_rc], RECOMPUTE_ORDER[r % n_rc]
+                todo = (chosen == rungs) & (r < tried)
                 for idx in _groups(recipe_key, todo):
                     try:
-                        total = busiest_total_bytes(self.model, gpu, *self._grid(e, idx, recompute), self.mem_a)
+                        total = busiest_total_bytes(
+                            self.model, gpu, *self._grid(e, idx, recompute, offload), self.mem_a
+                        )
                     except GpuplanError:
                         continue
                     chosen[idx[total <= gpu.usable_memory_bytes]] = r
-        fits = chosen < n_rc
-        tally.add(R.DOES_NOT_FIT_MEMORY, (chosen * e["width"]).sum())
-        tally.add(R.DOMINATED, ((n_rc - 1 - chosen) * e["width"])[fits].sum())
-        e = _select(fits, recompute=chosen, **e)
+        fits = chosen < rungs
+        tally.add(R.DOES_NOT_FIT_MEMORY, (np.where(fits, chosen, tried) * e["width"]).sum())
+        tally.add(R.DOMINATED, (np.where(fits, rungs - 1 - chosen, rungs - tried) * e["width"]).sum())
+        e = _select(fits, recompute=chosen % n_rc, offload=chosen // n_rc, **e)
 
-        # ---- x offer: every hardware class at the count, each with its network and price
+        # ---- x offer: every hardware class at the count that holds the TP group, each with its network and price
         if not len(e["gpus"]):
             return None
-        table = np.zeros((len(counts), max(1, int(width.max()))), dtype=np.int64)
-        for i, h in enumerate(here):
-            table[i, : len(h)] = h
         rows = np.repeat(np.arange(len(e["gpus"])), e["width"])
         slot = np.arange(len(rows)) - np.repeat(np.cumsum(e["width"]) - e["width"], e["width"])
         e = {k: v[rows] for k, v in e.items()}
-        e["offer"] = table[e["count"], slot]
+        e["offer"] = table[self.tp_i[e["layout"]], e["count"], slot]
         networks = [offer_network(c.offer, self.step_a) for c in classes]
         price = np.array([c.offer.usd_per_gpu_hour for c in classes])[e["offer"]]
         if self.budget_usd is not None:
@@ -540,17 +678,24 @@ class _TrainGrid:
             tally.add(R.OVER_BUDGET, over.sum())
             e, price = _select(~over, **e), price[~over]
 
-        # ---- step time: each candidate through training_step, grouped by recipe and recompute
+        # ---- step time: each candidate through training_step, grouped by recipe, recompute and interconnect
         n = len(e["gpus"])
         tally.evaluated += n
         e["mfu"], e["step_s"] = np.full(n, np.nan), np.full(n, np.nan)
         per_node = np.array([a.gpus_per_node for a in networks])[e["offer"]]
         scale = np.array([scale_out_bytes_per_s_per_gpu(gpu, a) for a in networks])[e["offer"]]
-        step_key = (e["sharding"] * 4 + e["recompute"]) * 2 + (e["tp"] * e["pp"] > 1)
+        variant = variant_of[e["offer"]]
+        choice = (e["sharding"] * 4 + e["recompute"]) * 4 + e["offload"]
+        step_key = (choice * 2 + (e["tp"] * e["pp"] * e["cp"] > 1)) * len(variants) + variant
         for idx in _groups(step_key, np.ones(n, dtype=bool)):
             net = self.step_a.grid(gpus_per_node=per_node[idx], scale_out_bytes_per_s_per_gpu=scale[idx])
+            linked_gpu = variants[int(variant[idx[0]])]
+            first = idx[0]
+            layout, grid_job = self._grid(
+                e, idx, RECOMPUTE_ORDER[e["recompute"][first]], OFFLOAD_ORDER[e["offload"][first]]
+            )
             try:
-                step = training_step(self.model, gpu, *self._grid(e, idx, RECOMPUTE_ORDER[e["recompute"][idx[0]]]), net)
+                step = training_step(self.model, linked_gpu, layout, grid_job, net, e["vs"][idx])
             except GpuplanError:
                 continue  # not supported (NaN below)
             e["mfu"][idx], e["step_s"][idx] = step.mfu, step.iteration_s
@@ -574,12 +719,22 @@ class _TrainGrid:
         e["gpu"] = np.full(len(e["gpus"]), gpu_index)
         return {k: e[k] for k in _FOUND}
 
-    def _grid(self, e: dict[str, Any], idx: Any, recompute: str) -> tuple[ParallelismGrid, TrainingJobGrid]:
+    def _grid(
+        self, e: dict[str, Any], idx: Any, recompute: str, offload: str
+    ) -> tuple[ParallelismGrid, TrainingJobGrid]:
         """The layouts and jobs of the elements ``idx`` of ``e`` (one sharding: a ZeRO stage and FSDP or not)."""
         sharding = SHARDINGS[int(e["sharding"][idx[0]])]
         tp = e["tp"][idx]
         layout = ParallelismGrid(
-            gpus=e["gpus"][idx], tp=tp, pp=e["pp"][idx], ep=e["ep"][idx], sequence_parallel=tp > 1, zero=sharding.zero
+            gpus=e["gpus"][idx],
+            tp=tp,
+            pp=e["pp"][idx],
+            cp=e["cp"][idx],
+            ep=e["ep"][idx],
+            virtual_stages=e["vs"][idx],
+            sequence_parallel=tp > 1,
+            zero=sharding.zero,
+            offload=offload,
         )
         job = _job_grid(
             self.job,
@@ -627,6 +782,9 @@ def _candidate(found: dict[str, Any], i: int, gpus: Sequence[Accelerator], class
         float(found["step_s"][i]),
         float(found["time_s"][i]),
         float(found["cost_usd"][i]),
+        offload=OFFLOAD_ORDER[int(found["offload"][i])],
+        cp=int(found["cp"][i]),
+        virtual_stages=int(found["vs"][i]),
     )
 
 
@@ -669,7 +827,8 @@ def _pareto_front_mask(*axes: Any) -> Any:
 
 
 def _option(model: ModelSpec, c: TrainCandidate, base_job: TrainingJob, pareto: bool, mem_a) -> TrainOption:
-    """The full option of one reported candidate: its memory (peak and headroom), stack and launch hints."""
+    """The full option of one reported candidate: its memory (peak and headroom), stack, launch hints and the
+    error band ``train`` attaches to the same layout (:func:`option_band`)."""
     from ..estimate.memory import resolve_recipe
     from ..estimate.steptime import resolve_stack
 
@@ -687,7 +846,18 @@ def _option(model: ModelSpec, c: TrainCandidate, base_job: TrainingJob, pareto: 
         accumulation,
         pareto,
         train_launch(model, c, job, accumulation),
+        option_band(model, c.gpu, job, stack.name),
     )
+
+
+def option_band(model: ModelSpec, gpu: Accelerator, job: TrainingJob, stack: str) -> Any:
+    """The training-throughput band of a layout: the class ``train`` looks up for it (``bands.train_class``: GPU
+    generation, precision, the resolved stack, dense/MoE), from the same memoized table."""
+    from types import SimpleNamespace
+
+    from .bands import lookup, train_class
+
+    return lookup("training_throughput", train_class(gpu, job, SimpleNamespace(stack=stack), model))
 
 
 # ------------------------------------------------------------------------------------------- launch hints
@@ -696,10 +866,10 @@ def _option(model: ModelSpec, c: TrainCandidate, base_job: TrainingJob, pareto: 
 def train_launch(model: ModelSpec, c: TrainCandidate, job: TrainingJob, accumulation: int) -> dict[str, str | None]:
     """Ready-to-copy launch lines for the layout: torchrun + torchtitan flags, Megatron-LM pretrain_gpt.py
     arguments, and a DeepSpeed config (None where DeepSpeed's config cannot express it: pipeline stages live in
-    the model code's PipelineModule)."""
+    the model code's PipelineModule, and its sequence parallelism is Ulysses, not ring-attention CP)."""
     per_node = c.offer.gpu_count
     nodes = max(1, c.gpus // per_node)
-    dp = c.gpus // (c.tp * c.pp)
+    dp = c.dp
     fp8 = job.precision == "fp8-mixed"
     run = f"torchrun --nnodes {nodes} --nproc_per_node {min(per_node, c.gpus)}"
     # torchtitan: FSDP2 shards over dp (ZeRO-3); ZeRO-1/2 are nearest to FSDP2 without resharding after forward;
@@ -713,12 +883,20 @@ def train_launch(model: ModelSpec, c: TrainCandidate, job: TrainingJob, accumula
         f"--parallelism.data_parallel_shard_degree {dp if shard else 1}",
         f"--parallelism.data_parallel_replicate_degree {1 if shard else dp}",
     ]
+    if c.cp > 1:
+        tt.append(f"--parallelism.context_parallel_degree {c.cp}")
     if c.ep > 1:
         tt.append(f"--parallelism.expert_parallel_degree {c.ep}")
     if shard and c.sharding.zero < 3:
         tt.append("--parallelism.fsdp_reshard_after_forward never")
+    if c.offload != "none":  # FSDP2's CPUOffloadPolicy: parameters, gradients and optimizer states on the host
+        tt.append("--training.enable_cpu_offload")
     if c.pp > 1:
         tt.append(f"--parallelism.pipeline_parallel_microbatch_size {c.micro_batch}")
+        if c.virtual_stages > 1:  # torchtitan's looped schedule: virtual_stages stages per rank
+            tt.append("--parallelism.pipeline_parallel_schedule Interleaved1F1B")
+            per_chunk = -(-model.layers // c.pp) // c.virtual_stages
+            tt.append(f"--parallelism.pipeline_parallel_layers_per_stage {per_chunk}")
     tt += [
         f"--training.local_batch_size {local}",
         f"--training.global_batch_size {c.global_batch}",
@@ -732,8 +910,12 @@ def train_launch(model: ModelSpec, c: TrainCandidate, job: TrainingJob, accumula
         f"--tensor-model-parallel-size {c.tp}",
         f"--pipeline-model-parallel-size {c.pp}",
     ]
+    if c.virtual_stages > 1:
+        mg.append(f"--num-virtual-stages-per-pipeline-rank {c.virtual_stages}")
     if c.tp > 1:
         mg.append("--sequence-parallel")
+    if c.cp > 1:
+        mg.append(f"--context-parallel-size {c.cp}")
     if c.ep > 1:
         mg.append(f"--expert-model-parallel-size {c.ep}")
     mg += [
@@ -751,8 +933,10 @@ def train_launch(model: ModelSpec, c: TrainCandidate, job: TrainingJob, accumula
         mg.append("--use-torch-fsdp2")
     elif c.sharding.zero >= 1:
         mg.append("--use-distributed-optimizer")
+    if c.offload != "none":  # Megatron-Core's hybrid optimizer: the distributed optimizer's states on the host
+        mg.append("--optimizer-cpu-offload --optimizer-offload-fraction 1.0")
     ds: str | None = None
-    if c.pp == 1:
+    if c.pp == 1 and c.cp == 1:  # DeepSpeed's sequence parallelism (Ulysses) is not ring-attention CP
         config: dict[str, Any] = {
             "train_batch_size": c.global_batch,
             "train_micro_batch_size_per_gpu": c.micro_batch,
@@ -760,6 +944,10 @@ def train_launch(model: ModelSpec, c: TrainCandidate, job: TrainingJob, accumula
             "bf16": {"enabled": True},
             "zero_optimization": {"stage": c.sharding.zero},
         }
+        if c.offload != "none":
+            config["zero_optimization"]["offload_optimizer"] = {"device": "cpu"}
+        if c.offload == "params":
+            config["zero_optimization"]["offload_param"] = {"device": "cpu"}
         if c.tp > 1:
             config["tensor_parallel"] = {"autotp_size": c.tp}
         if c.recompute != "none":
@@ -790,16 +978,27 @@ def _offer_dict(o: Offer) -> dict[str, Any]:
 
 
 def train_option_record(o: TrainOption, seq_len: int, precision: str) -> dict[str, Any]:
+    """One option: the offer (null for owned hardware, priced under the record's ``ownership``), the layout, the
+    estimates with their P10-P90 bands (``*_p10`` / ``*_p90``, as ``train`` gives them; null without a band)."""
+    from .records import _interval
+
     c = o.candidate
+    owned = c.offer.pricing == "owned"
+    mfu_band = _interval(o.band, c.mfu, 1, 1.0)
+    time_band = _interval(o.band, c.time_s, -1)
+    cost_band = _interval(o.band, c.cost_usd, -1)
     return {
         "gpu": c.gpu.id,
         "gpus": c.gpus,
-        "offer": _offer_dict(c.offer),
+        "offer": None if owned else _offer_dict(c.offer),
+        "pricing": c.offer.pricing,
+        "usd_per_gpu_hour": c.offer.usd_per_gpu_hour,
         "layout": {
             "tp": c.tp,
             "pp": c.pp,
-            "dp": c.gpus // (c.tp * c.pp),
-            "cp": 1,
+            "dp": c.dp,
+            "cp": c.cp,
+            "virtual_stages": c.virtual_stages,
             "ep": c.ep,
             "zero": c.sharding.zero,
             "fsdp": c.sharding.fsdp,
@@ -809,14 +1008,22 @@ def train_option_record(o: TrainOption, seq_len: int, precision: str) -> dict[st
             "grad_accumulation": o.grad_accumulation,
             "seq_len": seq_len,
             "recompute": c.recompute,
+            "offload": c.offload,
             "stack": o.stack,
             "recipe": o.recipe,
         },
         "precision": precision,
         "mfu": c.mfu,
+        "mfu_p10": mfu_band[0],
+        "mfu_p90": mfu_band[1],
         "step_s": c.step_s,
         "time_s": c.time_s,
+        "time_s_p10": time_band[0],
+        "time_s_p90": time_band[1],
         "cost_usd": c.cost_usd,
+        "cost_usd_p10": cost_band[0],
+        "cost_usd_p90": cost_band[1],
+        "band_class": o.band.band_class if o.band is not None else None,
         "gpu_hours": c.time_s * c.gpus / 3600,
         "peak_memory_bytes": o.peak_memory_bytes,
         "capacity_bytes": o.capacity_bytes,

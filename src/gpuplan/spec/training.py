@@ -29,7 +29,8 @@ LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 @dataclass(frozen=True)
 class Parallelism:
     """How ``gpus`` devices split the work: tensor (tp), pipeline (pp), context (cp), expert (ep) and data
-    parallelism (dp = gpus / (tp x pp x cp), derived), plus ZeRO stage and offload."""
+    parallelism (dp = gpus / (tp x pp x cp), derived), plus ZeRO stage and offload; ``virtual_stages``: interleaved
+    pipeline chunks per rank (``--virtual-stages``; the first stage then holds more micro-batches' activations)."""
 
     gpus: int = 1
     tp: int = 1
@@ -39,12 +40,13 @@ class Parallelism:
     sequence_parallel: bool = False
     zero: int = 0
     offload: str = "none"
+    virtual_stages: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("gpus", "tp", "pp", "cp", "ep"):
+        for name in ("gpus", "tp", "pp", "cp", "ep", "virtual_stages"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise LayoutError(f"--{name} must be a whole number >= 1, got {value!r}")
+                raise LayoutError(f"--{name.replace('_', '-')} must be a whole number >= 1, got {value!r}")
         model_parallel = self.tp * self.pp * self.cp
         if self.gpus % model_parallel:
             raise LayoutError(
@@ -82,6 +84,8 @@ class Parallelism:
 
     def describe(self) -> str:
         parts = [f"dp={self.dp}", f"tp={self.tp}", f"pp={self.pp}"]
+        if self.virtual_stages > 1:
+            parts.append(f"vp={self.virtual_stages}")
         if self.cp > 1:
             parts.append(f"cp={self.cp}")
         if self.ep > 1:
@@ -200,10 +204,10 @@ class TrainingJob:
 
 @dataclass(frozen=True)
 class ParallelismGrid(Parallelism):
-    """Many layouts at once, for the planner (``plan/search.py``): ``gpus``, ``tp``, ``pp``, ``ep`` and
-    ``sequence_parallel`` may be numpy arrays of one shape, which the estimate functions evaluate element by
-    element (``estimate/xp.py``). Not checked here: the planner builds only layouts that pass Parallelism's
-    checks, and counts the others as pruned."""
+    """Many layouts at once, for the planner (``plan/search.py``): ``gpus``, ``tp``, ``pp``, ``cp``, ``ep``,
+    ``virtual_stages`` and ``sequence_parallel`` may be numpy arrays of one shape, which the estimate functions
+    evaluate element by element (``estimate/xp.py``). Not checked here: the planner builds only layouts that pass
+    Parallelism's checks, and counts the others as pruned."""
 
     def __post_init__(self) -> None:
         return None
