@@ -409,13 +409,20 @@ def plan_train(
     seq_len: int | None = None,
     precision: str = C.Precision.BF16_MIXED,
     assume: Mapping[str, Any] | None = None,
+    explain: str | None = None,
+    utilization: float | None = None,
     offline: bool = False,
     like: str | None = None,
     catalog: Any = (),
 ) -> reports.PlanTrainReport:
     """``gpuplan plan train MODEL``: search GPU x count x layout (tp, pp, ep, sharding, recompute, micro-batch)
-    over the offers of one pricing kind; the top ``top`` by ``objective`` with the Pareto front of (time, cost,
-    GPUs) flagged, the pruned candidates counted by reason, and launch hints for each option."""
+    over the offers of one pricing kind, or owned hardware (``pricing="owned"``: priced as ``tco`` prices it at
+    ``utilization``, default tco's); the top ``top`` by ``objective`` with the Pareto front of (time, cost, GPUs)
+    flagged, P10-P90 bands, the pruned candidates counted by reason, and launch hints for each option.
+    ``explain``: a layout ``"tp=8,pp=16,dp=128,..."`` (an option's layout keys): where it ranks or why it was
+    pruned, and what it loses to option 1 (``plan/explain.py``)."""
+    from dataclasses import replace
+
     from .catalog import resolve_model
     from .catalog.hub import hub_fetcher
     from .errors import InputError
@@ -435,7 +442,11 @@ def plan_train(
     fixed = _num("gpus", gpus)
     most = int(BOUNDS["gpus"].read(max_gpus, "--max-gpus"))
     k = int(BOUNDS["top"].read(top, "--top"))
-    chosen_pricing = C.check(C.Pricing, pricing, "--pricing")
+    chosen_pricing = C.check(C.PlanPricing, pricing, "--pricing")
+    owned = chosen_pricing == C.PlanPricing.OWNED
+    if utilization is not None and not owned:
+        raise InputError("--utilization", "prices owned hardware: give it with --pricing owned")
+    share = _num("utilization", utilization) if utilization is not None else 0.7  # tco's default
     chosen_objective = C.check(C.Objective, objective, "--objective")
     C.check(C.Precision, precision, "--precision")
     n_tokens = parse_tokens(_text("tokens", tokens))
@@ -456,12 +467,46 @@ def plan_train(
         global_batch=_num("global_batch", global_batch),
         precision=precision,
     )
-    accelerators = _plan_gpus(cat, gpu, chosen_pricing)
+    wanted = None
+    if explain is not None:
+        from .plan.explain import parse_explain
+
+        wanted = parse_explain(explain)
     chosen_providers = _providers(providers)
+    offers = list(cat.offers())
+    ownership = None
+    notes: list[str] = []
+    if owned:
+        from .catalog.ownership import load_ownership
+        from .plan.owned import owned_offers, owned_prices
+
+        if chosen_providers:
+            raise InputError("--providers", "owned hardware has no provider: give --providers or --pricing owned")
+        data = load_ownership()
+        every = isinstance(gpu, str) and gpu.strip() == "all"
+        registry = cat.accelerators()
+        candidates = (
+            [registry.get(i) for i in sorted({p.gpu for p in data.purchase})] if every else _plan_gpus(cat, gpu, None)
+        )
+        prices, notes = owned_prices(candidates, data, share)
+        if not prices:
+            raise InputError(
+                "--gpu",
+                "no purchase price and TDP on file (data/ownership.toml) for "
+                + ", ".join(g.id for g in candidates)
+                + "; --pricing owned needs them (gpuplan tco lists the sourced prices)",
+            )
+        accelerators = [g for g in candidates if g.id in prices] if every else candidates
+        if every:
+            notes = []
+        offers = owned_offers(accelerators, prices, step_a.gpus_per_node)
+        ownership = {gid: p.to_dict(data) for gid, p in prices.items()}
+    else:
+        accelerators = _plan_gpus(cat, gpu, chosen_pricing)
     search = search_train(
         spec,
         accelerators,
-        list(cat.offers()),
+        offers,
         n_tokens,
         job,
         pricing=chosen_pricing,
@@ -487,7 +532,43 @@ def plan_train(
         "seq_len": job.seq_len,
         "precision": precision,
     }
-    return reports.PlanTrainReport(spec, n_tokens, chosen_objective, constraints, search, warnings=tuple(cat.warnings))
+    if owned:
+        constraints["utilization"] = share
+    if notes:
+        search = replace(search, notes=(*search.notes, *notes))
+    explained = None
+    if wanted is not None:
+        from .plan.explain import explain_layout
+
+        explained = explain_layout(
+            wanted,
+            cat.accelerators(),
+            accelerators,
+            fixed,
+            model=spec,
+            offers=offers,
+            pricing=chosen_pricing,
+            providers=chosen_providers,
+            tokens=n_tokens,
+            base_job=job,
+            max_gpus=most,
+            deadline_s=deadline_s,
+            budget_usd=budget_usd,
+            objective=chosen_objective,
+            mem_a=mem_a,
+            step_a=step_a,
+            search=search,
+        )
+    return reports.PlanTrainReport(
+        spec,
+        n_tokens,
+        chosen_objective,
+        constraints,
+        search,
+        warnings=tuple(cat.warnings),
+        ownership=ownership,
+        explain=explained,
+    )
 
 
 def plan_serve(
@@ -919,3 +1000,130 @@ def local_diagnose(
         reference, predicted = _mfu_reference(model, gpu_id, count, seq_len, precision, catalog, layout, offline)
     diagnosis = diagnose(records, reference=reference, predicted=predicted, notes=notes)
     return DiagnoseReport(diagnosis, path, tuple(warnings))
+
+
+# ------------------------------------------------------------------- saved profiles and traces (read only)
+
+#: At most this many files of each kind are read for a listing (the newest by name order's end are kept).
+SAVED_MAX_FILES = 200
+
+
+class SavedReport:
+    """A listing of files saved in the user's gpuplan folder: ``to_dict()`` is its record, ``exit_code`` 0."""
+
+    exit_code = 0
+    fits = True
+
+    def __init__(self, kind: str, body: dict[str, Any]) -> None:
+        self.kind = kind
+        self._body = body
+
+    def to_dict(self) -> dict[str, Any]:
+        from .plan.records import envelope
+
+        return envelope(self.kind, **self._body)
+
+
+def _saved_files(sub: str, pattern: str) -> tuple[str | None, list[Any], list[str]]:
+    """The user's ``<gpuplan folder>/<sub>/`` (None without a home folder), its files matching ``pattern`` in name
+    order (at most SAVED_MAX_FILES, the last ones), and notes on what could not be listed."""
+    import fnmatch
+
+    from .catalog.paths import user_config_dir
+
+    top = user_config_dir()
+    if top is None:
+        return None, [], ["no home folder ($HOME is not set): set GPUPLAN_CONFIG_DIR to use one"]
+    folder = top / sub
+    try:
+        names = sorted(n for n in os.listdir(folder) if fnmatch.fnmatchcase(n, pattern))
+    except FileNotFoundError:
+        return str(folder), [], []
+    except (OSError, ValueError) as e:
+        return str(folder), [], [f"{folder}: can't read the folder ({getattr(e, 'strerror', None) or e})"]
+    notes = []
+    if len(names) > SAVED_MAX_FILES:
+        notes.append(f"{len(names)} files; the last {SAVED_MAX_FILES} by name are listed")
+        names = names[-SAVED_MAX_FILES:]
+    return str(folder), [folder / n for n in names], notes
+
+
+def _modified(path: Any) -> str | None:
+    import datetime as _dt
+
+    try:
+        return _dt.datetime.fromtimestamp(path.stat().st_mtime, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OSError, ValueError, OverflowError):
+        return None
+
+
+def local_profiles(*, catalog: Any = ()) -> SavedReport:
+    """The calibration profiles saved in the user's gpuplan folder (``profiles/*.json`` under
+    ``catalog.paths.user_config_dir()``; ``gpuplan local bench --save <that folder>/NAME.json`` writes one there).
+    Each is listed by file name with when and on what GPU it was measured and its results beside the datasheet
+    (``fraction_of_datasheet``, as the bench wrote them); a file that is not a readable profile is listed with the
+    one-line reason. Reads those files only: it takes no path, so a caller cannot point it anywhere else
+    (``catalog`` is taken for the same signature as the other calls, and not used)."""
+    from .errors import GpuplanError
+    from .local.calibration import read_profile
+
+    folder, paths, notes = _saved_files("profiles", "*.json")
+    profiles = []
+    for p in paths:
+        item: dict[str, Any] = {"file": p.name, "modified_utc": _modified(p)}
+        try:
+            data = read_profile(p)
+        except GpuplanError as e:
+            profiles.append({**item, "error": str(e).splitlines()[0] if str(e) else type(e).__name__})
+            continue
+        gpu = data.get("gpu") or {}
+        host: dict[str, Any] = data["host"] if isinstance(data.get("host"), dict) else {}
+        profiles.append(
+            {
+                **item,
+                "created": data.get("created"),
+                "gpu_name": gpu.get("name"),
+                "gpu_catalog_id": gpu.get("catalog_id"),
+                "hostname": host.get("hostname") if isinstance(host.get("hostname"), str) else None,
+                "results": [
+                    {k: r.get(k) for k in ("name", "value", "unit", "fraction_of_datasheet")} for r in data["results"]
+                ],
+            }
+        )
+    return SavedReport(
+        "local.profiles",
+        {
+            "folder": folder,
+            "save_with": None if folder is None else f"gpuplan local bench --save {folder}/NAME.json",
+            "profiles": profiles,
+            "notes": notes,
+        },
+    )
+
+
+def local_runs(*, catalog: Any = ()) -> SavedReport:
+    """The ``local watch`` traces saved in the user's gpuplan folder (``watch/*.jsonl`` under
+    ``catalog.paths.user_config_dir()``; ``gpuplan local watch --out <that folder>/NAME.jsonl -- CMD`` writes one
+    there), each with its diagnosis: the record ``gpuplan local diagnose FILE --json`` prints (no ``--model``, so
+    no predicted MFU), or the one-line reason it could not be read. Reads those files only; takes no path."""
+    from .errors import GpuplanError
+
+    folder, paths, notes = _saved_files("watch", "*.jsonl")
+    runs = []
+    for p in paths:
+        item: dict[str, Any] = {"file": p.name, "modified_utc": _modified(p)}
+        try:
+            runs.append({**item, "diagnosis": local_diagnose(p, offline=True, catalog=catalog).to_dict()})
+        except GpuplanError as e:
+            runs.append({**item, "error": str(e).splitlines()[0] if str(e) else type(e).__name__})
+        except (ValueError, TypeError, KeyError, AttributeError) as e:  # a header that parsed, samples that don't
+            runs.append({**item, "error": f"{p.name}: not a trace diagnose can read ({type(e).__name__}: {e})"})
+    return SavedReport(
+        "local.runs",
+        {
+            "folder": folder,
+            "watch_with": None if folder is None else f"gpuplan local watch --out {folder}/NAME.jsonl -- CMD",
+            "runs": runs,
+            "notes": notes,
+        },
+    )

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from .. import api
-from ..spec.choices import Objective, Precision, Pricing, values
+from ..spec.choices import Objective, PlanPricing, Precision, Pricing, values
 from ._common import default, given, json_option, like_option, number, offline_option, run
 from .train import parse_assume
 
@@ -39,7 +39,22 @@ def plan() -> None:
 )
 @click.option("--providers", help="Only these providers' offers, comma-separated (e.g. aws,gcp).")
 @click.option(
-    "--pricing", type=click.Choice(values(Pricing)), default=default(api.plan_train, "pricing"), show_default=True
+    "--pricing",
+    type=click.Choice(values(PlanPricing)),
+    default=default(api.plan_train, "pricing"),
+    show_default=True,
+    help="Offers of this pricing kind, or 'owned': hardware bought, priced as 'gpuplan tco' prices it.",
+)
+@click.option(
+    "--utilization",
+    type=number("utilization"),
+    help="With --pricing owned: share of the owned GPUs' hours doing paid work (0.001-1) [default: tco's, 0.7].",
+)
+@click.option(
+    "--explain",
+    metavar="LAYOUT",
+    help="Where this layout ranks, or why it was pruned, and what it loses to option 1, e.g. "
+    "'tp=8,pp=16,dp=128,micro_batch=1,recompute=full,zero=1' (an option's layout keys; gpu=, gpus= too).",
 )
 @click.option(
     "--objective",

@@ -335,6 +335,10 @@ class PlanTrainReport(Report):
     constraints: dict[str, Any]
     search: Any
     warnings: tuple[str, ...] = ()
+    #: ``--pricing owned``: gpu id -> its owned price block (plan/owned.py); None otherwise
+    ownership: dict[str, Any] | None = None
+    #: ``--explain``: the explained layout's record (plan/explain.py); None otherwise
+    explain: dict[str, Any] | None = None
 
     @property
     def fits(self) -> bool:
@@ -343,9 +347,12 @@ class PlanTrainReport(Report):
     def to_dict(self) -> dict[str, Any]:
         from .search import train_record
 
-        return records.envelope(
-            self.kind, **train_record(self.model, self.tokens, self.objective, self.constraints, self.search)
-        )
+        record = train_record(self.model, self.tokens, self.objective, self.constraints, self.search)
+        if self.ownership is not None:
+            record["ownership"] = self.ownership
+        if self.explain is not None:
+            record["explain"] = self.explain
+        return records.envelope(self.kind, **record)
 
 
 class PlanServeReport(Report):

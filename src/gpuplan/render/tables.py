@@ -1578,15 +1578,43 @@ def plan_train_report(record: dict) -> Group:
     for h in ("gpu", "gpus", "provider", "layout", "recomp", "mb", "gbs", "mfu", "time", "cost", "mem", "P"):
         t.add_column(h, justify="right" if h in right else "left", no_wrap=True)
     for o in record["options"]:
+        cost = _compact_band(o, "cost_usd", *((1e6, "$", "M") if o["cost_usd"] >= 1e6 else (1e3, "$", "k")))
+        days = o["time_s"] >= 86400
+        time = _compact_band(o, "time_s", *((86400, "", " d") if days else (3600, "", " h")))
+        layout = _layout_name(o["layout"])
         lay = o["layout"]
-        layout = f"tp{lay['tp']} pp{lay['pp']} dp{lay['dp']}" + (f" ep{lay['ep']}" if lay["ep"] > 1 else "")
-        layout += " fsdp" if lay["fsdp"] else f" zero-{lay['zero']}"
         t.add_row(
-            o["gpu"], f"{o['gpus']:,}", o["offer"]["provider"] if o["offer"] else "-", layout, lay["recompute"],
-            str(lay["micro_batch"]), f"{lay['global_batch']:,}", f"{o['mfu']:.1%}", _duration(o["time_s"]),
-            _usd_short(o["cost_usd"]), f"{o['peak_memory_bytes'] / GiB:.0f} GiB", "*" if o["pareto"] else "",
+            o["gpu"], f"{o['gpus']:,}", o["offer"]["provider"] if o["offer"] else o.get("pricing", "-"), layout,
+            lay["recompute"], str(lay["micro_batch"]), f"{lay['global_batch']:,}", f"{o['mfu']:.1%}", time, cost,
+            f"{o['peak_memory_bytes'] / GiB:.0f} GiB", "*" if o["pareto"] else "",
         )  # fmt: skip
     lines: list = [t, _pruned_line(record)]
+    classes = sorted({o["band_class"] for o in record["options"] if o.get("band_class")})
+    if classes:
+        lines.append(
+            Text(
+                "(P10-P90) error bands of gpuplan validate's training-throughput residuals, class "
+                + ", ".join(classes),
+                style="dim",
+            )
+        )
+    shown = {o["gpu"] for o in record["options"]}
+    for gid, own in (record.get("ownership") or {}).items():
+        if gid not in shown:
+            continue
+        lines.append(
+            Text(
+                f"owned {gid}: ${own['usd_per_used_gpu_hour']:,.2f} per used GPU-hour at {own['utilization']:.0%} "
+                f"utilization (capital ${own['capital_usd_per_gpu_year']:,.0f} + hosting "
+                f"${own['hosting_usd_per_gpu_year']:,.0f} per GPU-year, energy "
+                f"${own['energy_usd_per_used_gpu_hour']:,.2f}/h; as gpuplan tco, data/ownership.toml)",
+                style="dim",
+            )
+        )
+    for note in record.get("notes") or ():
+        lines.append(Text(f"note: {note}", style="dim"))
+    if record.get("explain"):
+        lines.extend(_explain_lines(record["explain"]))
     if record["options"]:
         first = record["options"][0]
         best = first["launch"]
@@ -1599,6 +1627,85 @@ def plan_train_report(record: dict) -> Group:
     else:
         lines.append(Text("nothing meets the constraints: see the pruned counts"))
     return Group(*lines)
+
+
+def _compact_band(block: dict, key: str, scale: float, prefix: str, unit: str) -> str:
+    """A value and its P10-P90 band in three significant figures, one unit: ``104 d (85.4-129)``, ``$281M (231-348)``
+    (the band left out where the record has none)."""
+    v, lo, hi = block[key], block.get(f"{key}_p10"), block.get(f"{key}_p90")
+    text = f"{prefix}{v / scale:,.3g}{unit}"
+    return text if lo is None or hi is None else f"{text} ({lo / scale:,.3g}-{hi / scale:,.3g})"
+
+
+def _layout_name(lay: dict) -> str:
+    """A plan layout in one short cell: "tp8 pp16 vp8 dp128 zero-1", with cp, ep and offload where used."""
+    name = f"tp{lay['tp']} pp{lay['pp']}" + (f" vp{lay['virtual_stages']}" if lay.get("virtual_stages", 1) > 1 else "")
+    name += f" dp{lay['dp']}" + "".join(f" {k}{lay[k]}" for k in ("cp", "ep") if lay.get(k, 1) > 1)
+    name += " fsdp" if lay["fsdp"] else f" zero-{lay['zero']}"
+    if lay.get("offload", "none") != "none":
+        name += f" offload-{lay['offload']}"
+    return name
+
+
+def _explain_lines(e: dict) -> list:
+    """``plan train --explain``: the layout's standing, and its losses to option 1 by term."""
+    lay = e["layout"]
+    name = _layout_name(lay)
+    name += f" mb{lay['micro_batch']} gbs{lay['global_batch'] or '?'} recompute {lay['recompute']}"
+    out: list = [Text(f"explain: {e['gpus']:,} x {e['gpu']} {name}", style="bold")]
+    if e["pruned"]:
+        out.append(Text(f"  pruned: {e['pruned']} ({e['pruned_why']})"))
+    elif e["rank"] is not None:
+        where = "ranks" if e["in_grid"] else "would rank"
+        out.append(Text(f"  {where} {e['rank']:,} of {e['feasible']:,} feasible" + (" (shown)" if e["shown"] else "")))
+    for why in e["outside_grid"]:
+        out.append(Text(f"  outside the grid: {why}"))
+    v = e.get("versus_best")
+    if not v:
+        if e.get("estimate") is None:
+            out.append(Text("  no estimate: the step-time model or the memory model refused the layout"))
+        return out
+    t = Table(box=box.SIMPLE_HEAD, title="against option 1 (difference = this - best)")
+    for h in ("term", "this", "best", "difference"):
+        t.add_column(h, justify="left" if h == "term" else "right", no_wrap=True)
+
+    def days(x: float) -> str:
+        return f"{x / 86400:,.2f} d"
+
+    def signed(x: float, fmt: Callable[[float], str]) -> str:
+        return ("+" if x > 0 else "-" if x < 0 else "") + fmt(abs(x))
+
+    t.add_row(
+        "time to train", days(v["time_s"]["this"]), days(v["time_s"]["best"]), signed(v["time_s"]["difference"], days)
+    )
+    for part, p in v["time_by_part_s"].items():
+        if p["this"] or p["best"]:
+            t.add_row(f"  {part}", days(p["this"]), days(p["best"]), signed(p["difference"], days))
+    t.add_row(
+        "MFU",
+        f"{v['mfu']['this']:.1%}",
+        f"{v['mfu']['best']:.1%}",
+        signed(v["mfu"]["difference"] * 100, lambda x: f"{x:.1f} pt"),
+    )
+    gib = lambda x: f"{x / GiB:,.1f} GiB"  # noqa: E731
+    t.add_row("peak memory", gib(v["peak_memory_bytes"]["this"]), gib(v["peak_memory_bytes"]["best"]),
+              signed(v["peak_memory_bytes"]["difference"], gib))  # fmt: skip
+    for group, p in v["memory_bytes"].items():
+        t.add_row(f"  {group}", gib(p["this"]), gib(p["best"]), signed(p["difference"], gib))
+    usd = lambda x: f"${x:,.0f}"  # noqa: E731
+    t.add_row(
+        "GPUs",
+        f"{v['gpus']['this']:,}",
+        f"{v['gpus']['best']:,}",
+        signed(v["gpus"]["difference"], lambda x: f"{x:,.0f}"),
+    )
+    t.add_row("GPU-hours", f"{v['gpu_hours']['this']:,.0f}", f"{v['gpu_hours']['best']:,.0f}",
+              signed(v["gpu_hours"]["difference"], lambda x: f"{x:,.0f}"))  # fmt: skip
+    t.add_row("$ per GPU-hour", f"${v['usd_per_gpu_hour']['this']:,.2f}", f"${v['usd_per_gpu_hour']['best']:,.2f}",
+              signed(v["usd_per_gpu_hour"]["difference"], lambda x: f"${x:,.2f}"))  # fmt: skip
+    t.add_row("cost", usd(v["cost_usd"]["this"]), usd(v["cost_usd"]["best"]), signed(v["cost_usd"]["difference"], usd))
+    out.append(t)
+    return out
 
 
 def plan_serve_report(record: dict) -> Group:

@@ -167,6 +167,19 @@ class Pricing(StrEnum):
     QUOTE = "quote"
 
 
+class PlanPricing(StrEnum):
+    """What ``plan train --pricing`` ranks on: the offers of one pricing kind, or owned hardware priced as ``gpuplan
+    tco`` prices it (``owned``, plan/owned.py)."""
+
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
+    RESERVED_1Y = "reserved-1y"
+    RESERVED_3Y = "reserved-3y"
+    SUBSCRIPTION = "subscription"
+    QUOTE = "quote"
+    OWNED = "owned"
+
+
 class OfferSort(StrEnum):
     """Order of ``offers list --sort``."""
 

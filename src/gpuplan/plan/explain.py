@@ -1,0 +1,478 @@
+"""``plan train --explain "tp=8,pp=16,dp=128,micro_batch=1,recompute=full,zero=1"``: where one layout stands in a
+search, and what it loses to the best option, term by term.
+
+The layout is written with the keys of an option's ``layout`` in the JSON (plus ``gpu`` and ``gpus``, the option's
+own keys); the GPU and count come from those keys, else from ``--gpu`` (one GPU) and ``--gpus``, else from tp x pp
+x cp x dp. It is then put through the search's own steps for one candidate, in the search's order
+(``plan/search.py``), on every hardware class of its GPU at its count:
+
+1. whether the grid holds it (``in_grid``; what lies outside is listed under ``outside_grid``: a layout outside the
+   grid is still estimated, and ranked where it *would* rank);
+2. the first pruning reason that applies (:class:`~gpuplan.spec.choices.PlanPrune`, the same fixed ids);
+3. the estimate itself, by the functions ``gpuplan train`` calls (``training_memory``, ``training_step``,
+   ``time_to_train``), with the error band of its class;
+4. its rank: one more than the feasible candidates better on the objective's keys (the search keeps those keys,
+   ``TrainSearch.ranking``);
+5. against option 1: the time to train split by the step-time model's parts (each part's share of a step times
+   the time to train, so that layouts with different batches compare), the memory of the busiest GPU by group,
+   GPU-hours, the price of a GPU-hour and the cost. ``difference`` is this layout minus the best (positive: it
+   loses).
+
+Pure: the catalogs come in as values.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+from ..errors import GpuplanError, InputError
+from ..estimate.memory import MemoryAssumptions, busiest_total_bytes, training_memory, validate_layout
+from ..estimate.params import count_params
+from ..estimate.steptime import (
+    StepAssumptions,
+    default_global_batch_tokens,
+    global_batch_of,
+    resolve_stack,
+    training_step,
+)
+from ..estimate.time import peak_for, time_to_train, training_compute
+from ..spec.accelerator import Accelerator
+from ..spec.choices import PlanPrune, Recompute, values
+from ..spec.model import ModelSpec
+from ..spec.offer import Offer
+from ..spec.training import Parallelism, TrainingJob
+from . import search as S
+from .training import offer_accelerator, offer_network
+
+FLAG = "--explain"
+_INT_KEYS = (
+    "gpus", "tp", "pp", "dp", "cp", "virtual_stages", "ep", "zero", "micro_batch", "global_batch",
+    "grad_accumulation", "seq_len",
+)  # fmt: skip
+_BOOL_KEYS = ("fsdp", "sequence_parallel")
+_TEXT_KEYS = ("gpu", "recompute", "stack", "recipe", "offload")
+KEYS = _INT_KEYS + _BOOL_KEYS + _TEXT_KEYS
+#: Relative tolerance of "as good as" when ranking: the search's arrays and one layout's plain numbers agree to
+#: 1e-12 (tests/test_plan_search.py), so a candidate does not outrank itself.
+_TIE = 1e-9
+
+
+def parse_explain(text: str) -> dict[str, Any]:
+    """``key=value,key=value`` into typed values; an unknown key or a bad value is one InputError."""
+    if not isinstance(text, str) or not text.strip():
+        raise InputError(FLAG, "give a layout, e.g. tp=8,pp=16,dp=128,micro_batch=1,recompute=full,zero=1")
+    out: dict[str, Any] = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        key, sep, raw = item.partition("=")
+        key, raw = key.strip(), raw.strip()
+        if not sep or not key or not raw:
+            raise InputError(FLAG, f"{item.strip()!r} is not KEY=VALUE")
+        if key not in KEYS:
+            raise InputError(FLAG, f"unknown key {key!r}; keys: {', '.join(KEYS)}")
+        if key in out:
+            raise InputError(FLAG, f"{key} given twice")
+        if key in _INT_KEYS:
+            try:
+                value: Any = int(raw)
+            except ValueError:
+                raise InputError(FLAG, f"{key} must be a whole number, got {raw!r}") from None
+            low = 0 if key == "zero" else 1
+            if value < low or (key == "zero" and value > 3) or value > 1 << 40:
+                raise InputError(FLAG, f"{key} out of range, got {value}" + (" (0-3)" if key == "zero" else ""))
+        elif key in _BOOL_KEYS:
+            low_raw = raw.lower()
+            if low_raw not in ("true", "false", "1", "0", "yes", "no"):
+                raise InputError(FLAG, f"{key} must be true or false, got {raw!r}")
+            value = low_raw in ("true", "1", "yes")
+        else:
+            value = raw.lower() if key != "gpu" else raw
+            if key == "recompute" and value not in values(Recompute):
+                raise InputError(FLAG, f"recompute must be one of {', '.join(values(Recompute))}, got {raw!r}")
+        out[key] = value
+    if not out:
+        raise InputError(FLAG, "give a layout, e.g. tp=8,pp=16,dp=128")
+    return out
+
+
+def resolve_count(spec: dict[str, Any], fixed_gpus: int | None) -> int:
+    """The layout's GPU count: ``gpus=``, else ``--gpus``, else tp x pp x cp x dp (each must agree)."""
+    mp = spec.get("tp", 1) * spec.get("pp", 1) * spec.get("cp", 1)
+    from_dp = mp * spec["dp"] if "dp" in spec else None
+    count = spec.get("gpus", fixed_gpus)
+    if count is None:
+        if from_dp is None:
+            raise InputError(FLAG, "give dp= (or gpus=, or --gpus): the GPU count")
+        return from_dp
+    if fixed_gpus is not None and count != fixed_gpus:
+        raise InputError(FLAG, f"gpus={count} differs from --gpus {fixed_gpus}")
+    if from_dp is not None and from_dp != count:
+        raise InputError(FLAG, f"tp x pp x cp x dp = {from_dp} differs from the {count} GPUs")
+    return int(count)
+
+
+def explain_layout(
+    spec: dict[str, Any], registry: Any, searched_gpus: list[Accelerator], fixed_gpus: int | None, **kwargs: Any
+) -> dict[str, Any]:
+    """The GPU (``gpu=``, else the one ``--gpu``) and count (:func:`resolve_count`) of ``spec``; then
+    :func:`explain`."""
+    if "gpu" in spec:
+        gpu = registry.get(spec["gpu"])
+    elif len(searched_gpus) == 1:
+        gpu = searched_gpus[0]
+    else:
+        raise InputError(FLAG, "name the GPU: gpu=ID in --explain, or one --gpu")
+    return explain(spec, gpu, resolve_count(spec, fixed_gpus), fixed_gpus=fixed_gpus, **kwargs)
+
+
+def explain(
+    spec: dict[str, Any],
+    gpu: Accelerator,
+    count: int,
+    *,
+    model: ModelSpec,
+    offers: list[Offer],
+    pricing: str,
+    providers: Any,
+    tokens: float,
+    base_job: TrainingJob,
+    fixed_gpus: int | None,
+    max_gpus: int,
+    deadline_s: float | None,
+    budget_usd: float | None,
+    objective: str,
+    mem_a: MemoryAssumptions,
+    step_a: StepAssumptions,
+    search: Any,
+) -> dict[str, Any]:
+    """The ``explain`` record of one layout (module docstring)."""
+    if "seq_len" in spec and spec["seq_len"] != base_job.seq_len:
+        raise InputError(FLAG, f"seq_len={spec['seq_len']} differs from the run's {base_job.seq_len} (--seq-len)")
+    tp, pp, cp, ep = (int(spec.get(k, 1)) for k in ("tp", "pp", "cp", "ep"))
+    fsdp = bool(spec.get("fsdp", False))
+    zero = int(spec.get("zero", 3 if fsdp else (1 if tp * pp * cp > 1 else 0)))
+    offload = str(spec.get("offload", "none"))
+    if fsdp and zero != 3:
+        raise InputError(FLAG, f"fsdp=true shards as ZeRO-3; zero={zero} contradicts it")
+    mb = int(spec.get("micro_batch", 1))
+    vs = int(spec.get("virtual_stages", 1))
+    seq_par = bool(spec.get("sequence_parallel", tp > 1))
+    dp = count // (tp * pp * cp) if count % (tp * pp * cp) == 0 else None
+
+    outside: list[str] = []
+    grid = search.grid
+    if gpu.id not in grid["gpus"]:
+        outside.append(f"gpu {gpu.id} was not searched (--gpu)")
+    for key, value, axis in (("tp", tp, grid["tp"]), ("pp", pp, grid["pp"]), ("cp", cp, grid.get("cp", [1]))):
+        if value not in axis:
+            outside.append(f"{key}={value} is not searched ({', '.join(map(str, axis))})")
+    vs_axis = (grid.get("virtual_stages") or {}).get(str(pp), [1]) if pp > 1 else [1]
+    if vs not in vs_axis:
+        outside.append(f"virtual_stages={vs} is not searched with pp={pp} ({', '.join(map(str, vs_axis))})")
+    if ep not in grid["ep"]:
+        outside.append(f"ep={ep} is not searched ({', '.join(map(str, grid['ep']))})")
+    if mb not in grid["micro_batch"]:
+        outside.append(f"micro_batch={mb} is not searched ({', '.join(map(str, grid['micro_batch']))})")
+    sharding = S.Sharding(zero, fsdp)
+    allowed = S.sharding_choices(tp * pp * cp)
+    if sharding not in allowed:
+        outside.append(
+            f"{sharding.name} is not searched with tp x pp x cp = {tp * pp * cp} ({', '.join(s.name for s in allowed)})"
+        )
+    if offload != "none" and any(
+        o.candidate.gpu.id == gpu.id and o.candidate.offload == "none" for o in search.options
+    ):
+        outside.append(f"offload={offload} is searched only where no candidate fits without offload")
+    if seq_par != (tp > 1):
+        outside.append(f"sequence_parallel={str(seq_par).lower()}: the search turns it on exactly when tp > 1")
+
+    mine = S.hardware_classes(S._offers_of(offers, pricing, providers), {gpu.id}).get(gpu.id, [])
+    classes = [replace(c, gpu=gpu) for c in mine]
+    sizes = sorted({c.per_instance for c in classes if c.per_instance > 1}) or [8]
+    counts = (
+        [fixed_gpus] if fixed_gpus is not None else sorted({1} | {c for n in sizes for c in S.gpu_counts(n, max_gpus)})
+    )
+    if count not in counts:
+        outside.append(f"{count} GPUs is not a searched count")
+
+    # ---- the batch: --global-batch, else the default rule rounded to micro-batch x dp (as the search)
+    rule_sequences = default_global_batch_tokens(count_params(model).total) / base_job.seq_len
+    unit = mb * dp if dp else None
+    reason: str | None = None
+    why = ""
+    if base_job.global_batch is not None:
+        gb = base_job.global_batch
+    elif unit:
+        gb = int(global_batch_of(rule_sequences, unit))
+    else:
+        gb = None
+    if "global_batch" in spec and spec["global_batch"] != gb:
+        outside.append(f"global_batch={spec['global_batch']}: the search runs {gb if gb else 'the batch rule'}")
+        gb = spec["global_batch"]
+
+    # ---- the search's pruning order, for one candidate
+    try:
+        peak = peak_for(gpu, base_job.precision)
+        if base_job.precision == "fp8-mixed" and not gpu.supports("fp8"):
+            raise InputError("--precision", "no fp8")
+    except GpuplanError:
+        peak = None
+    here = [
+        c
+        for c in classes
+        if (c.per_instance == 1 if count == 1 else c.per_instance > 1 and count % c.per_instance == 0)
+    ]
+    # an offer takes the TP group when its instance and its NVLink domain hold it (as train --offer links it)
+    takes = [
+        c
+        for c in here
+        if tp == 1
+        or (
+            offer_accelerator(c.offer, gpu).interconnect is not None
+            and tp <= c.per_instance
+            and (c.offer.scale_up_domain_gpus is None or tp <= c.offer.scale_up_domain_gpus)
+        )
+    ]
+    mp = tp * pp * cp
+    if peak is None:
+        reason, why = PlanPrune.NOT_SUPPORTED, f"{gpu.id} lacks {base_job.precision}"
+    elif not here:
+        reason, why = (
+            PlanPrune.NO_OFFER_OF_THAT_SIZE,
+            f"no {pricing} instance gives {count} {gpu.id} in whole instances",
+        )
+    elif model.attention_heads % tp or count % mp or (count // mp) % ep or not takes:
+        reason, why = (
+            PlanPrune.LAYOUT_DOES_NOT_DIVIDE,
+            (
+                f"tp x pp x cp x ep must divide {count}, tp the {model.attention_heads} heads, and an "
+                "instance's NVLink domain hold the tp group"
+            ),
+        )
+    total_flops = training_compute(model, base_job.seq_len, tokens).total_flops
+    floor_s = total_flops / (count * peak * S.mfu_ceiling(gpu, base_job.precision, step_a)) if peak else None
+    if reason is None and deadline_s is not None and floor_s is not None and floor_s > deadline_s:
+        reason, why = PlanPrune.MISSES_DEADLINE, "even at the step-time model's MFU ceiling"
+    if reason is None and unit:
+        if base_job.global_batch is not None or "global_batch" in spec:
+            if gb is None or gb % unit:
+                reason, why = (
+                    PlanPrune.LAYOUT_DOES_NOT_DIVIDE,
+                    f"global batch {gb} is not whole micro_batch x dp = {unit}",
+                )
+        elif unit > S.BATCH_RULE_SLACK * rule_sequences:
+            reason, why = (
+                PlanPrune.BATCH_ABOVE_RULE,
+                (
+                    f"micro_batch x dp = {unit} is over {S.BATCH_RULE_SLACK:g} x the rule's "
+                    f"{rule_sequences:,.0f} sequences"
+                ),
+            )
+
+    # ---- memory: the lightest recompute that fits; a given heavier one is dominated, a lighter one does not fit
+    lay = job = None
+    total_by: dict[str, float] = {}  # the busiest GPU's bytes by recompute
+    refused = ""
+    try:
+        lay = Parallelism(
+            gpus=count,
+            tp=tp,
+            pp=pp,
+            cp=cp,
+            ep=ep,
+            sequence_parallel=seq_par,
+            zero=zero,
+            virtual_stages=vs,
+            offload=offload,
+        )
+        for rc in S.RECOMPUTE_ORDER:
+            j = replace(base_job, micro_batch=mb, global_batch=gb, recompute=rc, fsdp=fsdp)
+            try:
+                validate_layout(model, lay, j)  # what training_memory refuses (the grid never holds it)
+                total_by[rc] = float(busiest_total_bytes(model, gpu, lay, j, mem_a))
+            except GpuplanError as err:
+                refused = str(err)
+    except GpuplanError as err:
+        if reason is None:
+            reason, why = PlanPrune.LAYOUT_DOES_NOT_DIVIDE, str(err)
+    usable = gpu.usable_memory_bytes
+    lightest = next((rc for rc in S.RECOMPUTE_ORDER if total_by.get(rc, math.inf) <= usable), None)
+    recompute = spec.get("recompute") or lightest or "full"
+    if reason is None and lay is not None and recompute not in total_by:
+        reason, why = PlanPrune.NOT_SUPPORTED, refused
+    if reason is None and lay is not None:
+        if total_by[recompute] > usable:
+            reason, why = (
+                PlanPrune.DOES_NOT_FIT_MEMORY,
+                f"{total_by[recompute] / 2**30:,.1f} GiB on the busiest GPU > {usable / 2**30:,.1f} GiB usable, "
+                f"with recompute {recompute}",
+            )
+        elif lightest != recompute:
+            reason, why = PlanPrune.DOMINATED, f"recompute {lightest} fits too and is never slower"
+    if lay is not None:
+        job = replace(base_job, micro_batch=mb, global_batch=gb, recompute=recompute, fsdp=fsdp)
+
+    # ---- each hardware class at the count: budget at the ceiling, the estimate, the timed constraints, the rank
+    tried = []
+    for c in takes or here[:1] or classes[:1]:
+        tried.append(_on_offer(c.offer, reason, why, model, gpu, lay, job, mem_a, step_a, total_flops, peak,
+                               floor_s, count, deadline_s, budget_usd, search))  # fmt: skip
+    ranked = [t for t in tried if t["pruned"] is None and t["rank"] is not None]
+    chosen = min(ranked, key=lambda t: t["rank"]) if ranked else (tried[0] if tried else None)
+
+    best = search.options[0] if search.options else None
+    best_est = _estimate(model, best.candidate.gpu, best.candidate.layout(), best.candidate.job(base_job),
+                         best.candidate.offer, mem_a, step_a, total_flops) if best is not None else None  # fmt: skip
+    this = chosen["estimate"] if chosen else None
+    pruned = chosen["pruned"] if chosen else reason
+    record: dict[str, Any] = {
+        "query": dict(spec),
+        "gpu": gpu.id,
+        "gpus": count,
+        "layout": {
+            "tp": tp,
+            "pp": pp,
+            "dp": dp,
+            "cp": cp,
+            "virtual_stages": vs,
+            "ep": ep,
+            "zero": zero,
+            "fsdp": fsdp,
+            "sequence_parallel": seq_par,
+            "micro_batch": mb,
+            "global_batch": gb,
+            "seq_len": base_job.seq_len,
+            "recompute": recompute,
+            "offload": offload,
+        },
+        "offer": S._offer_dict(chosen["offer"]) if chosen and chosen["offer"].pricing != "owned" else None,
+        "in_grid": not outside,
+        "outside_grid": outside,
+        "status": "pruned" if pruned else ("option" if not outside else "outside_grid"),
+        "pruned": str(pruned) if pruned else None,
+        "pruned_why": (chosen["why"] if chosen else why) or None,
+        "rank": chosen["rank"] if chosen and not pruned else None,
+        "feasible": search.feasible,
+        "shown": bool(chosen and not pruned and not outside and chosen["rank"] <= len(search.options)),
+        "estimate": this,
+        "best": best_est,
+        "versus_best": _versus(this, best_est) if this and best_est else None,
+    }
+    for key in ("grad_accumulation", "stack", "recipe"):
+        if key in spec and this is not None and spec[key] != this[key]:
+            record["outside_grid"].append(f"{key}={spec[key]}: the layout gives {this[key]}")
+            record["in_grid"] = False
+    return record
+
+
+def _on_offer(offer, reason, why, model, gpu, lay, job, mem_a, step_a, total_flops, peak, floor_s, count,
+              deadline_s, budget_usd, search) -> dict[str, Any]:  # fmt: skip
+    """The candidate on one hardware class: its reason (the earlier one, else budget, estimate, timed checks), its
+    estimate and rank."""
+    price = offer.usd_per_gpu_hour
+    if (
+        reason is None
+        and budget_usd is not None
+        and floor_s is not None
+        and floor_s * count / 3600 * price > budget_usd
+    ):
+        reason, why = PlanPrune.OVER_BUDGET, "even at the step-time model's MFU ceiling"
+    est = None
+    if lay is not None and job is not None and peak is not None:
+        try:
+            est = _estimate(model, gpu, lay, job, offer, mem_a, step_a, total_flops)
+        except GpuplanError as e:
+            if reason is None:
+                reason, why = PlanPrune.NOT_SUPPORTED, str(e)
+        if est is not None and not (math.isfinite(est["mfu"]) and 0 < est["mfu"] <= 1):  # time_to_train's check
+            est = None
+    if est is None and reason is None:
+        reason, why = PlanPrune.NOT_SUPPORTED, "the estimate refused the layout"
+    if reason is None and est is not None:
+        if deadline_s is not None and est["time_s"] > deadline_s:
+            reason, why = PlanPrune.MISSES_DEADLINE, f"{est['time_s'] / 86400:,.1f} days"
+        elif budget_usd is not None and est["cost_usd"] > budget_usd:
+            reason, why = PlanPrune.OVER_BUDGET, f"${est['cost_usd']:,.0f}"
+    rank = _rank(search.ranking, est, search.feasible) if est is not None else None
+    return {"offer": offer, "pruned": reason, "why": why, "estimate": est, "rank": rank}
+
+
+def _rank(ranking: Any, est: dict[str, Any], feasible: int) -> int:
+    """One more than the feasible candidates strictly better on the objective's keys, most significant first
+    (values within a relative _TIE count as equal)."""
+    import numpy as np
+
+    if not ranking or not feasible:
+        return 1
+    better = np.zeros(feasible, dtype=bool)
+    equal = np.ones(feasible, dtype=bool)
+    for name, axis in ranking:
+        v = float(est[name])
+        close = np.abs(axis - v) <= _TIE * np.maximum(np.abs(axis), abs(v))
+        better |= equal & ~close & (axis < v)
+        equal &= close
+    return int(better.sum()) + 1
+
+
+def _pair(this: float, best: float) -> dict[str, float]:
+    return {"this": this, "best": best, "difference": this - best}
+
+
+def _versus(this: dict[str, Any], best: dict[str, Any]) -> dict[str, Any]:
+    """This layout against option 1: the time to train by step part (the part's share of a step x the time), the
+    memory of the busiest GPU by group, GPU-hours, the price of a GPU-hour and the cost (difference: this - best)."""
+    parts = list(dict.fromkeys([*best["step_parts_s"], *this["step_parts_s"]]))
+
+    def run_s(e: dict[str, Any], part: str) -> float:
+        return e["step_parts_s"].get(part, 0.0) / e["step_s"] * e["time_s"]
+
+    return {
+        "time_s": _pair(this["time_s"], best["time_s"]),
+        "time_by_part_s": {p: _pair(run_s(this, p), run_s(best, p)) for p in parts},
+        "step_s": _pair(this["step_s"], best["step_s"]),
+        "mfu": _pair(this["mfu"], best["mfu"]),
+        "gpus": _pair(this["gpus"], best["gpus"]),
+        "gpu_hours": _pair(this["gpu_hours"], best["gpu_hours"]),
+        "usd_per_gpu_hour": _pair(this["usd_per_gpu_hour"], best["usd_per_gpu_hour"]),
+        "cost_usd": _pair(this["cost_usd"], best["cost_usd"]),
+        "peak_memory_bytes": _pair(this["peak_memory_bytes"], best["peak_memory_bytes"]),
+        "memory_bytes": {g: _pair(this["memory_bytes"][g], best["memory_bytes"][g]) for g in this["memory_bytes"]},
+    }
+
+
+def _estimate(model, gpu, lay, job, offer, mem_a, step_a, total_flops) -> dict[str, Any]:
+    """The layout through ``train``'s functions on one offer: memory by group, step parts, time, cost, band."""
+    mem = training_memory(model, gpu, lay, job, mem_a, find_max_batch=False)
+    linked = offer_accelerator(offer, gpu, lay.tp)
+    step = training_step(model, linked, lay, job, offer_network(offer, step_a), lay.virtual_stages)
+    peak = peak_for(gpu, job.precision)
+    t = time_to_train(total_flops, lay.gpus, peak, step.mfu)
+    cost = t.gpu_hours * offer.usd_per_gpu_hour
+    stack, _ = resolve_stack(job, lay)
+    band = S.option_band(model, gpu, job, stack.name)
+    lo, hi = band.interval(t.seconds, -1) if band is not None else (None, None)
+    clo, chi = band.interval(cost, -1) if band is not None else (None, None)
+    return {
+        "stack": stack.name,
+        "recipe": mem.recipe.name,
+        "grad_accumulation": job.grad_accumulation(lay.dp),
+        "mfu": step.mfu,
+        "step_s": step.iteration_s,
+        "step_parts_s": {k: float(v) for k, v in step.parts.items()},
+        "steps": t.seconds / step.iteration_s,
+        "time_s": t.seconds,
+        "time_s_p10": lo,
+        "time_s_p90": hi,
+        "gpu_hours": t.gpu_hours,
+        "usd_per_gpu_hour": offer.usd_per_gpu_hour,
+        "cost_usd": cost,
+        "cost_usd_p10": clo,
+        "cost_usd_p90": chi,
+        "peak_memory_bytes": mem.total_bytes,
+        "capacity_bytes": mem.capacity_bytes,
+        "memory_bytes": {g: mem.group_bytes(g) for g in mem.group_order},
+        "gpus": lay.gpus,
+    }
