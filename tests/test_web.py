@@ -5,7 +5,9 @@ strict CSP and ask for nothing outside it. The pages in a real browser: tests/te
 from __future__ import annotations
 
 import json
+import os
 import re
+from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
@@ -171,6 +173,8 @@ def test_openapi_lists_every_endpoint_with_the_api_keywords(client):
         "offers",
         "validate",
         "local/detect",
+        "local/profiles",
+        "local/runs",
     ):
         assert f"/api/{path}" in schema["paths"]
     names = {p["name"] for p in schema["paths"]["/api/train"]["get"]["parameters"]}
@@ -221,6 +225,110 @@ def test_local_detect_is_the_cli_json(client, run):
         for disk in record["host"]["disks"]:
             disk.pop("free_bytes")
     assert body == cli
+
+
+# ------------------------------------------------------------------ saved bench profiles and watch traces
+
+
+def _config_dir() -> Path:
+    return Path(os.environ["GPUPLAN_CONFIG_DIR"])  # conftest gives each test its own
+
+
+PROFILE = {
+    "schema_version": 1,
+    "kind": "calibration",
+    "created": "2026-11-01T10:00:00+0000",
+    "host": {"hostname": "node-7"},
+    "gpu": {"name": "NVIDIA H100 80GB HBM3", "catalog_id": "h100-sxm-80gb"},
+    "versions": {},
+    "python": "3.12",
+    "results": [
+        {
+            "name": "matmul bf16",
+            "value": 712.0,
+            "unit": "TFLOP/s",
+            "fraction_of_datasheet": 0.72,
+            "detail": {"device": "cuda", "dtype": "bf16"},
+        },
+        {"name": "memory copy", "value": 2900.0, "unit": "GB/s (read + write)", "fraction_of_datasheet": 0.866},
+    ],
+}
+
+
+def _trace_lines(util_percent: float) -> str:
+    """A short local.watch trace of one GPU at util_percent busy (the shape gpuplan local watch writes)."""
+    header = {"record": "header", "kind": "local.watch", "schema_version": 1, "host": {"cpu_count_logical": 8}}
+    records: list[dict] = [header]
+    host = {"cpu_percent": 30, "iowait_percent": 25, "mem_used_bytes": 10 << 30, "mem_total_bytes": 64 << 30}
+    for i in range(20):
+        records.append(
+            {
+                "record": "sample",
+                "t_s": float(i),
+                "host": host,
+                "proc": {"cpu_percent": 100, "max_thread_cpu_percent": 40, "rss_bytes": 1 << 30, "num_procs": 1},
+                "gpus": [
+                    {
+                        "index": 0,
+                        "util_percent": util_percent,
+                        "mem_used_bytes": 40 << 30,
+                        "mem_total_bytes": 80 << 30,
+                        "power_w": 300.0,
+                        "power_limit_w": 700.0,
+                        "sm_clock_mhz": 1980,
+                        "sm_clock_max_mhz": 1980,
+                        "temp_c": 60,
+                        "throttle_mask": 0,
+                        "throttle_reasons": [],
+                    }
+                ],
+            }
+        )
+    records.append({"record": "summary", "t_s": 20.0, "exit_code": 0})
+    return "".join(json.dumps(r) + "\n" for r in records)
+
+
+def test_saved_profiles_are_listed_from_the_user_folder_and_nowhere_else(client, tmp_path):
+    empty = client.get("/api/local/profiles")
+    assert empty.status_code == 200
+    folder = _config_dir() / "profiles"
+    assert empty.json()["profiles"] == [] and empty.json()["folder"] == str(folder)
+    assert empty.json()["save_with"] == f"gpuplan local bench --save {folder}/NAME.json"
+    folder.mkdir()
+    (folder / "h100.json").write_text(json.dumps(PROFILE))
+    (folder / "broken.json").write_text('{"kind": "something else"}')
+    (folder / "notes.txt").write_text("not a profile name")
+    (tmp_path / "elsewhere.json").write_text(json.dumps(PROFILE))  # outside the folder: never read
+    body = client.get("/api/local/profiles").json()
+    assert body["kind"] == "local.profiles" and [p["file"] for p in body["profiles"]] == ["broken.json", "h100.json"]
+    broken, h100 = body["profiles"]
+    assert "not a gpuplan calibration profile" in broken["error"] and "results" not in broken
+    assert h100["gpu_catalog_id"] == "h100-sxm-80gb" and h100["hostname"] == "node-7"
+    assert h100["created"] == PROFILE["created"] and h100["modified_utc"].endswith("Z")
+    assert h100["results"] == [
+        {k: r.get(k) for k in ("name", "value", "unit", "fraction_of_datasheet")} for r in PROFILE["results"]
+    ]
+    for query in ("path=/etc/passwd", f"folder={tmp_path}", "file=elsewhere.json"):  # no parameter is taken
+        response = client.get("/api/local/profiles?" + query)
+        assert response.status_code == 400 and "No such option" in response.json()["error"], query
+
+
+def test_saved_watch_runs_carry_the_cli_diagnosis(client, run):
+    folder = _config_dir() / "watch"
+    assert client.get("/api/local/runs").json()["runs"] == []
+    folder.mkdir()
+    (folder / "starved.jsonl").write_text(_trace_lines(20))
+    (folder / "junk.jsonl").write_text("hello\n{}\n")
+    body = client.get("/api/local/runs").json()
+    assert body["kind"] == "local.runs" and body["folder"] == str(folder)
+    assert [r["file"] for r in body["runs"]] == ["junk.jsonl", "starved.jsonl"]
+    junk, starved = body["runs"]
+    assert "is this a gpuplan local watch trace?" in junk["error"] and "\n" not in junk["error"]
+    code, out, err = run("local", "diagnose", str(folder / "starved.jsonl"), "--json")
+    assert code == 0, err
+    assert starved["diagnosis"] == json.loads(out)
+    assert starved["diagnosis"]["verdicts"][0]["id"] == "input-bound"
+    assert client.get("/api/local/runs?run=/tmp/x.jsonl").status_code == 400
 
 
 # -------------------------------------------------------------------------------------- POST /api/config

@@ -209,7 +209,9 @@ def _nothing_external(driver, server: str) -> None:
 
 
 def screenshot(driver, shots: Path, name: str, docs: bool = False) -> None:
-    """The page from its top, at a laptop's width and tall enough for what the README shows."""
+    """The page from its top, at a laptop's width and tall enough for what the README shows; then at 800 px wide
+    (``<name>-800.png``, a narrow window), where nothing may stick out sideways: the page must not scroll
+    horizontally (a wide table scrolls inside its own box)."""
     size = driver.get_window_size()
     driver.set_window_size(1280, 1700)
     driver.execute_script("window.scrollTo(0, 0)")
@@ -217,19 +219,77 @@ def screenshot(driver, shots: Path, name: str, docs: bool = False) -> None:
         driver.save_screenshot(str(shots / f"{name}.png"))
         if docs and os.environ.get("UPDATE_UI_SCREENSHOTS"):
             driver.save_screenshot(str(REPO / "docs" / "img" / f"{name}.png"))
+        driver.set_window_size(800, 1700)
+        time.sleep(0.2)  # a chart redrawn on resize
+        driver.execute_script("window.scrollTo(0, 0)")
+        driver.save_screenshot(str(shots / f"{name}-800.png"))
+        overflow = driver.execute_script("const e = document.documentElement; return e.scrollWidth - e.clientWidth")
+        assert overflow <= 0, f"{name} at 800 px: the page is {overflow} px wider than the window"
     finally:
         driver.set_window_size(size["width"], size["height"])
 
 
-def download(driver, folder: Path, button: str) -> str:
-    """Click a download button; the text of the file it saves."""
+def download_bytes(driver, folder: Path, button: str) -> bytes:
+    """Click a download button; the bytes of the file it saves."""
     name = driver.find_element(By.CSS_SELECTOR, button).get_attribute("data-download")
     target = folder / name
     target.unlink(missing_ok=True)
     driver.find_element(By.CSS_SELECTOR, button).click()
     wait(driver, lambda d: target.exists() and target.stat().st_size > 0, f"the download {name}", 20)
     time.sleep(0.2)
-    return target.read_text()
+    return target.read_bytes()
+
+
+def download(driver, folder: Path, button: str) -> str:
+    """Click a download button; the text of the file it saves."""
+    return download_bytes(driver, folder, button).decode("utf-8")
+
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+GRID_RGB = "#eceff3"  # app.css's svg .grid stroke: in the PNG only if the page's chart styles were carried over
+BLUE_RGB = "#0072b2"  # the first Okabe-Ito colour (common.js's PALETTE): the first series or group
+_DECODE = """
+const [b64, wanted, done] = arguments;
+const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+createImageBitmap(new Blob([bytes], { type: "image/png" })).then((bitmap) => {
+  const canvas = document.createElement("canvas");
+  canvas.width = bitmap.width;
+  canvas.height = bitmap.height;
+  const ctx = canvas.getContext("2d");
+  ctx.drawImage(bitmap, 0, 0);
+  const d = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
+  const seen = new Set();
+  for (let i = 0; i < d.length; i += 4) seen.add((d[i] << 16) | (d[i + 1] << 8) | d[i + 2]);
+  done({ colours: seen.size, found: wanted.filter((h) => seen.has(parseInt(h.slice(1), 16))) });
+}, (e) => done({ error: String(e) }));
+"""
+
+
+def png_chart(driver, folder: Path, button: str, chart: str, colours: tuple[str, ...] = (BLUE_RGB,)) -> None:
+    """The PNG button of a chart saves a valid PNG of that chart: the signature, well-formed chunks (IHDR first,
+    every CRC right, IEND last), twice the chart's viewBox in pixels, and, decoded by the browser, the chart's
+    colours (so it is the chart drawn with its styles, not a blank canvas)."""
+    import base64
+    import struct
+    import zlib
+
+    data = download_bytes(driver, folder, button)
+    assert data[:8] == PNG_SIGNATURE, data[:16]
+    chunks, at = [], 8
+    while at < len(data):
+        (length,) = struct.unpack(">I", data[at : at + 4])
+        kind, body = data[at + 4 : at + 8], data[at + 8 : at + 8 + length]
+        (crc,) = struct.unpack(">I", data[at + 8 + length : at + 12 + length])
+        assert zlib.crc32(kind + body) == crc, f"bad CRC in the {kind!r} chunk"
+        chunks.append((kind, body))
+        at += 12 + length
+    assert chunks[0][0] == b"IHDR" and chunks[-1][0] == b"IEND" and any(k == b"IDAT" for k, _ in chunks)
+    width, height = struct.unpack(">II", chunks[0][1][:8])
+    box = _attrs(driver, chart, ("viewBox",))[0][0].split()
+    assert (width, height) == (2 * round(float(box[2])), 2 * round(float(box[3])))
+    got = driver.execute_async_script(_DECODE, base64.b64encode(data).decode(), list(colours))
+    assert "error" not in got, got
+    assert got["colours"] >= 8 and sorted(got["found"]) == sorted(colours), got
 
 
 # ------------------------------------------------------------------------------------------------ the pages
@@ -270,7 +330,11 @@ def test_plan_page_from_a_model_and_a_deadline_to_a_plan_its_link_and_its_launch
             "model": "llama-3.1-8b",
             "gpu": best["gpu"],
             "gpus": best["gpus"],
-            **{k: layout[k] for k in ("tp", "pp", "cp", "ep", "zero", "micro_batch", "global_batch", "seq_len")},
+            **{
+                k: layout[k]
+                for k in ("tp", "pp", "cp", "ep", "virtual_stages", "zero", "micro_batch", "global_batch", "seq_len")
+            },
+            "offload": layout["offload"],
             **{k: str(layout[k]).lower() for k in ("fsdp", "sequence_parallel")},
             "recompute": layout["recompute"],
             "stack": layout["stack"],
@@ -280,12 +344,19 @@ def test_plan_page_from_a_model_and_a_deadline_to_a_plan_its_link_and_its_launch
             "offer": best["offer"]["id"],
         },
     )
-    assert train["time"]["seconds"] == best["time_s"] and train["cost"]["usd"] == best["cost_usd"]
-    assert values(page, "#card-time small span") == [train["time"]["seconds_p10"], train["time"]["seconds_p90"]]
-    assert values(page, "#card-cost small span") == [train["cost"]["usd_p10"], train["cost"]["usd_p90"]]
+    # the search and train share the formulas: equal to 1e-9 (tests/test_plan_search.py holds them to 1e-12)
+    assert train["time"]["seconds"] == pytest.approx(best["time_s"], rel=1e-9)
+    assert train["cost"]["usd"] == pytest.approx(best["cost_usd"], rel=1e-9)
+    assert values(page, "#card-time small span") == pytest.approx(
+        [train["time"]["seconds_p10"], train["time"]["seconds_p90"]], rel=1e-9
+    )
+    assert values(page, "#card-cost small span") == pytest.approx(
+        [train["cost"]["usd_p10"], train["cost"]["usd_p90"]], rel=1e-9
+    )
 
     # another point: its layout, its command, and the address names it
-    page.find_element(By.CSS_SELECTOR, '#chart .pt[data-id="3"]').click()
+    # (by keyboard, as the points are buttons: near-equal options can overlap, and a click then hits the one on top)
+    page.find_element(By.CSS_SELECTOR, '#chart .pt[data-id="3"]').send_keys(Keys.ENTER)
     wait(page, lambda d: "Option #4" in d.find_element(By.ID, "headline").text, "option #4")
     wait(page, lambda d: d.find_element(By.ID, "chosen").get_attribute("data-bands") == "loaded", "its bands")
     fourth = record["options"][3]
@@ -310,6 +381,7 @@ def test_plan_page_from_a_model_and_a_deadline_to_a_plan_its_link_and_its_launch
     rows = list(csv.DictReader(io.StringIO(download(page, downloads_dir, "#chart-downloads [data-download$=csv]"))))
     assert [float(r["cost_usd"]) for r in rows] == [o["cost_usd"] for o in record["options"]]
     assert json.loads(download(page, downloads_dir, "#chart-downloads [data-download$=json]")) == record
+    png_chart(page, downloads_dir, "#chart-downloads [data-download$=png]", "#chart svg", (BLUE_RGB, GRID_RGB))
 
     # the link, opened afresh, is the same plan
     page.get(link)
@@ -522,6 +594,32 @@ def test_validate_page_draws_predicted_against_published_by_class(page, server, 
     assert sorted(points(page), key=lambda p: int(p[0])) == drawn
 
 
+@pytest.mark.parametrize(
+    ("address", "ready", "button", "chart", "colours"),
+    [
+        ("/train?model=llama-3.1-8b&gpu=h100&gpus=8", "#memory svg", "#memory-downloads", "#memory svg", (BLUE_RGB,)),
+        ("/gpus", "#chart svg rect", "#chart-downloads", "#chart svg", (BLUE_RGB,)),
+        ("/tco", "#chart-util [data-mark]", "#util-downloads", "#chart-util svg", (BLUE_RGB, GRID_RGB)),
+        ("/tco", "#chart-time svg path", "#time-downloads", "#chart-time svg", (BLUE_RGB, GRID_RGB)),
+        ("/validate", "#chart svg .pt", "#chart-downloads", "#chart svg", (BLUE_RGB, GRID_RGB)),
+        (
+            "/serve?model=llama-3.1-8b&qps=5&max_tpot=50ms&gpu=h100",
+            "#chart svg .pt",
+            "#chart-downloads",
+            "#chart svg",
+            (BLUE_RGB, GRID_RGB),
+        ),
+    ],
+    ids=["train-memory", "gpus-peaks", "tco-utilization", "tco-time", "validate", "serve"],
+)
+def test_every_chart_downloads_as_a_png(page, server, downloads_dir, address, ready, button, chart, colours):
+    """Beside CSV and JSON, each chart's PNG button saves the chart as a PNG (the Plan page's is checked in its own
+    test), drawn under the page's CSP: the page fixture fails on any console error, a CSP refusal included."""
+    page.get(server + address)
+    wait(page, lambda d: d.find_elements(By.CSS_SELECTOR, ready), "the chart")
+    png_chart(page, downloads_dir, f"{button} [data-download$=png]", chart, colours)
+
+
 def test_local_page_says_plainly_when_no_gpu_is_detected(page, server, shots):
     record = api(server, "local/detect")
     page.get(server + "/local")
@@ -533,6 +631,13 @@ def test_local_page_says_plainly_when_no_gpu_is_detected(page, server, shots):
         assert notice.startswith("No GPU detected.") and record["gpu_status"] in notice
         assert not page.find_element(By.ID, "gpus-box").is_displayed()
     assert shown(page, "#host tbody tr:nth-child(5) td") == record["host"]["memory_bytes"]
+    # nothing saved yet: each listing says where a saved file would be listed from and the command that saves it
+    profiles, runs = api(server, "local/profiles"), api(server, "local/runs")
+    assert profiles["profiles"] == [] and runs["runs"] == []
+    assert profiles["save_with"] in page.find_element(By.ID, "profiles-notice").text
+    notice = page.find_element(By.ID, "runs-notice").text
+    assert runs["watch_with"] in notice and "gpuplan local diagnose FILE" in notice
+    assert not any(page.find_element(By.ID, table).is_displayed() for table in ("profiles", "runs"))
     screenshot(page, shots, "ui-local")
     page.refresh()
     wait(page, lambda d: not d.find_element(By.ID, "result").get_attribute("hidden"), "the reload")
@@ -576,6 +681,42 @@ def test_local_page_lists_detected_gpus(page, server, monkeypatch):
     assert page.find_element(By.ID, "gpu-notice").text.startswith("1 GPU detected: NVIDIA H100 80GB HBM3.")
     cells = page.find_elements(By.CSS_SELECTOR, "#gpus tbody tr td")
     assert cells[2].text == "h100-sxm-80gb" and float(cells[3].get_attribute("data-value")) == 85520809984
+
+
+def test_local_page_lists_saved_bench_profiles_and_diagnosed_watch_runs(page, server, shots, downloads_dir):
+    from test_web import PROFILE, _trace_lines
+
+    config = Path(os.environ["GPUPLAN_CONFIG_DIR"])
+    (config / "profiles").mkdir(parents=True)
+    (config / "watch").mkdir()
+    (config / "profiles" / "node-7-h100.json").write_text(json.dumps(PROFILE))
+    (config / "profiles" / "old.json").write_text('{"kind": "calibration", "schema_version": 0}')
+    (config / "watch" / "starved.jsonl").write_text(_trace_lines(20))
+    (config / "watch" / "busy.jsonl").write_text(_trace_lines(97))
+    page.get(server + "/local")
+    wait(page, lambda d: not d.find_element(By.ID, "runs-box").get_attribute("hidden"), "the listings")
+    profiles, runs = api(server, "local/profiles"), api(server, "local/runs")
+    rows = page.find_elements(By.CSS_SELECTOR, "#profiles tbody tr")
+    assert len(rows) == 1 + len(PROFILE["results"])  # the unreadable one on one row, with its reason
+    assert rows[0].text.startswith("node-7-h100.json") and "NVIDIA H100 80GB HBM3" in rows[0].text
+    assert rows[-1].text.startswith("old.json") and profiles["profiles"][1]["error"] in rows[-1].text
+    assert values(page, "#profiles tbody td[data-value]") == [
+        x for r in PROFILE["results"] for x in (r["value"], r["fraction_of_datasheet"])
+    ]
+    assert not page.find_element(By.ID, "profiles-notice").is_displayed()
+    cells = page.find_elements(By.CSS_SELECTOR, "#runs tbody tr")
+    assert [c.find_element(By.TAG_NAME, "th").text for c in cells] == ["busy.jsonl", "starved.jsonl"]
+    for row, run in zip(cells, runs["runs"], strict=True):
+        d = run["diagnosis"]
+        assert values(page, f"#runs tbody tr:nth-child({cells.index(row) + 1}) td strong") == [
+            v["confidence"] for v in d["verdicts"]
+        ]
+        assert [e.text for e in row.find_elements(By.CSS_SELECTOR, "td strong")] == [v["id"] for v in d["verdicts"]]
+    assert "input-bound" in cells[1].text and "input-bound" not in cells[0].text
+    screenshot(page, shots, "ui-local-saved")
+    rows = list(csv.DictReader(io.StringIO(download(page, downloads_dir, "#runs-downloads [data-download$=csv]"))))
+    assert [r["file"] for r in rows] == ["busy.jsonl", "starved.jsonl"]
+    assert json.loads(download(page, downloads_dir, "#profiles-downloads [data-download$=json]")) == profiles
 
 
 def test_an_uploaded_config_json_becomes_the_model(page, server, tmp_path):

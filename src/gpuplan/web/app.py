@@ -86,6 +86,8 @@ ENDPOINTS = (
     Endpoint("offers", api.offers, "gpuplan offers list"),
     Endpoint("validate", api.validate, "gpuplan validate"),
     Endpoint("local/detect", api.local_detect, "gpuplan local detect"),
+    Endpoint("local/profiles", api.local_profiles, "gpuplan local bench"),
+    Endpoint("local/runs", api.local_runs, "gpuplan local diagnose"),
 )
 
 #: The pages: URL path -> file in static/ (each loads /static/<name>.js and /static/app.css).

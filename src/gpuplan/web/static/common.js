@@ -1,6 +1,6 @@
 // gpuplan ui: what every page shares. The navigation, calls to the JSON API (GET /api/<command>, bodies equal to
 // the CLI's --json), the form <-> query string state (a page's state is its address, so it is a link), number
-// formats, CSV/JSON downloads and the model picker with its config.json upload. Pages show values of the API's
+// formats, CSV/JSON/PNG downloads and the model picker with its config.json upload. Pages show values of the API's
 // answers only: nothing here computes an estimate. No inline script, no eval, no external request (CSP).
 "use strict";
 
@@ -242,8 +242,61 @@ export function save(name, text, type) {
   setTimeout(() => URL.revokeObjectURL(url), 10000);
 }
 
-// CSV and JSON buttons into `box`: csv() gives rows (the first the header, units in the names), json() the data.
-export function downloads(box, name, csv, json) {
+// What a chart's look is made of: read from the page's style sheet (app.css) for each drawn element and written
+// on a copy as SVG presentation attributes, because an SVG drawn as an image sees no style sheet of the page.
+// Attributes, not a style attribute: the CSP refuses inline styles, and it has no say over presentation attributes.
+const PAINT = ["fill", "fill-opacity", "stroke", "stroke-width", "stroke-dasharray", "stroke-opacity", "opacity",
+  "font-family", "font-size", "font-weight", "text-anchor", "visibility", "paint-order", "stroke-linejoin"];
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+// A drawn chart as standalone SVG text (its look inlined), with its size in CSS pixels (the viewBox's).
+export function standaloneSVG(svg) {
+  const copy = svg.cloneNode(true);
+  const from = [svg, ...svg.querySelectorAll("*")];
+  const to = [copy, ...copy.querySelectorAll("*")];
+  from.forEach((node, i) => {
+    const style = getComputedStyle(node);
+    for (const name of PAINT) {
+      const value = style.getPropertyValue(name);
+      if (value) to[i].setAttribute(name, value);
+    }
+  });
+  const box = (svg.getAttribute("viewBox") || "").split(/[\s,]+/).map(Number);
+  const rect = svg.getBoundingClientRect();
+  const width = box.length === 4 && box[2] > 0 ? box[2] : Math.round(rect.width);
+  const height = box.length === 4 && box[3] > 0 ? box[3] : Math.round(rect.height);
+  copy.setAttribute("xmlns", SVG_NS);
+  copy.setAttribute("width", String(width));
+  copy.setAttribute("height", String(height));
+  return { text: new XMLSerializer().serializeToString(copy), width, height };
+}
+
+// A drawn chart as a PNG (a Blob), `scale` device pixels per CSS pixel, on white. The SVG is loaded into an Image
+// from a data: URL (the CSP's img-src already allows data:, and a data: image leaves the canvas readable), drawn
+// on a canvas, and the canvas encoded.
+export function chartPNG(svg, scale = 2) {
+  const { text, width, height } = standaloneSVG(svg);
+  return new Promise((resolve, reject) => {
+    const image = new Image();
+    image.onload = () => {
+      const canvas = document.createElement("canvas");
+      canvas.width = Math.round(width * scale);
+      canvas.height = Math.round(height * scale);
+      const ctx = canvas.getContext("2d");
+      ctx.fillStyle = "#ffffff";
+      ctx.fillRect(0, 0, canvas.width, canvas.height);
+      ctx.drawImage(image, 0, 0, canvas.width, canvas.height);
+      canvas.toBlob((blob) => (blob ? resolve(blob) : reject(new Error("the browser could not encode the PNG"))),
+        "image/png");
+    };
+    image.onerror = () => reject(new Error("the browser could not draw the chart as an image"));
+    image.src = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(text);
+  });
+}
+
+// CSV and JSON buttons into `box`: csv() gives rows (the first the header, units in the names), json() the data;
+// with chart() (the drawn <svg>, or null while there is none) a PNG button too.
+export function downloads(box, name, csv, json, chart) {
   const make = (label, fn) => {
     const b = document.createElement("button");
     b.type = "button";
@@ -253,10 +306,22 @@ export function downloads(box, name, csv, json) {
     b.addEventListener("click", fn);
     return b;
   };
-  box.replaceChildren(
+  const buttons = [
     make("CSV", () => save(name + ".csv", toCSV(csv()), "text/csv")),
     make("JSON", () => save(name + ".json", JSON.stringify(json(), null, 2) + "\n", "application/json")),
-  );
+  ];
+  if (chart) {
+    buttons.push(make("PNG", async () => {
+      const svg = chart();
+      if (!svg) return status("nothing drawn yet", true);
+      try {
+        save(name + ".png", await chartPNG(svg), "image/png");
+      } catch (e) {
+        status(e.message, true);
+      }
+    }));
+  }
+  box.replaceChildren(...buttons);
 }
 
 // --------------------------------------------------------------------------------------- copying

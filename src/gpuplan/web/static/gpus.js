@@ -121,7 +121,8 @@ async function start() {
   formFromURL(form, FIELDS);
   downloads($("#chart-downloads"), "gpuplan-gpus-peaks",
     () => [["gpu", ...DTYPES.map((d) => d + "_flops_per_s")], ...chosen().map((a) => [a.id, ...DTYPES.map((d) => a.peak_flops_per_s[d])])],
-    () => chosen().map((a) => ({ id: a.id, peak_flops_per_s: a.peak_flops_per_s })));
+    () => chosen().map((a) => ({ id: a.id, peak_flops_per_s: a.peak_flops_per_s })),
+    () => $("#chart svg"));
   downloads($("#table-downloads"), "gpuplan-gpus",
     () => [["field", ...chosen().map((a) => a.id)], ...ROWS.map(([, key, get]) => [key, ...chosen().map(get)])],
     () => ({ schema_version: 1, kind: "gpus.list", accelerators: chosen() }));

@@ -1,7 +1,7 @@
 // gpuplan ui: the Plan page. /api/plan/train searches GPU x count x layout x offer; every option drawn is a
 // point (time, cost). The picked option (the best by the objective unless the address names another, pick=N)
-// shows its layout, its P10-P90 bands (from /api/train with the option's own settings: the same numbers, plus
-// the bands the search does not carry), its launch lines and a link. The address holds the whole state.
+// shows its layout, its P10-P90 bands (the search's own, the same as /api/train gives for that layout), its
+// launch lines and a link to the Train page with its settings. The address holds the whole state.
 "use strict";
 
 import { scatter } from "./chart.js";
@@ -15,21 +15,27 @@ const form = $("#plan-form");
 let record = null;
 let query = null;
 let picked = 0;
-let ticket = 0;
 let searches = 0;
 
 function layoutText(o) {
   const L = o.layout;
   const parts = [`TP ${L.tp}`, `PP ${L.pp}`, `DP ${L.dp}`];
+  if (L.virtual_stages > 1) parts.push(`${L.virtual_stages} virtual stages`);
   if (L.cp > 1) parts.push(`CP ${L.cp}`);
   if (L.ep > 1) parts.push(`EP ${L.ep}`);
   parts.push(L.fsdp ? "FSDP" : `ZeRO-${L.zero}`, `micro-batch ${L.micro_batch}`, `global batch ${L.global_batch}`,
     `recompute ${L.recompute}`, L.stack);
+  if (L.offload && L.offload !== "none") parts.push(`offload ${L.offload}`);
   return parts.join(" \u00b7 ");
 }
 
 function label(o, i) {
-  return `#${i + 1}: ${o.gpus} x ${o.gpu} (${o.offer.provider}), ${layoutText(o)}: ${duration(o.time_s)}, ${usd(o.cost_usd)}`;
+  return `#${i + 1}: ${o.gpus} x ${o.gpu} (${where(o)}), ${layoutText(o)}: ${duration(o.time_s)}, ${usd(o.cost_usd)}`;
+}
+
+// Where an option runs: the offer's provider and instance, or owned hardware (offer null, --pricing owned).
+function where(o) {
+  return o.offer ? `${o.offer.provider} ${o.offer.instance}` : "owned";
 }
 
 // The train call that reproduces option o (gpuplan train with its layout, offer and tokens).
@@ -39,8 +45,9 @@ function trainParams(o) {
     model: query.get("model"), gpu: o.gpu, gpus: o.gpus, tp: L.tp, pp: L.pp, cp: L.cp, ep: L.ep, zero: L.zero,
     fsdp: L.fsdp, sequence_parallel: L.sequence_parallel, micro_batch: L.micro_batch, global_batch: L.global_batch,
     seq_len: L.seq_len, recompute: L.recompute, stack: L.stack, recipe: L.recipe, precision: o.precision,
-    tokens: query.get("tokens"), offer: o.offer.id,
+    tokens: query.get("tokens"), virtual_stages: L.virtual_stages ?? 1, offload: L.offload ?? "none",
   });
+  if (o.offer) p.set("offer", o.offer.id);
   return p;
 }
 
@@ -80,7 +87,7 @@ function optionsTable() {
   body.replaceChildren(...record.options.map((o, i) => {
     const tr = document.createElement("tr");
     const cells = [
-      [String(i + 1)], [`${o.gpus} x ${o.gpu}`], [`${o.offer.provider} ${o.offer.instance}`], [layoutText(o)],
+      [String(i + 1)], [`${o.gpus} x ${o.gpu}`], [where(o)], [layoutText(o)],
       [duration(o.time_s), o.time_s], [usd(o.cost_usd), o.cost_usd], [number(o.mfu, 3), o.mfu], [o.pareto ? "yes" : ""],
     ];
     for (const [text, value] of cells) tr.append(shown("td", value, text));
@@ -90,49 +97,41 @@ function optionsTable() {
 
 function csvRows() {
   const head = ["rank", "gpu", "gpus", "offer", "provider", "instance", "pricing", "usd_per_gpu_hour", "tp", "pp", "dp",
-    "cp", "ep", "zero", "fsdp", "micro_batch", "global_batch", "seq_len", "recompute", "stack", "precision", "time_s",
-    "cost_usd", "gpu_hours", "mfu", "step_s", "peak_memory_bytes", "capacity_bytes", "pareto"];
+    "cp", "ep", "virtual_stages", "zero", "fsdp", "offload", "micro_batch", "global_batch", "seq_len", "recompute",
+    "stack", "precision", "time_s", "time_s_p10", "time_s_p90", "cost_usd", "cost_usd_p10", "cost_usd_p90",
+    "gpu_hours", "mfu", "step_s", "peak_memory_bytes", "capacity_bytes", "pareto"];
   return [head, ...record.options.map((o, i) => {
     const L = o.layout;
-    return [i + 1, o.gpu, o.gpus, o.offer.id, o.offer.provider, o.offer.instance, o.offer.pricing,
-      o.offer.usd_per_gpu_hour, L.tp, L.pp, L.dp, L.cp, L.ep, L.zero, L.fsdp, L.micro_batch, L.global_batch, L.seq_len,
-      L.recompute, L.stack, o.precision, o.time_s, o.cost_usd, o.gpu_hours, o.mfu, o.step_s, o.peak_memory_bytes,
-      o.capacity_bytes, o.pareto];
+    const offer = o.offer || {};
+    return [i + 1, o.gpu, o.gpus, offer.id ?? null, offer.provider ?? null, offer.instance ?? null, o.pricing,
+      o.usd_per_gpu_hour, L.tp, L.pp, L.dp, L.cp, L.ep, L.virtual_stages, L.zero, L.fsdp, L.offload, L.micro_batch,
+      L.global_batch, L.seq_len, L.recompute, L.stack, o.precision, o.time_s, o.time_s_p10, o.time_s_p90, o.cost_usd,
+      o.cost_usd_p10, o.cost_usd_p90, o.gpu_hours, o.mfu, o.step_s, o.peak_memory_bytes, o.capacity_bytes, o.pareto];
   })];
 }
 
-async function pick(i) {
+function pick(i) {
   if (!record || !record.options[i]) i = 0;
   picked = i;
   setURLParam("pick", i === 0 ? null : String(i));
   const o = record.options[i];
   draw();
-  const mine = ++ticket;
   $("#headline").textContent = "";
   $("#headline").append(
     i === 0 ? "Best by " + record.objective + ": " : `Option #${i + 1}: `,
-    shown("span", o.gpus, String(o.gpus)), ` x ${o.gpu} on ${o.offer.provider} ${o.offer.instance} (${o.offer.pricing}, `,
-    shown("span", o.offer.usd_per_gpu_hour, usd(o.offer.usd_per_gpu_hour)), " per GPU-hour)");
+    shown("span", o.gpus, String(o.gpus)), ` x ${o.gpu} ${o.offer ? "on " + where(o) : "owned"} (${o.pricing}, `,
+    shown("span", o.usd_per_gpu_hour, usd(o.usd_per_gpu_hour)), " per GPU-hour)");
   $("#layout-line").textContent = layoutText(o) + " \u00b7 " + o.precision;
-  banded($("#card-time"), o.time_s, null, null, duration);
-  banded($("#card-cost"), o.cost_usd, null, null, usd);
-  banded($("#card-mfu"), o.mfu, null, null, percent);
+  banded($("#card-time"), o.time_s, o.time_s_p10, o.time_s_p90, duration);
+  banded($("#card-cost"), o.cost_usd, o.cost_usd_p10, o.cost_usd_p90, usd);
+  banded($("#card-mfu"), o.mfu, o.mfu_p10, o.mfu_p90, percent);
   $("#card-memory").replaceChildren(shown("span", o.peak_memory_bytes, gib(o.peak_memory_bytes), "big"),
     " of ", shown("span", o.capacity_bytes, gib(o.capacity_bytes)));
   launchBox(o.launch, ["torchtitan", "megatron", "deepspeed"]);
   const train = trainParams(o);
   $("#train-link").href = "/train?" + train;
   $("#share-link").value = location.href;
-  try {
-    const t = await getJSON("/api/train?" + train);
-    if (mine !== ticket) return;
-    banded($("#card-time"), t.time.seconds, t.time.seconds_p10, t.time.seconds_p90, duration);
-    if (t.cost && t.cost.usd != null) banded($("#card-cost"), t.cost.usd, t.cost.usd_p10, t.cost.usd_p90, usd);
-    banded($("#card-mfu"), t.time.mfu, t.time.mfu_p10, t.time.mfu_p90, percent);
-    $("#chosen").dataset.bands = "loaded";
-  } catch (e) {
-    if (mine === ticket) status("bands: " + e.message, true);
-  }
+  $("#chosen").dataset.bands = "loaded";
 }
 
 async function plan(push) {
@@ -163,9 +162,9 @@ async function plan(push) {
     }
     $("#result").hidden = false;
     optionsTable();
-    downloads($("#chart-downloads"), "gpuplan-plan-train", csvRows, () => record);
+    downloads($("#chart-downloads"), "gpuplan-plan-train", csvRows, () => record, () => $("#chart svg"));
     status("");
-    await pick(Math.min(Number(keep) || 0, record.options.length - 1));
+    pick(Math.min(Number(keep) || 0, record.options.length - 1));
   } catch (e) {
     $("#result").hidden = true;
     status(e.message, true);

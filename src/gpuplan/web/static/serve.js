@@ -125,7 +125,7 @@ async function plan(push) {
       return;
     }
     $("#result").hidden = false;
-    downloads($("#chart-downloads"), "gpuplan-plan-serve", csvRows, () => record);
+    downloads($("#chart-downloads"), "gpuplan-plan-serve", csvRows, () => record, () => $("#chart svg"));
     status("");
     await pick(Math.min(Number(keep) || 0, record.options.length - 1));
   } catch (e) {

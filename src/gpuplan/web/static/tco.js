@@ -138,10 +138,10 @@ async function start() {
   });
   downloads($("#util-downloads"), "gpuplan-tco-by-utilization",
     () => [["utilization", "owned_total_usd", "rent_usd"], ...byUtil.map((a) => [a.inputs.utilization, a.owned.total_usd, rentOf(a, rental().offer)])],
-    () => byUtil);
+    () => byUtil, () => $("#chart-util svg"));
   downloads($("#time-downloads"), "gpuplan-tco-over-time",
     () => [["period_years", "owned_total_usd", "rent_usd"], ...byTime.map((a) => [a.period_years, a.owned.total_usd, rentOf(a, rental().offer)])],
-    () => byTime);
+    () => byTime, () => $("#chart-time svg"));
   downloads($("#table-downloads"), "gpuplan-tco",
     () => [["offer", "provider", "instance", "pricing", "usd_per_gpu_hour", "rent_usd", "owning_saves_usd", "break_even_utilization"],
       ...record.rentals.map((r) => [r.offer, r.provider, r.instance, r.pricing, r.usd_per_gpu_hour, r.rent_usd, r.owning_saves_usd, r.break_even_utilization])],

@@ -110,7 +110,7 @@ async function start() {
   downloads($("#memory-downloads"), "gpuplan-train-memory",
     () => [["part", "bytes"], ...GROUPS.map((g) => [g, record.memory[g + "_bytes"] || 0]),
       ["total", record.memory.total_bytes], ["capacity", record.memory.capacity_bytes]],
-    () => record.memory);
+    () => record.memory, () => $("#memory svg"));
   downloads($("#figures-downloads"), "gpuplan-train-time-cost",
     () => [["quantity", "estimate", "p10", "p90"], ...figureRows(record).map(([k, , v, lo, hi]) => [k, v, lo, hi])],
     () => record);

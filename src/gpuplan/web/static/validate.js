@@ -96,7 +96,7 @@ function start() {
   downloads($("#chart-downloads"), "gpuplan-validate-values",
     () => [["record", "quantity", "unit", "published", "predicted", "error", "class", "source", "measured"],
       ...rows().map((r) => [r.record, r.quantity, r.unit, r.published, r.predicted, r.error, r[form.elements.by.value], r.source, r.measured])],
-    () => rows());
+    () => rows(), () => $("#chart svg"));
   downloads($("#table-downloads"), "gpuplan-validate-summary",
     () => {
       const category = rows()[0].category, by = form.elements.by.value;
