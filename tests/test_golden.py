@@ -1,7 +1,8 @@
 """Golden --json records for reference commands: the contract scripts rely on must not drift silently.
 
 Regenerate after an intended change with: GPUPLAN_UPDATE_GOLDEN=1 python -m pytest tests/test_golden.py
-and review the diff.
+and review the diff. gpus_show_h100-sxm-80gb was retaken when issue #15 added the accelerator keys
+attention_flops_per_s and fp16_accumulate_factor (null on the H100): the diff was those two lines only.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Hardware facts are catalog data (issue #12): the MAMF fraction, the cuBLAS workspace, the default scale-out
 bandwidth and the fp8 GEMM layouts come from accelerators.toml, each with its own source, not from id prefixes
-or architecture names in code.
+or architecture names in code. Issue #15 moved two more: the measured flash-attention rate that caps training
+attention (``attention_flops_per_s``, was keyed on the architecture name "CDNA 3") and the GeForce fp16-accumulate
+tensor rate (``fp16_accumulate_factor``, was matched on "geforce" in the card's name).
 
 PINNED holds what every built-in accelerator resolved to with the code before the move (the id-prefix MAMF
 table, the architecture-name rules); the data must give exactly the same numbers. A row that changes on purpose
@@ -17,6 +19,7 @@ from conftest import BUNDLED_ACCELERATORS
 from gpuplan.catalog import load_accelerators
 from gpuplan.catalog.accelerators import read_accelerator_file
 from gpuplan.errors import CatalogError
+from gpuplan.estimate.inference import gemm_peak_flops_per_s
 from gpuplan.estimate.memory import (
     DEFAULT_CUBLAS_WORKSPACE_BYTES,
     cublas_workspace_bytes,
@@ -33,6 +36,7 @@ from gpuplan.estimate.steptime import (
     training_step,
 )
 from gpuplan.spec.model import ModelSpec
+from gpuplan.spec.serving import ServingJob
 from gpuplan.spec.training import Parallelism, TrainingJob
 
 # id: (MAMF fraction, scale-out bytes/s per GPU, cuBLAS workspace bytes, fp8 weight bytes per param or None
@@ -101,7 +105,14 @@ PINNED = {
     "v100-sxm2-32gb": (0.75, 24e9, 8_519_680, None),
 }
 
-NEW_FIGURES = ("matmul_efficiency", "cublas_workspace_bytes", "scale_out_bytes_per_s_per_gpu", "fp8_gemm_any_layout")
+NEW_FIGURES = (
+    "matmul_efficiency",
+    "cublas_workspace_bytes",
+    "scale_out_bytes_per_s_per_gpu",
+    "fp8_gemm_any_layout",
+    "attention_flops_per_s",
+    "fp16_accumulate_factor",
+)
 
 
 def tiny() -> ModelSpec:
@@ -153,18 +164,120 @@ def test_pinned_ids_are_all_in_the_catalog():
     assert set(PINNED) <= ids
 
 
+#: Lines of estimate/inference.py that still read the name or architecture, each for a stated reason; any other
+#: such line fails the test below.
+KNOWN_NAME_OR_ARCHITECTURE_READS = (
+    # vLLM's own rule: EngineArgs.get_batch_defaults reads the device name ("a100"), so the model of vLLM does too
+    '"a100" not in gpu.name.lower()',
+    # the tensor-core instruction's fewest rows by architecture (PTX ISA): not catalog data yet (left for later)
+    "MMA_MIN_ROWS.get(gpu.architecture",
+)
+
+
 def test_no_code_keys_hardware_facts_on_ids_or_architecture_names():
-    """The facts moved to data stay there: no prefix table, no architecture-name rule in these modules."""
+    """The facts moved to data stay there: no prefix table, no architecture-name rule and no name matching in
+    these modules (issue #15: the CDNA 3 attention table and the "geforce" name test are catalog figures now)."""
     from pathlib import Path
 
+    import gpuplan.estimate.inference as inference
     import gpuplan.estimate.memory as memory
     import gpuplan.estimate.steptime as steptime
 
-    for mod in (steptime, memory):
+    for mod in (steptime, memory, inference):
         text = Path(mod.__file__).read_text()
-        assert "gpu.architecture" not in text, mod.__name__
-        assert "gpu.id.startswith" not in text, mod.__name__
-    assert not hasattr(steptime, "MATMUL_EFFICIENCY")
+        known = KNOWN_NAME_OR_ARCHITECTURE_READS if mod is inference else ()
+        for line in text.splitlines():
+            if any(k in line for k in known):
+                continue
+            assert "gpu.architecture" not in line, (mod.__name__, line)
+            assert "gpu.name" not in line, (mod.__name__, line)
+            assert "gpu.id.startswith" not in line, (mod.__name__, line)
+            assert "gpu.id ==" not in line, (mod.__name__, line)
+        assert "geforce" not in text.replace("GeForce", ""), mod.__name__  # no lower-cased name test either
+    for mod, name in (
+        (steptime, "MATMUL_EFFICIENCY"),
+        (steptime, "MEASURED_FLASH_ATTENTION_FLOPS_PER_S"),
+        (inference, "GEFORCE_FP16_ACCUMULATE_FACTOR"),
+    ):
+        assert not hasattr(mod, name), name
+    # each known read is still there: the list names what exists, not what once did
+    text = Path(inference.__file__).read_text()
+    assert all(k in text for k in KNOWN_NAME_OR_ARCHITECTURE_READS)
+
+
+LLAMACPP_FP16 = ServingJob(prompt_tokens=512, output_tokens=1, engine="llama.cpp", weights="fp16")
+VLLM_FP16 = ServingJob(prompt_tokens=512, output_tokens=1, engine="vllm", weights="fp16")
+
+
+@pytest.mark.parametrize("gid", sorted(a.id for a in BUNDLED_ACCELERATORS))
+def test_the_issue_15_figures_give_what_the_code_rules_gave(gid):
+    """Every built-in accelerator resolves what the removed rules gave it, exactly: the 232 TFLOP/s attention
+    cap where the architecture was "CDNA 3" (MI300X, MI325X), and twice the fp16 peak for llama.cpp's fp16
+    accumulate where the name held "GeForce" (GEFORCE_FP16_ACCUMULATE_FACTOR). The rules are restated here, in
+    the test, only to pin the data to them."""
+    gpu = BUNDLED_ACCELERATORS.get(gid)
+    assert gpu.attention_flops_per_s == (232e12 if gpu.architecture == "CDNA 3" else None)
+    if gpu.supports("fp16"):
+        old = gpu.peak_flops_per_s["fp16"] * (2.0 if "geforce" in gpu.name.lower() else 1.0)
+        assert gemm_peak_flops_per_s(gpu, LLAMACPP_FP16) == old  # the same float
+    geforce = "geforce" in gpu.name.lower()
+    assert (gpu.fp16_accumulate_factor == 2.0) if geforce else (gpu.fp16_accumulate_factor is None)
+
+
+def test_the_attention_cap_cites_its_measurement_and_says_where_it_is_borrowed():
+    """MI300X carries the ROCm/flash-attention#142 measurement; the MI325X (same CDNA 3 compute dies, no
+    measurement of its own) carries it as an estimate, and says so."""
+    mi300x, mi325x = BUNDLED_ACCELERATORS.get("mi300x"), BUNDLED_ACCELERATORS.get("mi325x")
+    src = mi300x.source_for("attention_flops_per_s")
+    assert "ROCm/flash-attention#142" in src.title and "223-232 TFLOP/s" in src.title and not src.estimated
+    borrowed = mi325x.source_for("attention_flops_per_s")
+    assert borrowed.estimated and borrowed.title.startswith("estimated, not measured (the MI300X measurement")
+    assert mi325x.peak_flops_per_s["bf16"] == mi300x.peak_flops_per_s["bf16"]  # the premise of the estimate
+
+
+def test_each_geforce_factor_cites_its_whitepaper_table():
+    """The cards a whitepaper prints (RTX 3080/3090: GA102; RTX 4090: AD102; RTX 5090: GB202) cite their own
+    row; the others (RTX 3060, 4070 Ti, 4080) cite a sibling's with a derivation, marked estimated."""
+    printed = {
+        "rtx-3080": ("GA102", "119/238"),
+        "rtx-3090": ("GA102", "142/284"),
+        "rtx-4090": ("Ada", "330.3/660.6"),
+        "rtx-5090": ("Blackwell", "419/838"),
+    }
+    for gid, (paper, row) in printed.items():
+        src = BUNDLED_ACCELERATORS.get(gid).source_for("fp16_accumulate_factor")
+        assert paper in src.title and row in src.title and "with FP16 Accumulate" in src.title and not src.estimated
+    for gid in ("rtx-3060-12gb", "rtx-4070-ti", "rtx-4080"):
+        src = BUNDLED_ACCELERATORS.get(gid).source_for("fp16_accumulate_factor")
+        assert src.estimated and "printed ratio" in (src.derivation or ""), gid
+
+
+def test_neither_the_name_nor_the_architecture_picks_a_figure(tmp_path):
+    """A user entry named GeForce on CDNA 3 without the figures gets neither; one that gives them gets them,
+    whatever it is called."""
+    base = USER.replace("fp8 = 1000e12\n", "fp8 = 1000e12\nfp16 = 500e12\n")
+    lookalike = base.replace('name = "Acme X1"', 'name = "NVIDIA GeForce RTX 9090"').replace(
+        'architecture = "Hopper"', 'architecture = "CDNA 3"'
+    )
+    gpu = load_accelerators([write(tmp_path, lookalike)]).get("acme-x1")
+    assert gpu.attention_flops_per_s is None and gpu.fp16_accumulate_factor is None
+    assert gemm_peak_flops_per_s(gpu, LLAMACPP_FP16) == 500e12
+    layout, job = Parallelism(gpus=1), TrainingJob(seq_len=8192, global_batch=1)
+    uncapped = training_step(tiny(), gpu, layout, job)
+    given = base + (
+        '[accelerator.sources."attention_flops_per_s"]\ntitle = "our fwd+bwd benchmark"\nurl = "https://example.com/a"\n'
+        'date = "2026-03"\n[accelerator.sources."fp16_accumulate_factor"]\ntitle = "Acme X1 whitepaper"\n'
+        'url = "https://example.com/w"\ndate = "2026-03"\n'
+    )
+    mine = load_accelerators(
+        [write(tmp_path, given, "attention_flops_per_s = 50e12\nfp16_accumulate_factor = 2.0")]
+    ).get("acme-x1")
+    assert gemm_peak_flops_per_s(mine, LLAMACPP_FP16) == 1000e12
+    assert gemm_peak_flops_per_s(mine, VLLM_FP16) == gemm_peak_flops_per_s(gpu, VLLM_FP16)  # vLLM: fp32 accumulate
+    capped = training_step(tiny(), mine, layout, job)
+    # 0.55 x 500 TFLOP/s = 275 against the 50 given: the attention part grows by 275 / 50 = 5.5
+    assert capped.parts["attention"] == pytest.approx(uncapped.parts["attention"] * 275 / 50, rel=1e-9)
+    assert capped.parts["matmul"] == uncapped.parts["matmul"]
 
 
 @pytest.mark.parametrize("gid", sorted(PINNED))
@@ -339,6 +452,26 @@ def test_schema_rejects_an_out_of_range_fraction(tmp_path, old, new, fragments):
         (lambda s: s.replace("EXTRA", "cublas_workspace_bytes = -1"), ["cublas_workspace_bytes", "greater than 0"]),
         (lambda s: s.replace("EXTRA", "fp8_gemm_any_layout = 1"), ["fp8_gemm_any_layout", "boolean"]),
         (
+            lambda s: s.replace("EXTRA", "attention_flops_per_s = 232e12"),
+            ["attention_flops_per_s is a measurement", 'sources."attention_flops_per_s"'],
+        ),
+        (lambda s: s.replace("EXTRA", "attention_flops_per_s = 0"), ["attention_flops_per_s", "greater than 0"]),
+        # a multiple of the fp16 peak: needs one, at least 1, and the table it was read from
+        (
+            lambda s: s.replace("EXTRA", "fp16_accumulate_factor = 2.0"),
+            ["fp16_accumulate_factor is a multiple of the fp16 peak", "no fp16 peak"],
+        ),
+        (
+            lambda s: s.replace("EXTRA", "fp16_accumulate_factor = 2.0").replace(
+                "fp8 = 1000e12", "fp8 = 1000e12\nfp16 = 500e12"
+            ),
+            ["fp16_accumulate_factor needs its own source", 'sources."fp16_accumulate_factor"'],
+        ),
+        (
+            lambda s: s.replace("EXTRA", "fp16_accumulate_factor = 0.5"),
+            ["fp16_accumulate_factor", "greater than or equal to 1"],
+        ),
+        (
             lambda s: s.replace("[accelerator.matmul_efficiency]\nbf16", "[accelerator.matmul_efficiency]\nbf17"),
             ["matmul_efficiency"],
         ),
@@ -368,6 +501,10 @@ def test_gpus_show_lists_the_hardware_facts(run, monkeypatch):
         "TN only",
     ):
         assert text in out, text
+    code, out, _ = run("gpus", "show", "mi300x")
+    assert code == 0 and "flash attention fwd + bwd" in out and "232 TFLOP/s (caps training attention)" in out
+    code, out, _ = run("gpus", "show", "rtx-4090")
+    assert code == 0 and "fp16 tensor, FP16 accumulate" in out and "2x the fp16 peak (330.4 TFLOP/s)" in out
     code, out, _ = run("gpus", "show", "a10")
     assert code == 0 and "not measured: estimates assume 75 % of the peak" in out
 

@@ -55,6 +55,8 @@ def _to_spec(e: AcceleratorEntry, origin: str) -> Accelerator:
         if e.scale_out_bytes_per_s_per_gpu is not None
         else None,
         fp8_gemm_any_layout=e.fp8_gemm_any_layout,
+        attention_flops_per_s=float(e.attention_flops_per_s) if e.attention_flops_per_s is not None else None,
+        fp16_accumulate_factor=float(e.fp16_accumulate_factor) if e.fp16_accumulate_factor is not None else None,
         sm_count=e.sm_count,
         scale_up_domain_gpus=e.scale_up_domain_gpus,
         unified_memory=e.unified_memory,

@@ -53,6 +53,7 @@ OWN_SOURCE_FIELDS = (
     "cublas_workspace_bytes",
     "scale_out_bytes_per_s_per_gpu",
     "fp8_gemm_any_layout",
+    "attention_flops_per_s",
 )
 
 
@@ -78,6 +79,9 @@ class AcceleratorEntry(_Strict):
     scale_out_bytes_per_s_per_gpu: Rate | None = None  # inter-node network per GPU, per direction
     cublas_workspace_bytes: Bytes | None = None  # PyTorch's cuBLAS workspace per handle (CUBLAS_WORKSPACE_CONFIG unset)
     fp8_gemm_any_layout: StrictBool | None = None  # False: the fp8 GEMMs take only the TN layout
+    attention_flops_per_s: Rate | None = None  # measured flash-attention forward + backward rate, a cap
+    # the dense fp16 tensor rate with FP16 accumulate over peak_flops_per_s.fp16 (FP32 accumulate): 2 on GeForce
+    fp16_accumulate_factor: Annotated[float, Field(ge=1, le=8)] | None = None
     sm_count: Count | None = None  # streaming multiprocessors (NVIDIA) / compute units (AMD)
     scale_up_domain_gpus: Count | None = None  # devices on one scale-up (NVLink, ICI, ...) domain
     unified_memory: StrictBool | None = None  # True: memory_bytes is the host's RAM, shared with the OS
@@ -123,6 +127,17 @@ class AcceleratorEntry(_Strict):
                 f"matmul_efficiency gives {', '.join(no_peak)} but peak_flops_per_s has no "
                 f"{' or '.join(no_peak)} peak to take a fraction of"
             )
+        if self.fp16_accumulate_factor is not None:
+            if "fp16" not in self.peak_flops_per_s:
+                raise ValueError(
+                    "fp16_accumulate_factor is a multiple of the fp16 peak, but peak_flops_per_s has no fp16 peak"
+                )
+            if "fp16_accumulate_factor" not in self.sources:
+                raise ValueError(
+                    "fp16_accumulate_factor needs its own source: the table that prints the fp16 tensor rates with "
+                    'FP16 and with FP32 accumulate, [accelerator.sources."fp16_accumulate_factor"] with title, url '
+                    "and date"
+                )
         for name in OWN_SOURCE_FIELDS:
             given = getattr(self, name)
             if given is None or given == {}:

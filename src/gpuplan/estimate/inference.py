@@ -677,20 +677,16 @@ def mma_min_rows(fmt: str, gpu: Accelerator) -> int:
     return rows if native else min(rows, WEIGHT_ONLY_MIN_ROWS)
 
 
-#: GeForce tensor cores multiply with fp16 accumulation at twice the fp32-accumulate rate the catalog holds for
-#: them (accelerators.toml header; NVIDIA GA102 whitepaper: RTX 3090 71 TFLOP/s dense fp16 with fp32 accumulate,
-#: 142 with fp16 accumulate; AD102 whitepaper: RTX 4090 165.2 and 330.3). Data-centre parts run both at one rate.
-GEFORCE_FP16_ACCUMULATE_FACTOR = 2.0
-
-
 def gemm_peak_flops_per_s(gpu: Accelerator, job: ServingJob) -> float:
-    """Dense peak of the weight GEMMs: the compute dtype's (``compute_dtype``), doubled on GeForce parts where the
-    engine accumulates 16-bit GEMMs in fp16 (``EngineProfile.fp16_accumulate``: llama.cpp)."""
+    """Dense peak of the weight GEMMs: the compute dtype's (``compute_dtype``); where the engine accumulates 16-bit
+    GEMMs in fp16 (``EngineProfile.fp16_accumulate``: llama.cpp), the fp16 peak times the GPU's catalog figure
+    ``fp16_accumulate_factor`` (2 on GeForce cards, each citing NVIDIA's GA102 / AD102 / GB202 whitepaper table of
+    fp16 tensor rates with FP16 and with FP32 accumulate; absent, 1: the two rates are one)."""
     dtype = compute_dtype(job.weights, gpu)
     kernel = WEIGHT_FORMATS[job.weights].kernel
     if engine_profile(job.engine).fp16_accumulate and kernel in ("16bit", "gguf") and gpu.supports("fp16"):
-        geforce = "geforce" in gpu.name.lower()
-        return gpu.peak_flops_per_s["fp16"] * (GEFORCE_FP16_ACCUMULATE_FACTOR if geforce else 1.0)
+        factor = gpu.fp16_accumulate_factor if gpu.fp16_accumulate_factor is not None else 1.0
+        return gpu.peak_flops_per_s["fp16"] * factor
     return gpu.peak_flops_per_s[dtype]
 
 

@@ -103,6 +103,13 @@ class Accelerator:
     - ``fp8_gemm_any_layout``: True where the fp8 GEMMs take any operand layout, False where they take only
       "TN" (A transposed, B not: cuBLASLt on compute capability 8.9 and 9.0), which makes Transformer Engine
       keep a transposed fp8 copy of each weight;
+    - ``attention_flops_per_s``: the flash-attention forward + backward rate measured on this device (FLOP/s as
+      the flash-attention benchmark counts them, backward 2.5x the forward), where its kernels stay well below
+      the share of the peak the A100 kernels reach: a cap on the training step's attention rate;
+    - ``fp16_accumulate_factor``: the dense fp16 tensor rate with FP16 accumulation as a multiple of
+      ``peak_flops_per_s["fp16"]`` (FP32 accumulation), dimensionless: 2 on GeForce cards, whose tensor cores
+      accumulate in fp32 at half rate (NVIDIA GA102 / AD102 / GB202 whitepapers); absent where both run at one
+      rate (data-centre and workstation parts);
     - ``sm_count``: streaming multiprocessors (NVIDIA) or compute units (AMD) the device exposes;
     - ``scale_up_domain_gpus``: how many devices share the scale-up link at its full bandwidth (an HGX board's
       8 over NVSwitch, an NVL72 rack's 72, an NVL pair's 2, a TPU pod's chips over ICI);
@@ -135,6 +142,8 @@ class Accelerator:
     cublas_workspace_bytes: int | None = None
     scale_out_bytes_per_s_per_gpu: float | None = None
     fp8_gemm_any_layout: bool | None = None
+    attention_flops_per_s: float | None = None
+    fp16_accumulate_factor: float | None = None
     sm_count: int | None = None
     scale_up_domain_gpus: int | None = None
     unified_memory: bool | None = None
@@ -188,6 +197,8 @@ class Accelerator:
         out += [(f"peak_flops_per_s.{d}", self.peak_flops_per_s[d]) for d in DTYPES if d in self.peak_flops_per_s]
         out += [(f"matmul_efficiency.{d}", self.matmul_efficiency[d]) for d in DTYPES if d in self.matmul_efficiency]
         out += [
+            ("fp16_accumulate_factor", self.fp16_accumulate_factor),
+            ("attention_flops_per_s", self.attention_flops_per_s),
             ("interconnect", self.interconnect),
             ("scale_up_domain_gpus", self.scale_up_domain_gpus),
             ("scale_out_bytes_per_s_per_gpu", self.scale_out_bytes_per_s_per_gpu),
@@ -230,6 +241,8 @@ class Accelerator:
             self.pcie_gen is None,
             self.cublas_workspace_bytes is None,
             self.fp8_gemm_any_layout is None,
+            self.attention_flops_per_s is None,
+            self.fp16_accumulate_factor is None,
             self.tdp_w is None,
             self.year is None,
         )
@@ -262,6 +275,8 @@ class Accelerator:
             "pci_device_ids": list(self.pci_device_ids),
             "cublas_workspace_bytes": self.cublas_workspace_bytes,
             "fp8_gemm_any_layout": self.fp8_gemm_any_layout,
+            "attention_flops_per_s": self.attention_flops_per_s,
+            "fp16_accumulate_factor": self.fp16_accumulate_factor,
             "sm_count": self.sm_count,
             "scale_up_domain_gpus": self.scale_up_domain_gpus,
             "unified_memory": self.unified_memory,
