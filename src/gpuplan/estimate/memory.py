@@ -153,6 +153,11 @@ RECIPES: Mapping[str, Recipe] = MappingProxyType(
     }
 )
 
+#: Bytes per element of the gradients FSDP2 reduces and, with gradient sync off between micro-batches, accumulates
+#: unsharded: the MixedPrecisionPolicy reduce_dtype, float32 in torchtitan (mixed_precision_reduce) and NeMo
+#: AutoModel (components/moe/parallelizer.py), which FSDPParam.to_accumulated_grad_if_needed casts to.
+FSDP_REDUCE_BYTES = 4.0
+
 #: Optimizer states per parameter, in units of one state element, and what each is.
 OPTIMIZER_STATES: Mapping[str, tuple[float, str]] = MappingProxyType(
     {
@@ -1035,7 +1040,11 @@ def _memory_at(
             cpu += opt_params * bytes_per
         else:
             put(name, "optimizer", opt_params * bytes_per)
-    units = a.fsdp_units_in_flight if recipe.name == "fsdp" else 1
+    # FSDP's behaviour (units in flight, the stage kept gathered under pipeline parallelism) belongs to FSDP, not to
+    # its mixed-precision recipe: a pure-bf16 model (--precision bf16, bf16 parameters and states) wrapped by
+    # FSDP2 behaves the same way (NeMo AutoModel builds its MoE models in bf16 and shards them with fully_shard)
+    fsdp = recipe.name == "fsdp" or (job.fsdp and zero >= 3)
+    units = a.fsdp_units_in_flight if fsdp else 1
     if job.method == "full" and zero >= 3:
         if recipe.name == "deepspeed":
             put("zero3_gathered_largest_module", "other", 4 * largest / tp)  # its 16-bit params and grads
@@ -1045,10 +1054,11 @@ def _memory_at(
             # turns gradient sync off for every micro-batch but the last (torch.distributed.pipelining stage.py,
             # backward_maybe_with_nosync: set_requires_gradient_sync(False)), so FSDP2 accumulates the stage's
             # unsharded gradients in the reduce dtype (FSDPParam.to_accumulated_grad_if_needed; torchtitan's
-            # mixed_precision_reduce is float32: recipe.grads) until the one reduce-scatter at the end
-            stage_kept = recipe.name == "fsdp" and (pp > 1) & (dense_shards > 1)
+            # mixed_precision_reduce is float32, as is NeMo AutoModel's MixedPrecisionPolicy reduce_dtype, whatever
+            # the parameters' dtype: FSDP_REDUCE_BYTES) until the one reduce-scatter at the end
+            stage_kept = fsdp and (pp > 1) & (dense_shards > 1)
             put("fsdp_unsharded_stage_params", "other", xp.where(stage_kept, 2 * held.total, 0.0))
-            put("fsdp_unsharded_stage_grads", "gradients", xp.where(stage_kept, recipe.grads * held.total, 0.0))
+            put("fsdp_unsharded_stage_grads", "gradients", xp.where(stage_kept, FSDP_REDUCE_BYTES * held.total, 0.0))
             # otherwise the units in flight: 16-bit params + grads
             put("zero3_gathered_layers", "other", xp.where(stage_kept, 0.0, (2 * units + 2) * layer_params))
     if job.method == "full" and recipe.autocast_copy:

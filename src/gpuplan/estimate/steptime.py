@@ -9,8 +9,8 @@ One iteration on the busiest GPU, by part:
   for the MFU numerator, so both sides count attention the same way and MFU stays at most 1), or the
   materialized s x s scores of eager/Megatron-2021 attention (all of them computed, then masked), whose
   softmax and dropout are memory-bound traffic; a flash kernel's backward recomputes the scores, 2.5x the forward
-  FLOPs (``flash_backward_flops_ratio``), and where an architecture's kernels are measured well below the A100 share
-  (:data:`MEASURED_FLASH_ATTENTION_FLOPS_PER_S`) that measurement caps the rate;
+  FLOPs (``flash_backward_flops_ratio``), and where a GPU's kernels are measured well below the A100 share (the
+  accelerator's catalog figure ``attention_flops_per_s``, with its own source) that measurement caps the rate;
 - context parallelism as ring attention: each of the cp - 1 ring steps' K/V exchange (and dK/dV in the backward)
   behind that step's attention, what it cannot cover exposed, and the fp32 merge of partial outputs and
   accumulation of gradients as memory traffic;
@@ -22,7 +22,9 @@ One iteration on the busiest GPU, by part:
 - data-parallel gradient reduction over the scale-out network (one NIC per GPU: the accelerator's catalog
   figure ``scale_out_bytes_per_s_per_gpu``, else :data:`DEFAULT_SCALE_OUT_BYTES_PER_S_PER_GPU`), exposed
   unless the framework overlaps it with backward;
-- the optimizer step, memory-bound (about 30 bytes read and written per locally held parameter);
+- the optimizer step, memory-bound (about 30 bytes read and written per locally held parameter); with
+  ``--offload optimizer|params`` it runs on the host instead (:func:`offload_step_s`: CPU-Adam at host memory
+  bandwidth, the gradients down and parameters up PCIe, ZeRO-Infinity's per-layer parameter fetches);
 - recomputation re-runs the forward (full) or the attention core (selective);
 - the software stack (:data:`STACKS`, ``--stack``): fused element-wise kernels (Megatron/Transformer Engine, or
   ``--compile``) or PyTorch's eager ones, what overlaps by default, how ZeRO-3/FSDP gathers parameters;
@@ -49,12 +51,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from ..spec.accelerator import Accelerator
+from ..spec.accelerator import Accelerator, pcie_bytes_per_s
 from ..spec.model import ModelSpec
 from ..spec.training import Parallelism, TrainingJob
 from . import xp
 from .assumptions import AssumptionSet, check_assumptions
 from .flops import attention_flops_forward, flops_per_token
+from .machine import MachineAssumptions, cpu_cores_per_gpu
 from .memory import micro_batches_per_step, resolve_recipe, stage_layers
 from .params import count_params, linear_shapes
 from .time import peak_for, training_dtype
@@ -275,23 +278,6 @@ def matmul_efficiency(gpu: Accelerator, dtype: str = "bf16") -> tuple[float, str
     )
 
 
-#: Flash-attention forward + backward throughput measured on GPU architectures whose attention kernels stay well
-#: below the share of peak FlashAttention-2 reaches on A100 (``flash_attention_efficiency``), in FLOP/s as the
-#: flash-attention benchmark counts them (backward 2.5x the forward), by the catalog's ``architecture``: a cap on
-#: the attention rate, scaled by a power cap's clock factor like the rest.
-MEASURED_FLASH_ATTENTION_FLOPS_PER_S: Mapping[str, tuple[float, str]] = MappingProxyType(
-    {
-        "CDNA 3": (
-            232e12,
-            "MI300X, ROCm 6.3.2, Composable Kernel FlashAttention-2 (the kernel behind PyTorch SDPA's flash backend "
-            "with TORCH_ROCM_FA_PREFER_CK; its default AOTriton one is not faster): forward 310-356, backward 194-207, "
-            "forward + backward 223-232 TFLOP/s at head dim 128, 16k tokens (ROCm/flash-attention#142, benchmark_"
-            "flash_attention.py), 18 % of the 1307 TFLOP/s dense bf16 peak against 0.55 on A100",
-        ),
-    }
-)
-
-
 @dataclass(frozen=True)
 class StepAssumptions(AssumptionSet):
     """Efficiencies and traffic constants of the step-time model; each overridable, each with a source."""
@@ -318,6 +304,10 @@ class StepAssumptions(AssumptionSet):
     ring_step_latency_s: float = 14e-6
     intra_ring_step_latency_s: float = 3.4e-6
     optimizer_bytes_per_param: float = 30.0
+    offload_pcie_efficiency: float = 0.8
+    host_memory_bytes_per_s_per_gpu: float = 51.2e9
+    host_cores_per_gpu: float | None = None  # None: the machine block's cores per GPU (default_host_cores_per_gpu)
+    host_core_bytes_per_s: float = 10e9
 
     SOURCES = MappingProxyType(
         {
@@ -456,6 +446,29 @@ class StepAssumptions(AssumptionSet):
                 "bytes",
                 "fused Adam reads fp32 master, grad, m, v (16 B) and writes master, m, v and the 16-bit copy (14 B)",
             ),
+            "offload_pcie_efficiency": (
+                "fraction of PCIe bandwidth",
+                "offload copies (pinned host buffers) reach ~80 % of the PCI-SIG x16 rate, the machine block's "
+                "pcie_efficiency (TLP headers, flow control); applied to the catalog's PCIe generation",
+            ),
+            "host_memory_bytes_per_s_per_gpu": (
+                "bytes/s",
+                "host DRAM bandwidth per GPU, theoretical: a DGX A100's two EPYC 7742 with 8 DDR4-3200 channels "
+                "each (2 x 8 x 25.6 GB/s = 409.6 GB/s) over its 8 GPUs = 51.2 GB/s (a DGX-2: 2 x 6 x DDR4-2666 = "
+                "256 GB/s over 16 GPUs = 16 GB/s; a DGX H100: 2 x 8 x DDR5-4800 = 614 GB/s over 8 = 76.8 GB/s); "
+                "CPU-Adam streams it (ZeRO-Offload)",
+            ),
+            "host_cores_per_gpu": (
+                "cores",
+                "unset: the machine block's cores per GPU (Bekman, ml-engineering compute/cpu: one for the "
+                "training process plus one per DataLoader worker, 2 workers: 3); DeepSpeed's CPU-Adam runs its "
+                "OpenMP threads on the cores of its rank",
+            ),
+            "host_core_bytes_per_s": (
+                "bytes/s",
+                "memory bandwidth one server core streams (single-thread STREAM on Xeon Scalable / EPYC reaches "
+                "~10-15 GB/s, limited by its outstanding cache misses); a judgment, measure your host",
+            ),
         }
     )
 
@@ -469,8 +482,9 @@ class StepAssumptions(AssumptionSet):
                 "hbm_efficiency",
                 "link_efficiency",
                 "model_shape_factor",
+                "offload_pcie_efficiency",
             ),
-            ranges={"gpus_per_node": (1, 1024), "collective_sms": (0, 1024)},
+            ranges={"gpus_per_node": (1, 1024), "collective_sms": (0, 1024), "host_cores_per_gpu": (0, 4096)},
             positive=(
                 "flash_attention_efficiency",
                 "fa2_on_hopper_efficiency",
@@ -487,6 +501,10 @@ class StepAssumptions(AssumptionSet):
                 "ring_merge_bytes_per_element",
                 "fused_ring_merge_bytes_per_element",
                 "ring_grad_bytes_per_element",
+                "offload_pcie_efficiency",
+                "host_memory_bytes_per_s_per_gpu",
+                "host_cores_per_gpu",
+                "host_core_bytes_per_s",
             ),
             efficiencies=("matmul_efficiency",),
         )
@@ -584,6 +602,82 @@ def _gemm_s(m: float, n: float, k: float, flops_per_s: float, bw: float, operand
     return xp.maximum(2 * m * n * k / flops_per_s, operand_bytes * (m * k + k * n + m * n) / bw)
 
 
+def host_link_bytes_per_s(gpu: Accelerator, a: StepAssumptions) -> float:
+    """One GPU's PCIe link to the host, one direction, in bytes/s: the catalog's PCIe generation at x16
+    (PCI-SIG rates, ``spec.accelerator.pcie_bytes_per_s``; generation 4 where the catalog has none, as the machine
+    block takes it) x ``offload_pcie_efficiency``."""
+    return pcie_bytes_per_s(gpu.pcie_gen or 4) * a.offload_pcie_efficiency
+
+
+def cpu_optimizer_bytes_per_s(a: StepAssumptions) -> float:
+    """Host memory traffic one GPU's CPU optimizer sustains, in bytes/s: the lesser of the host memory bandwidth per
+    GPU and what its cores stream (``host_cores_per_gpu`` x ``host_core_bytes_per_s``). CPU-Adam is vectorized
+    (AVX-512, Ren et al. 2021 section 5.1), so its ~12 FLOPs per parameter are far below a core's peak and the
+    step is bound by the bytes it streams."""
+    cores = a.host_cores_per_gpu if a.host_cores_per_gpu is not None else default_host_cores_per_gpu()
+    return xp.minimum(a.host_memory_bytes_per_s_per_gpu, cores * a.host_core_bytes_per_s)
+
+
+def default_host_cores_per_gpu() -> float:
+    """Host cores per GPU when ``host_cores_per_gpu`` is unset: the machine block's provisioning rule (one core for
+    the training process and one per DataLoader worker, :func:`estimate.machine.cpu_cores_per_gpu` with its default
+    workers), the cores a node sized by that rule leaves each GPU's optimizer."""
+    return cpu_cores_per_gpu(MachineAssumptions().loader_workers_per_gpu)
+
+
+def offload_step_s(
+    gpu: Accelerator,
+    a: StepAssumptions,
+    opt_params: float,
+    shard_params: float,
+    micro_batches: float,
+    fwd_s: float,
+    bwd_s: float,
+    *,
+    params_offloaded: bool,
+    prefetch: bool,
+    refetch: bool,
+    element_bytes: float = 2.0,
+) -> dict[str, float]:
+    """The host's share of a step under ZeRO-Offload (``--offload optimizer``) or ZeRO-Infinity (``--offload
+    params``), seconds by part, for the ``opt_params`` parameters whose optimizer states this GPU holds and the
+    ``shard_params`` of its parameter shard; ``fwd_s`` and ``bwd_s`` are one micro-batch's forward and backward on
+    the GPU. Numbers or numpy arrays.
+
+    - ``offload_grads``: each micro-batch's gradients of the partition (``element_bytes`` each) go down PCIe as the
+      backward produces them, overlapped with it (Ren et al. 2021, ZeRO-Offload, section 4.1 and Figure 5; DeepSpeed's
+      stage-2 CPU offload copies and accumulates them on the host every micro-batch); only the excess waits;
+    - ``cpu_optimizer``: the Adam step on the host after the last backward, memory-bound at
+      :func:`cpu_optimizer_bytes_per_s` (fp32 master, gradient, m, v read, three written, the 16-bit copy: the
+      GPU optimizer's ``optimizer_bytes_per_param``). Not overlapped: ZeRO-Offload's one-step delayed parameter
+      update, which hides it behind the next step, is optional and off by default (section 4.1), so not counted;
+    - ``offload_params_up``: the updated 16-bit parameters go back up PCIe tile by tile while CPU-Adam runs
+      (DeepSpeed cpu_adam's step-plus-copy), so only what the step cannot cover waits;
+    - ``offload_param_fetch`` (params offload): the parameters live on the host, so each micro-batch's forward and
+      backward (and a full recompute) first bring this GPU's shard of every layer up PCIe before the all-gather;
+      each GPU fetches only its 1/dp shard, so the data-parallel group uses all its links at once (Rajbhandari et
+      al. 2021, ZeRO-Infinity, section 6.1, bandwidth-centric partitioning). A stack that prefetches hides a fetch
+      behind the pass's compute; one that does not waits for it. The updated parameters stay on the host (no
+      upload after the step).
+    """
+    pcie = host_link_bytes_per_s(gpu, a)
+    grads = opt_params * element_bytes / pcie  # the partition's gradients, per micro-batch
+    parts = {"offload_grads": micro_batches * xp.maximum(0.0, grads - bwd_s)}
+    cpu = opt_params * a.optimizer_bytes_per_param / cpu_optimizer_bytes_per_s(a)
+    parts["cpu_optimizer"] = cpu
+    if params_offloaded:
+        fetch = shard_params * element_bytes / pcie  # one pass's shard of every layer of the stage
+        passes = 3.0 if refetch else 2.0
+        if prefetch:
+            exposed = xp.maximum(0.0, fetch - fwd_s) + xp.maximum(0.0, fetch - bwd_s) * (passes - 1)
+        else:
+            exposed = passes * fetch
+        parts["offload_param_fetch"] = micro_batches * exposed
+    else:
+        parts["offload_params_up"] = xp.maximum(0.0, opt_params * element_bytes / pcie - cpu)
+    return parts
+
+
 def training_step(
     model: ModelSpec,
     gpu: Accelerator,
@@ -671,9 +765,8 @@ def training_step(
         attn_rate = eta_attn * peak16 * clock
         if fa2_on_hopper:
             attn_rate = min(attn_rate, a.fa2_ceiling_flops_per_s * clock)
-        measured = MEASURED_FLASH_ATTENTION_FLOPS_PER_S.get(gpu.architecture)
-        if measured is not None:
-            attn_rate = min(attn_rate, measured[0] * clock)
+        if gpu.attention_flops_per_s is not None:  # measured on this GPU (catalog): a cap
+            attn_rate = min(attn_rate, gpu.attention_flops_per_s * clock)
         attn_f = causal_flops / attn_rate
         score_traffic = 0.0
     else:
@@ -828,9 +921,26 @@ def training_step(
     # ---- the SMs an overlapped NCCL collective holds are lost to the compute it runs beside
     if gpu.sm_count and xp.nonzero(overlapped):
         parts["comm_sm_contention"] = overlapped * min(1.0, a.collective_sms / gpu.sm_count)
-    # ---- optimizer step
+    # ---- optimizer step: on the GPU, or on the host with ZeRO-Offload / ZeRO-Infinity
     opt_params = local_params / (dp_group if layout.zero >= 1 else 1)
-    parts["optimizer"] = opt_params * a.optimizer_bytes_per_param / bw
+    if layout.offload in ("optimizer", "params"):
+        parts.update(
+            offload_step_s(
+                gpu,
+                a,
+                opt_params,
+                local_params / dp_group,
+                m,
+                sum(fwd.values()) * layers_here,
+                sum(bwd.values()) * layers_here,
+                params_offloaded=layout.offload == "params",
+                prefetch=stack.prefetch_gathers,
+                refetch=job.recompute in ("full", "partial"),
+                element_bytes=bytes_e,
+            )
+        )
+    else:
+        parts["optimizer"] = opt_params * a.optimizer_bytes_per_param / bw
 
     tokens_iter = m * micro * job.seq_len * dp
     per_token = flops_per_token(model, job.seq_len, causal=True)

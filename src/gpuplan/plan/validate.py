@@ -773,6 +773,11 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
         if ep == 1 and cfg_ep > 1:
             ep = cfg_ep
             notes.append(f"expert parallelism not stated: the benchmark config's ({path}), ep {cfg_ep}")
+        if cfg_ep > 1 and gpuplan_precision == "bf16-mixed":
+            # the MoE benchmark configs build the model in bf16 and step it with a plain torch.optim.Adam, with no
+            # mixed-precision policy: weights, gradients and Adam states are all bf16 (gpuplan --precision bf16)
+            gpuplan_precision = "bf16"
+            notes.append(f"pure bf16 (bf16 weights and torch.optim.Adam states): the benchmark config's ({path})")
     if stack == "torchtitan" and virtual == 1 and "interleaved" in str(par.get("schedule") or "").lower():
         # torchtitan (9dec370, parallelisms/pipelining_utils.py generate_split_points): a multi-stage schedule
         # without split points gets 2 stages per rank
