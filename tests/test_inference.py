@@ -296,25 +296,6 @@ def test_gpus_without_16bit_tensor_cores_use_fp32():
     assert r.tpot_s > 0 and r.ttft_s > 0
 
 
-def test_rank_orders_by_tokens_per_gpu_and_explains_the_rest():
-    from gpuplan.plan.serving import rank_serving
-
-    options, skipped = rank_serving(MODELS.get("llama-3.1-70b"), list(ACCS), ServingJob(max_tpot_s=0.05))
-    per_gpu = [o.tokens_per_s_per_gpu for o in options]
-    assert per_gpu == sorted(per_gpu, reverse=True) and len(options) > 20
-    assert all(o.report.fits and o.report.tpot_s <= 0.05 for o in options)
-    assert ("a100-sxm-80gb", "fp8", "no fp8") in skipped
-    for o in options:  # the smallest tp: one step down does not fit (or does not divide the heads)
-        if o.tp > 1:
-            smaller = serving_plan(
-                MODELS.get("llama-3.1-70b"),
-                o.gpu,
-                ServingLayout(tp=o.tp // 2),
-                ServingJob(max_tpot_s=0.05, weights=o.weights),
-            )
-            assert not smaller.fits or smaller.reasons or smaller.max_concurrent_sequences < 1
-
-
 def test_pipeline_parallel_does_not_cut_latency():
     spec, gpu = MODELS.get("llama-3.1-70b"), ACCS.get("h100")
     tpot = [

@@ -394,8 +394,8 @@ def test_every_candidate_is_counted_once_with_fixed_reasons(plan70):
     record = plan70.to_dict()
     assert {"searched", "grid", "pruned", "options"} <= set(record)
     assert all(o["time_s"] <= 60 * 86400 for o in record["options"])
-    costs = [o["cost_usd"] for o in record["options"]]
-    assert costs == sorted(costs)  # objective cost
+    costs = [o["cost_with_failures_usd"] for o in record["options"]]
+    assert costs == sorted(costs)  # objective cost, with failures (issue 17)
     assert any(o["pareto"] for o in record["options"])
 
 
@@ -465,18 +465,84 @@ def test_launch_hints_parse_back_to_the_layout(plan70, plan405):
             assert hint["deepspeed"] is None
 
 
-def test_serve_options_equal_serve():
-    r = gpuplan.plan_serve("llama-3.1-8b", qps=5, gpu="h100,l4,a100-sxm-80gb", catalog=CAT)
+@pytest.mark.parametrize("qps", [5, 300])
+def test_serve_options_equal_serve(qps):
+    """Each option is ``serve --qps`` on its settings: price, replicas and the latencies at the load."""
+    r = gpuplan.plan_serve("llama-3.1-8b", qps=qps, gpu="h100,l4,a100-sxm-80gb", catalog=CAT)
     s = r.search
     assert s.options and s.searched == sum(s.pruned.values()) + s.feasible
     prices = [o.usd_per_million_output_tokens for o in s.options]
     assert prices == sorted(prices)
     for o in s.options[:4]:
-        one = gpuplan.serve("llama-3.1-8b", qps=5, catalog=CAT, **o.serve_kwargs())
+        one = gpuplan.serve("llama-3.1-8b", qps=qps, catalog=CAT, **o.serve_kwargs())
         assert _close(one.cost["usd_per_million_output_tokens"], o.usd_per_million_output_tokens)
-        assert one.fleet.replicas == o.replicas
+        assert one.fleet.replicas == o.replicas and o.report.load is not None
+        assert _close(one.serving.ttft_s, o.report.ttft_s) and _close(one.serving.tpot_s, o.report.tpot_s)
+    if qps == 300:  # the load needs more than one replica, sized within max_utilization
+        assert all(o.report.load.utilization <= o.report.load.max_utilization + 1e-9 for o in s.options)
+        assert any(o.replicas > 1 for o in s.options)
         assert f"--tensor-parallel-size {o.tp}" in o.launch["vllm"]
         assert f"--tp {o.tp}" in o.launch["sglang"] and f"--tp_size {o.tp}" in o.launch["trtllm"]
+
+
+def _serve_counts_hold(s) -> None:
+    g = s.grid
+    grid = len(g["gpus"]) * len(g["weights"]) * len(g["kv_cache"]) * len(g["tp"]) * len(g["engine"])
+    assert s.searched == grid  # the documented grid, each candidate once
+    assert s.searched == sum(s.pruned.values()) + s.feasible
+    assert s.searched >= s.evaluated >= s.feasible >= len(s.options)
+    for counts in s.pruned_per_gpu.values():  # a GPU without an option: all its candidates pruned
+        assert sum(counts.values()) == grid // len(g["gpus"])
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(model="llama-3.1-8b", qps=5, gpu="h100,l4,a100-sxm-80gb"),
+        dict(model="llama-3.1-70b", qps=20, gpu="h100,h200,l40s,t4,b200"),
+        dict(model="llama-3.1-70b", qps=200, max_tpot="25ms", max_ttft="300ms", gpu="all", engine="vllm,sglang"),
+        dict(model="llama-3.1-405b", qps=1, gpu="t4,l4"),  # nothing fits: every candidate pruned
+    ],
+)
+def test_serve_counts_add_up(kwargs):
+    """searched covers the grid and equals the pruned counts plus the feasible ones; searched >= evaluated >=
+    feasible >= options (the web page's "360 kept of 240 evaluated" read ``searched`` as the kept count)."""
+    s = gpuplan.plan_serve(catalog=CAT, **kwargs).search
+    _serve_counts_hold(s)
+    assert s.feasible > 0 or not s.options
+
+
+def test_serve_options_the_load_rules_out_are_pruned_once(monkeypatch):
+    """An option that meets the targets at its full batch but not under the load (the second pass) moves from the
+    feasible count to misses_slo, and the next option takes its place; here every b200 option misses under load."""
+    from dataclasses import replace as dc_replace
+
+    from gpuplan.estimate import inference
+
+    plain = inference.serving_plan
+    kwargs = dict(model="llama-3.1-70b", qps=20, gpu="b200,h100,h200", top=5, catalog=CAT)
+    before = gpuplan.plan_serve(**kwargs).search
+    assert before.options[0].gpu.id == "b200"
+
+    def b200_misses_under_load(model, gpu, layout, job, assumptions=None, qps=None, replicas=None):
+        r = plain(model, gpu, layout, job, assumptions, qps=qps, replicas=replicas)
+        return dc_replace(r, reasons=("missed under load",)) if qps is not None and gpu.id == "b200" else r
+
+    monkeypatch.setattr(inference, "serving_plan", b200_misses_under_load)
+    after = gpuplan.plan_serve(**kwargs).search
+    _serve_counts_hold(after)
+    assert "b200" not in {o.gpu.id for o in after.options} and len(after.options) == 5
+    walked = before.feasible - after.feasible  # the b200 candidates the second pass reached before five others
+    assert walked >= 1 and after.pruned["misses_slo"] == before.pruned["misses_slo"] + walked
+    assert after.searched == before.searched and after.evaluated == before.evaluated
+    rank = gpuplan.serve("llama-3.1-70b", gpu="b200,h100", rank=True, qps=20, catalog=CAT)
+    assert [o.gpu.id for o in rank.options] == ["h100-sxm-80gb"]
+    assert rank.search.pruned_per_gpu["b200"]["misses_slo"] > 0  # every b200 candidate walked, none left
+    assert rank.to_dict()["not_possible"][0] == {
+        "gpu": "b200",
+        "reason": "misses_slo",
+        "pruned": rank.search.pruned_per_gpu["b200"],
+    }
 
 
 def test_cli_exit_codes(capsys):

@@ -337,3 +337,40 @@ def write_output(path: Path, text: str, flag: str) -> None:
     finally:
         if tmp is not None:
             tmp.unlink(missing_ok=True)
+
+
+def checkpoint_options(fn: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--storage, --storage-write, --async-checkpoint, --mtbf-per-gpu-hours: the checkpoint and failure flags of
+    ``train`` and ``plan train`` (one definition, so they keep one name and meaning), defaults from ``fn``."""
+    from ..spec.choices import Storage, values
+
+    options = (
+        click.option(
+            "--storage",
+            type=click.Choice(values(Storage)),
+            default=default(fn, "storage"),
+            show_default=True,
+            help="Storage class for data and checkpoints (sourced default bandwidths).",
+        ),
+        click.option(
+            "--storage-write", help="Checkpoint write bandwidth of the storage, e.g. 20GB/s (instead of the class's)."
+        ),
+        click.option(
+            "--async-checkpoint/--no-async-checkpoint",
+            default=default(fn, "async_checkpoint"),
+            show_default=True,
+            help="Asynchronous checkpoints: training waits only for the device-to-host copy.",
+        ),
+        click.option(
+            "--mtbf-per-gpu-hours",
+            help="Mean time between failures of one GPU, in hours [default: from Llama 3 "
+            "(Hopper and later) or Meta's A100 clusters].",
+        ),
+    )
+
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return decorate

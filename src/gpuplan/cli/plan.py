@@ -9,7 +9,7 @@ import click
 
 from .. import api
 from ..spec.choices import Objective, PlanPricing, Precision, Pricing, values
-from ._common import default, given, json_option, like_option, number, offline_option, run
+from ._common import checkpoint_options, default, given, json_option, like_option, number, offline_option, run
 from .train import parse_assume
 
 
@@ -77,7 +77,10 @@ def plan() -> None:
     default=default(api.plan_train, "precision"),
     show_default=True,
 )
-@click.option("--assume", multiple=True, metavar="NAME=VALUE", help="Override a memory or step-time assumption.")
+@checkpoint_options(api.plan_train)
+@click.option(
+    "--assume", multiple=True, metavar="NAME=VALUE", help="Override a memory, step-time or machine assumption."
+)
 @offline_option
 @like_option
 @json_option

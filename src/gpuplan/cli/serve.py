@@ -77,8 +77,9 @@ def _d(name: str) -> Any:
 @click.option(
     "--rank",
     is_flag=True,
-    help="Compare every GPU x weight format (bf16, fp8, int8, int4-awq) on the "
-    "smallest TP group that fits, by $ per million output tokens (then tokens/s per GPU).",
+    help="Each GPU's best option of 'gpuplan plan serve' (weights, KV cache, TP, engine, replicas for --qps, "
+    "batch) under --max-tpot/--max-ttft, cheapest $ per million output tokens first; --engine server (the "
+    "default) searches vllm, sglang and trtllm.",
 )
 @click.option(
     "--require-fit",

@@ -18,11 +18,11 @@ from ..spec.choices import (
     Recipe,
     Recompute,
     Stack,
-    Storage,
     values,
 )
 from ._common import (
     check_output_path,
+    checkpoint_options,
     default,
     emit,
     flag_errors,
@@ -179,27 +179,7 @@ def _d(name: str) -> Any:
     help="Stored bytes per training sample, one sequence of --seq-len tokens (images, audio: non-text data); "
     "instead of --bytes-per-token.",
 )
-@click.option(
-    "--storage",
-    type=click.Choice(values(Storage)),
-    default=_d("storage"),
-    show_default=True,
-    help="Storage class for data and checkpoints (sourced default bandwidths).",
-)
-@click.option(
-    "--storage-write", help="Checkpoint write bandwidth of the storage, e.g. 20GB/s (instead of the class's)."
-)
-@click.option(
-    "--async-checkpoint/--no-async-checkpoint",
-    default=_d("async_checkpoint"),
-    show_default=True,
-    help="Asynchronous checkpoints: training waits only for the device-to-host copy.",
-)
-@click.option(
-    "--mtbf-per-gpu-hours",
-    help="Mean time between failures of one GPU, in hours [default: from Llama 3 "
-    "(Hopper and later) or Meta's A100 clusters].",
-)
+@checkpoint_options(api.train)
 @click.option("--grid-gco2-per-kwh", help="Grid carbon intensity for CO2eq, g/kWh [default: 480, world 2023 (Ember)].")
 @click.option(
     "--require-fit",

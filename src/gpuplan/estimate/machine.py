@@ -22,6 +22,8 @@ Sources, by part:
 - Network: ring all-reduce moves 2(n-1)/n x S per rank (nccl-tests PERFORMANCE.md), hidden when it fits in
   the backward pass it overlaps.
 - Energy: GPU-hours x TDP x host-power factor x PUE (the TCO module's rule); CO2eq = energy x grid intensity.
+- Arrays: the failure, checkpoint and storage formulas take plain numbers or numpy arrays (``xp.py``), so
+  ``plan train`` adjusts every candidate of its grid for failures with the very functions ``train`` uses.
 - The instance's resources (``--offer``): vCPUs, host RAM and local NVMe from the offers catalog (each figure with
   its source, docs/offers-schema.md) against the needs above; a figure the offer does not publish is "unknown".
 """
@@ -35,9 +37,38 @@ from types import MappingProxyType
 
 from ..errors import JobError
 from ..units import GiB, MiB
+from . import xp
 from .assumptions import AssumptionSet, check_assumptions
 
 HOUR_S = 3600.0
+
+
+def _sqrt(x: float) -> float:
+    """Square root: ``math.sqrt`` on a number, ``numpy.sqrt`` on an array (both correctly rounded)."""
+    return xp._np().sqrt(x) if xp.is_array(x) else math.sqrt(x)
+
+
+def _exp(x: float) -> float:
+    """e^x: ``math.exp`` on a number, ``numpy.exp`` on an array; inf past the float range (both ways)."""
+    return _past_range(x, "exp")
+
+
+def _expm1(x: float) -> float:
+    """e^x - 1 without cancellation near 0: ``math.expm1`` on a number, ``numpy.expm1`` on an array; inf past the
+    float range (a checkpoint that takes many MTBFs to write: the run never finishes)."""
+    return _past_range(x, "expm1")
+
+
+def _past_range(x: float, name: str) -> float:
+    if xp.is_array(x):
+        np = xp._np()
+        with np.errstate(over="ignore"):
+            return getattr(np, name)(x)  # type: ignore[no-any-return]
+    try:
+        return getattr(math, name)(x)  # type: ignore[no-any-return]
+    except OverflowError:
+        return math.inf
+
 
 # ------------------------------------------------------------------------------------------ failures
 
@@ -75,7 +106,7 @@ def default_failure_source(architecture: str) -> str:
 def cluster_mtbf_s(failures_per_gpu_hour: float, gpus: int) -> float:
     """Mean time between failures of the job: independent GPUs' rates add (series system), so
     MTBF = 3600 / (rate x GPUs) seconds."""
-    if not (math.isfinite(failures_per_gpu_hour) and failures_per_gpu_hour > 0) or gpus < 1:
+    if not xp.all_true(xp.isfinite(failures_per_gpu_hour) & (failures_per_gpu_hour > 0) & (gpus >= 1)):
         raise JobError("the failure rate must be a finite number > 0 and the GPU count >= 1")
     return HOUR_S / (failures_per_gpu_hour * gpus)
 
@@ -87,27 +118,25 @@ def expected_failures(failures_per_gpu_hour: float, gpus: int, hours: float) -> 
 
 def young_interval_s(delta_s: float, mtbf_s: float) -> float:
     """Young 1974: the compute time between checkpoints that minimizes lost time, sqrt(2 delta M)."""
-    return math.sqrt(2 * delta_s * mtbf_s)
+    return _sqrt(2 * delta_s * mtbf_s)
 
 
 def daly_interval_s(delta_s: float, mtbf_s: float) -> float:
     """Daly 2006, eq. for the higher-order optimum: sqrt(2 delta M) [1 + (1/3) sqrt(delta / 2M) +
     (1/9) (delta / 2M)] - delta when delta < 2M, else M. Daly's own cases (R = 10 min, delta = 5 min):
     117 min at M = 24 h, 57 min at M = 6 h, 9.1 min at M = 15 min."""
-    if delta_s >= 2 * mtbf_s:
-        return mtbf_s
     x = delta_s / (2 * mtbf_s)
-    return math.sqrt(2 * delta_s * mtbf_s) * (1 + math.sqrt(x) / 3 + x / 9) - delta_s
+    return xp.where(delta_s >= 2 * mtbf_s, mtbf_s, _sqrt(2 * delta_s * mtbf_s) * (1 + _sqrt(x) / 3 + x / 9) - delta_s)
 
 
 def daly_wall_time_s(solve_s: float, interval_s: float, delta_s: float, restart_s: float, mtbf_s: float) -> float:
     """Daly 2006's expected wall time under Poisson failures: M e^(R/M) (e^((tau + delta)/M) - 1) T_s / tau.
     To first order it is T_s (1 + delta/tau) (1 + R/M + (tau + delta) / 2M): checkpoint writes, then per
     failure a restart and the rework of half an interval on average."""
-    if interval_s <= 0 or mtbf_s <= 0:
+    if not xp.all_true((interval_s > 0) & (mtbf_s > 0)):
         raise JobError("the checkpoint interval and the MTBF must be more than zero")
     m = mtbf_s
-    return m * math.exp(restart_s / m) * math.expm1((interval_s + delta_s) / m) * solve_s / interval_s
+    return m * _exp(restart_s / m) * _expm1((interval_s + delta_s) / m) * solve_s / interval_s
 
 
 @dataclass(frozen=True)
@@ -138,7 +167,7 @@ def run_with_failures(
     n = wall / mtbf_s
     ckpt = solve_s / interval_s * delta_s
     restarts = n * per_failure
-    return FailureCost(solve_s, wall, n, ckpt, restarts, max(0.0, wall - solve_s - ckpt - restarts))
+    return FailureCost(solve_s, wall, n, ckpt, restarts, xp.maximum(0.0, wall - solve_s - ckpt - restarts))
 
 
 # -------------------------------------------------------------------------------------- storage, data
@@ -216,8 +245,8 @@ STORAGE_CLASSES: Mapping[str, StorageClass] = MappingProxyType(
 
 def storage_write_bytes_per_s(storage: StorageClass, writer_nodes: int) -> float:
     """Write bandwidth a checkpoint gets: the writing nodes' own bandwidth, capped by the file system's."""
-    own = storage.write_bytes_per_s_per_node * max(1, writer_nodes)
-    return min(own, storage.aggregate_write_bytes_per_s) if storage.aggregate_write_bytes_per_s else own
+    own = storage.write_bytes_per_s_per_node * xp.maximum(1, writer_nodes)
+    return xp.minimum(own, storage.aggregate_write_bytes_per_s) if storage.aggregate_write_bytes_per_s else own
 
 
 # ------------------------------------------------------------------------------------------ checkpoints
@@ -251,12 +280,12 @@ def checkpoint_size(
     parallel with ZeRO >= 1 or Megatron's distributed optimizer); each distinct shard is written once."""
     w, m, o = params * weight_bytes_per_param, params * master_bytes_per_param, params * optimizer_bytes_per_param
     per_rank = w / model_shards + (m + o) / optimizer_shards
-    return CheckpointSize(w, m, o, per_rank, max(model_shards, optimizer_shards))
+    return CheckpointSize(w, m, o, per_rank, xp.maximum(model_shards, optimizer_shards))
 
 
 def transfer_s(size_bytes: float, bytes_per_s: float) -> float:
     """Seconds to move ``size_bytes`` at ``bytes_per_s``."""
-    if not bytes_per_s > 0:
+    if not xp.all_true(bytes_per_s > 0):
         raise JobError("a bandwidth must be more than zero")
     return size_bytes / bytes_per_s
 
@@ -328,6 +357,18 @@ def exposed_s(traffic_bytes: float, bytes_per_s: float, window_s: float) -> floa
 # ------------------------------------------------------------------------------------ energy, emissions
 
 
+def replica_start_s(
+    cold_start_s: float, engine_warmup_s: float, instance_boot_s: float | None = None
+) -> tuple[float, bool]:
+    """Seconds until one more serving replica takes traffic: its node's boot (when known), the weights' cold start
+    (storage to host, host to GPU), the engine's warm-up; and whether the figure is complete (False: the boot is
+    unknown, so it is a lower bound). Replicas added at once start in parallel, each on its own node, so this is
+    also the time to absorb a traffic step of any number of replicas (while the storage serves each node at its
+    per-node rate)."""
+    known = instance_boot_s is not None
+    return (instance_boot_s or 0.0) + cold_start_s + engine_warmup_s, known
+
+
 def energy_kwh(gpu_hours: float, tdp_w: float, host_power_factor: float = 1.0, pue: float = 1.0) -> float:
     """GPU-hours x TDP x host-power factor (CPUs, NICs, fans) x PUE, in kWh (the TCO module's energy rule)."""
     return gpu_hours * tdp_w / 1000 * host_power_factor * pue
@@ -356,6 +397,8 @@ class MachineAssumptions(AssumptionSet):
     pue: float = 1.58
     grid_gco2_per_kwh: float = 480.0
     local_checkpoints_kept: float = 2.0
+    engine_warmup_s: float = 34.0
+    instance_boot_s: float | None = None  # None: unknown (no offer in the catalog publishes a boot time)
 
     SOURCES = MappingProxyType(
         {
@@ -408,6 +451,20 @@ class MachineAssumptions(AssumptionSet):
                 "written (a judgment: never overwrite the only good copy; torchtitan's keep_latest_k and Megatron's "
                 "rotation keep more)",
             ),
+            "engine_warmup_s": (
+                "seconds",
+                "a serving engine's start-up after its weights are on the GPUs (memory profiling, KV-cache "
+                "allocation, torch.compile from its cache, CUDA-graph capture): vLLM issue #20264 (2025, V1 engine, "
+                "compile cache reused): 'init engine (profile, create kv cache, warmup model) took 34.11 seconds', of "
+                "which graph capture 17 s; a cold compile cache adds ~20-30 s (vLLM PR #10460, Llama-3-8B). vLLM's "
+                "figure, taken for every engine",
+            ),
+            "instance_boot_s": (
+                "seconds",
+                "provisioning and booting one more GPU node (capacity, image, drivers): no offer in the catalog "
+                "publishes it and it varies by provider and free capacity; unset: unknown (the scale-up time is then a "
+                "lower bound)",
+            ),
         }
     )
 
@@ -431,5 +488,7 @@ class MachineAssumptions(AssumptionSet):
                 "restart_s": (0, 30 * 86400),
                 "loader_worker_bytes": (0, 1024 * GiB),
                 "local_checkpoints_kept": (1, 1000),
+                "engine_warmup_s": (0, 86400),
+                "instance_boot_s": (0, 86400),
             },
         )

@@ -342,16 +342,15 @@ def serve(cat: Catalogs, req: ServeRequest) -> reports.ServeReport | reports.Ser
     if req.rank and req.calibration:
         raise InputError("--calibration", "a calibration profile describes one GPU; --rank compares many")
     if req.rank:
-        from .serving import cheapest_on_demand, rank_serving
-
+        if req.offer or req.usd_per_gpu_hour is not None:
+            raise InputError(
+                "--offer" if req.offer else "--usd-per-gpu-hour",
+                "--rank prices each GPU with its own cheapest on-demand offer; leave out --offer and "
+                "--usd-per-gpu-hour",
+            )
         if not isinstance(model, ModelSpec):
             raise InputError("MODEL", "--rank needs the architecture; give a model id or config.json")
-        registry = cat.accelerators()
-        gpus = list(registry) if req.gpu == "all" else [registry.get(g.strip()) for g in req.gpu.split(",")]
-        options, skipped = rank_serving(
-            model, gpus, job, assumptions=assumptions, prices=cheapest_on_demand(cat.offers())
-        )
-        return reports.ServeRankReport(model, job, tuple(options), tuple(skipped), warnings=tuple(cat.warnings))
+        return serve_rank(cat, model, req.gpu, job, req.qps, assumptions)
     accelerator = cat.accelerators().get(req.gpu)
     calibrated = None
     if req.calibration:
@@ -418,6 +417,26 @@ def serve(cat: Catalogs, req: ServeRequest) -> reports.ServeReport | reports.Ser
         notes=notes,
         warnings=tuple(cat.warnings),
     )
+
+
+def serve_rank(
+    cat: Catalogs, model: Any, gpu: str, job: Any, qps: float | None, assumptions: Any
+) -> reports.ServeRankReport:
+    """``serve --rank``: a view of the ``plan serve`` search (:func:`~gpuplan.plan.search.search_serve`), each GPU's
+    best option (weights, KV cache, tp, engine, replicas, batch) at ``qps`` under the job's targets, ranked as
+    ``plan serve`` ranks; on-demand offers only. The job's engine narrows the search to it, except the default
+    ``server``, which searches the server engines ``plan serve`` searches (vLLM, SGLang, TensorRT-LLM)."""
+    from ..spec.choices import Engine
+    from .search import SERVE_ENGINES, search_serve
+
+    registry = cat.accelerators()
+    gpus = list(registry) if gpu == "all" else [registry.get(g.strip()) for g in gpu.split(",")]
+    gpus = list({g.id: g for g in gpus}.values())  # a GPU named twice (an alias and its id) is searched once
+    engines = SERVE_ENGINES if job.engine == Engine.SERVER else (job.engine,)
+    search = search_serve(
+        model, gpus, list(cat.offers()), job, qps, engines=engines, assumptions=assumptions, top=0, per_gpu=True
+    )
+    return reports.ServeRankReport(model, job, search, warnings=tuple(cat.warnings))
 
 
 # --------------------------------------------------------------------------------------------------- tco

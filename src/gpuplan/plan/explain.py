@@ -28,6 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import GpuplanError, InputError
+from ..estimate.machine import MachineAssumptions
 from ..estimate.memory import MemoryAssumptions, busiest_total_bytes, training_memory, validate_layout
 from ..estimate.params import count_params
 from ..estimate.steptime import (
@@ -44,6 +45,7 @@ from ..spec.model import ModelSpec
 from ..spec.offer import Offer
 from ..spec.training import Parallelism, TrainingJob
 from . import search as S
+from .machine import MachineOptions, layout_failures
 from .training import offer_accelerator, offer_network
 
 FLAG = "--explain"
@@ -147,6 +149,7 @@ def explain(
     mem_a: MemoryAssumptions,
     step_a: StepAssumptions,
     search: Any,
+    machine: Any = None,
 ) -> dict[str, Any]:
     """The ``explain`` record of one layout (module docstring)."""
     if "seq_len" in spec and spec["seq_len"] != base_job.seq_len:
@@ -319,13 +322,14 @@ def explain(
     tried = []
     for c in takes or here[:1] or classes[:1]:
         tried.append(_on_offer(c.offer, reason, why, model, gpu, lay, job, mem_a, step_a, total_flops, peak,
-                               floor_s, count, deadline_s, budget_usd, search))  # fmt: skip
+                               floor_s, count, deadline_s, budget_usd, search, machine))  # fmt: skip
     ranked = [t for t in tried if t["pruned"] is None and t["rank"] is not None]
     chosen = min(ranked, key=lambda t: t["rank"]) if ranked else (tried[0] if tried else None)
 
     best = search.options[0] if search.options else None
     best_est = _estimate(model, best.candidate.gpu, best.candidate.layout(), best.candidate.job(base_job),
-                         best.candidate.offer, mem_a, step_a, total_flops) if best is not None else None  # fmt: skip
+                         best.candidate.offer, mem_a, step_a, total_flops,
+                         machine) if best is not None else None  # fmt: skip
     this = chosen["estimate"] if chosen else None
     pruned = chosen["pruned"] if chosen else reason
     record: dict[str, Any] = {
@@ -369,7 +373,7 @@ def explain(
 
 
 def _on_offer(offer, reason, why, model, gpu, lay, job, mem_a, step_a, total_flops, peak, floor_s, count,
-              deadline_s, budget_usd, search) -> dict[str, Any]:  # fmt: skip
+              deadline_s, budget_usd, search, machine=None) -> dict[str, Any]:  # fmt: skip
     """The candidate on one hardware class: its reason (the earlier one, else budget, estimate, timed checks), its
     estimate and rank."""
     price = offer.usd_per_gpu_hour
@@ -383,7 +387,7 @@ def _on_offer(offer, reason, why, model, gpu, lay, job, mem_a, step_a, total_flo
     est = None
     if lay is not None and job is not None and peak is not None:
         try:
-            est = _estimate(model, gpu, lay, job, offer, mem_a, step_a, total_flops)
+            est = _estimate(model, gpu, lay, job, offer, mem_a, step_a, total_flops, machine)
         except GpuplanError as e:
             if reason is None:
                 reason, why = PlanPrune.NOT_SUPPORTED, str(e)
@@ -392,10 +396,12 @@ def _on_offer(offer, reason, why, model, gpu, lay, job, mem_a, step_a, total_flo
     if est is None and reason is None:
         reason, why = PlanPrune.NOT_SUPPORTED, "the estimate refused the layout"
     if reason is None and est is not None:
-        if deadline_s is not None and est["time_s"] > deadline_s:
-            reason, why = PlanPrune.MISSES_DEADLINE, f"{est['time_s'] / 86400:,.1f} days"
-        elif budget_usd is not None and est["cost_usd"] > budget_usd:
-            reason, why = PlanPrune.OVER_BUDGET, f"${est['cost_usd']:,.0f}"
+        # as the search: the run with failures must meet the deadline and the budget
+        wall, dear = est["wall_time_with_failures_s"], est["cost_with_failures_usd"]
+        if deadline_s is not None and wall > deadline_s:
+            reason, why = PlanPrune.MISSES_DEADLINE, f"{wall / 86400:,.1f} days with failures"
+        elif budget_usd is not None and dear > budget_usd:
+            reason, why = PlanPrune.OVER_BUDGET, f"${dear:,.0f} with failures"
     rank = _rank(search.ranking, est, search.feasible) if est is not None else None
     return {"offer": offer, "pruned": reason, "why": why, "estimate": est, "rank": rank}
 
@@ -443,8 +449,9 @@ def _versus(this: dict[str, Any], best: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _estimate(model, gpu, lay, job, offer, mem_a, step_a, total_flops) -> dict[str, Any]:
-    """The layout through ``train``'s functions on one offer: memory by group, step parts, time, cost, band."""
+def _estimate(model, gpu, lay, job, offer, mem_a, step_a, total_flops, machine=None) -> dict[str, Any]:
+    """The layout through ``train``'s functions on one offer: memory by group, step parts, time, cost, band;
+    ``machine``: the search's (MachineOptions, MachineAssumptions), None for ``train``'s defaults."""
     mem = training_memory(model, gpu, lay, job, mem_a, find_max_batch=False)
     linked = offer_accelerator(offer, gpu, lay.tp)
     step = training_step(model, linked, lay, job, offer_network(offer, step_a), lay.virtual_stages)
@@ -455,6 +462,10 @@ def _estimate(model, gpu, lay, job, offer, mem_a, step_a, total_flops) -> dict[s
     band = S.option_band(model, gpu, job, stack.name)
     lo, hi = band.interval(t.seconds, -1) if band is not None else (None, None)
     clo, chi = band.interval(cost, -1) if band is not None else (None, None)
+    # the search ranks time and cost with failures: the same checkpoint and failure model on this layout
+    options, assumptions = machine if machine is not None else (MachineOptions(), MachineAssumptions())
+    run = layout_failures(model, gpu, offer, lay, job, t.seconds, options=options, assumptions=assumptions)
+    assert run.run is not None  # (computed with the ideal time)
     return {
         "stack": stack.name,
         "recipe": mem.recipe.name,
@@ -471,6 +482,9 @@ def _estimate(model, gpu, lay, job, offer, mem_a, step_a, total_flops) -> dict[s
         "cost_usd": cost,
         "cost_usd_p10": clo,
         "cost_usd_p90": chi,
+        "goodput": run.run.goodput,
+        "wall_time_with_failures_s": run.run.wall_s,
+        "cost_with_failures_usd": run.cost_with_failures_usd,
         "peak_memory_bytes": mem.total_bytes,
         "capacity_bytes": mem.capacity_bytes,
         "memory_bytes": {g: mem.group_bytes(g) for g in mem.group_order},

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, QuantityError
-from ..estimate import machine as mx
+from ..estimate import machine as mx, xp
 from ..estimate.assumptions import Assumption
 from ..spec.accelerator import Accelerator, pcie_bytes_per_s
 from ..spec.choices import SERVE_STORAGE_DEFAULT, TRAIN_STORAGE_DEFAULT, Storage, values
@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # imported where used: serving never loads the training step-
 STORAGE_CHOICES = values(Storage)
 DEFAULT_TRAIN_STORAGE = TRAIN_STORAGE_DEFAULT.value
 DEFAULT_SERVE_STORAGE = SERVE_STORAGE_DEFAULT.value
+#: Machine assumptions only serving uses (the scale-up time of a fleet): left out of train's assumptions list.
+SERVE_ONLY_ASSUMPTIONS = frozenset({"engine_warmup_s", "instance_boot_s"})
 #: GPUs per node when a serving plan is not told otherwise: HGX/DGX boards hold 8 (StepAssumptions.gpus_per_node).
 DEFAULT_GPUS_PER_NODE = 8
 
@@ -160,6 +162,163 @@ def _failure_rate(gpu: Accelerator, options: MachineOptions, a: mx.MachineAssump
     return rate, f"{source} (picked for {gpu.architecture}; {mx.FAILURE_RANGE_NOTE})"
 
 
+@dataclass(frozen=True)
+class Checkpointing:
+    """A run's checkpoints and failures, as plain numbers (one layout: ``train``) or numpy arrays of one shape (the
+    candidates of ``plan train``): the itemized checkpoint, the nodes writing it and their bandwidth, the write,
+    device-to-host copy and blocking times, the cluster MTBF, the checkpoint interval (Daly's optimum, stretched to
+    the write time for asynchronous checkpoints), and with the ideal time the run with failures (Daly's wall time)
+    and its cost."""
+
+    size: mx.CheckpointSize
+    nodes: Any
+    writer_nodes: Any
+    write_bytes_per_s: Any
+    write_s: Any
+    device_to_host_s: Any
+    blocking_s: Any
+    mtbf_s: Any
+    interval_s: Any
+    stretched: Any  # the asynchronous write was longer than Daly's interval
+    run: mx.FailureCost | None = None
+    cost_with_failures_usd: Any = None
+
+
+def checkpointing(
+    *,
+    trainable_params: Any,
+    bytes_per_param: tuple[float, float, float],
+    tp: Any,
+    pp: Any,
+    data: Any,
+    zero: Any,
+    gpus: Any,
+    gpus_per_node: Any,
+    storage: mx.StorageClass,
+    storage_write_bytes_per_s: float | None,
+    nvme_write_bytes_per_s_per_node: Any,
+    host_link_bytes_per_s: Any,
+    failures_per_gpu_hour: Any,
+    restart_s: float,
+    asynchronous: bool,
+    solve_s: Any = None,
+    usd_per_gpu_hour: Any = None,
+) -> Checkpointing:
+    """The checkpoint and failure part of the machine block, on plain numbers or arrays (``estimate/xp.py``).
+
+    ``bytes_per_param``: (weights, master weights, optimizer states) per trained parameter (the recipe's, as the
+    memory estimate counts them); ``data``: dp x cp (the ranks that hold the same model shard); the weights shard
+    over tp x pp (x data with ZeRO-3), master weights and states over tp x pp (x data with ZeRO >= 1)
+    (``estimate.machine.checkpoint_size``). Write bandwidth: ``storage_write_bytes_per_s`` (``--storage-write``)
+    when given, else the offer's local NVMe write per node x writing nodes where ``nvme_write_bytes_per_s_per_node``
+    is more than 0 (``--storage local-nvme`` on an offer that publishes it), else the storage class's
+    (``storage_write_bytes_per_s``: per node, capped by the file system). Failures: the cluster MTBF of ``gpus`` at
+    ``failures_per_gpu_hour`` (series system), Daly 2006's interval and wall time
+    (``estimate.machine.run_with_failures``); an asynchronous checkpoint blocks only for its device-to-host copy,
+    its interval is at least its write time, and a failure during the write loses it (its write time).
+    ``usd_per_gpu_hour``: the cost with failures is the wall time x GPUs x the price."""
+    ckpt = mx.checkpoint_size(
+        trainable_params,
+        *bytes_per_param,
+        model_shards=tp * pp * xp.where(zero >= 3, data, 1),
+        optimizer_shards=tp * pp * xp.where(zero >= 1, data, 1),
+    )
+    nodes = xp.ceil(gpus / gpus_per_node)
+    writer_nodes = xp.minimum(nodes, xp.ceil(ckpt.writer_ranks / gpus_per_node))
+    if storage_write_bytes_per_s is not None:
+        write_bw = storage_write_bytes_per_s
+    else:
+        write_bw = xp.where(
+            nvme_write_bytes_per_s_per_node > 0,
+            nvme_write_bytes_per_s_per_node * writer_nodes,
+            mx.storage_write_bytes_per_s(storage, writer_nodes),
+        )
+    write_s = mx.transfer_s(ckpt.total_bytes, write_bw)
+    d2h_s = mx.transfer_s(ckpt.per_rank_bytes, host_link_bytes_per_s)
+    blocking_s = mx.checkpoint_blocking_s(write_s, d2h_s, asynchronous)
+    mtbf_s = mx.cluster_mtbf_s(failures_per_gpu_hour, gpus)
+    daly = mx.daly_interval_s(blocking_s, mtbf_s)
+    # the background write must finish before the next checkpoint starts
+    stretched = (daly < write_s) if asynchronous else False
+    interval_s = xp.where(stretched, write_s, daly)
+    run = cost = None
+    if solve_s is not None:
+        extra = write_s if asynchronous else 0.0
+        run = mx.run_with_failures(solve_s, interval_s, blocking_s, restart_s, mtbf_s, extra)
+        if usd_per_gpu_hour is not None:
+            cost = run.wall_s * gpus / mx.HOUR_S * usd_per_gpu_hour
+    return Checkpointing(
+        ckpt, nodes, writer_nodes, write_bw, write_s, d2h_s, blocking_s, mtbf_s, interval_s, stretched, run, cost
+    )
+
+
+def checkpoint_bytes_per_param(model, job, layout) -> tuple[float, float, float]:
+    """(weights, master weights, optimizer states) bytes per trained parameter of a layout: the recipe the memory
+    estimate resolves for it (``estimate.memory.resolve_recipe``: precision, sharding, model parallelism) and its
+    optimizer's states. ``layout`` needs ``tp``, ``pp``, ``cp`` and ``zero`` (one value each)."""
+    from ..estimate.memory import _optimizer_bytes_per_param, resolve_recipe
+
+    recipe, _ = resolve_recipe(job, layout)
+    spec = model if isinstance(model, ModelSpec) else None
+    return recipe.weights, recipe.master, _optimizer_bytes_per_param(job, recipe, spec)
+
+
+def layout_failures(
+    model,
+    gpu: Accelerator,
+    offer,
+    layout,
+    job,
+    solve_s: float,
+    *,
+    options: MachineOptions = MachineOptions(),
+    assumptions: mx.MachineAssumptions = mx.MachineAssumptions(),
+) -> Checkpointing:
+    """One full-training layout on one offer, as ``train --offer``'s machine block takes it (:func:`checkpointing`):
+    the offer's node size and price, its local NVMe write with ``--storage local-nvme``, the GPU's failure rate and
+    host link. ``plan train --explain`` ranks a layout with it; the search does the same on arrays."""
+    from ..estimate.params import count_params
+
+    return checkpointing(
+        trainable_params=count_params(model).total,
+        bytes_per_param=checkpoint_bytes_per_param(model, job, layout),
+        tp=layout.tp,
+        pp=layout.pp,
+        data=layout.dp * layout.cp,
+        zero=layout.zero,
+        gpus=layout.gpus,
+        gpus_per_node=max(1, offer.gpu_count),
+        storage=mx.STORAGE_CLASSES[options.storage],
+        storage_write_bytes_per_s=options.storage_write_bytes_per_s,
+        nvme_write_bytes_per_s_per_node=nvme_write_per_node(offer, options),
+        host_link_bytes_per_s=_host_link_bytes_per_s(gpu, assumptions),
+        failures_per_gpu_hour=_failure_rate(gpu, options, assumptions)[0],
+        restart_s=assumptions.restart_s,
+        asynchronous=options.async_checkpoint,
+        solve_s=solve_s,
+        usd_per_gpu_hour=offer.usd_per_gpu_hour,
+    )
+
+
+def nvme_write_per_node(offer, options: MachineOptions) -> float:
+    """The offer's local NVMe write bandwidth per node where checkpoints go there (``--storage local-nvme``) and
+    the offer publishes it; 0 otherwise (the storage class's figure then stands)."""
+    if options.storage != "local-nvme" or offer is None:
+        return 0.0
+    return float(offer.local_nvme_write_bytes_per_s or 0.0)
+
+
+def failure_rate(gpu: Accelerator, options: MachineOptions, a: mx.MachineAssumptions) -> tuple[float, str]:
+    """Failures per GPU-hour and where the figure comes from: ``--mtbf-per-gpu-hours``, else ``--assume
+    failures_per_gpu_hour``, else the published rate most like the GPU's generation."""
+    return _failure_rate(gpu, options, a)
+
+
+def host_link_bytes_per_s(gpu: Accelerator, a: mx.MachineAssumptions) -> float:
+    """The device-to-host bandwidth a checkpoint copy or a weight load gets: the GPU's PCIe rate x efficiency."""
+    return _host_link_bytes_per_s(gpu, a)
+
+
 def train_machine(
     model,
     gpu: Accelerator,
@@ -193,50 +352,52 @@ def train_machine(
     # ---- checkpoint: the trained parameters' weights, master weights and optimizer states
     recipe = memory.recipe
     spec = model if isinstance(model, ModelSpec) else None
-    opt_bytes = _optimizer_bytes_per_param(job, recipe, spec)
-    mp = layout.tp * layout.pp
-    data = layout.dp * layout.cp
-    ckpt = mx.checkpoint_size(
-        memory.trainable_params,
-        recipe.weights,
-        recipe.master,
-        opt_bytes,
-        model_shards=mp * (data if layout.zero >= 3 else 1),
-        optimizer_shards=mp * (data if layout.zero >= 1 else 1),
-    )
-    writer_nodes = min(nodes, math.ceil(ckpt.writer_ranks / gpn))
     storage = mx.STORAGE_CLASSES[options.storage]
     on_nvme = options.storage == "local-nvme" and offer is not None
     read_per_node = storage.read_bytes_per_s_per_node
     if on_nvme and offer is not None and offer.local_nvme_read_bytes_per_s:
         read_per_node = offer.local_nvme_read_bytes_per_s
+    rate, rate_src = _failure_rate(gpu, options, a)
+    ck = checkpointing(
+        trainable_params=memory.trainable_params,
+        bytes_per_param=(recipe.weights, recipe.master, _optimizer_bytes_per_param(job, recipe, spec)),
+        tp=layout.tp,
+        pp=layout.pp,
+        data=layout.dp * layout.cp,
+        zero=layout.zero,
+        gpus=layout.gpus,
+        gpus_per_node=gpn,
+        storage=storage,
+        storage_write_bytes_per_s=options.storage_write_bytes_per_s,
+        nvme_write_bytes_per_s_per_node=nvme_write_per_node(offer, options),
+        host_link_bytes_per_s=_host_link_bytes_per_s(gpu, a),
+        failures_per_gpu_hour=rate,
+        restart_s=a.restart_s,
+        asynchronous=options.async_checkpoint,
+        solve_s=plan.time.seconds if plan is not None else None,
+        usd_per_gpu_hour=plan.usd_per_gpu_hour if plan is not None else None,
+    )
+    ckpt, writer_nodes, write_bw = ck.size, ck.writer_nodes, ck.write_bytes_per_s
+    write_s, d2h_s, blocking_s = ck.write_s, ck.device_to_host_s, ck.blocking_s
+    mtbf_s, interval_s = ck.mtbf_s, ck.interval_s
     if options.storage_write_bytes_per_s is not None:
-        write_bw, write_src = options.storage_write_bytes_per_s, "--storage-write"
+        write_src = "--storage-write"
     elif on_nvme and offer is not None and offer.local_nvme_write_bytes_per_s:
-        write_bw = offer.local_nvme_write_bytes_per_s * writer_nodes
         src = offer.source_for("local_nvme_write_bytes_per_s")
         write_src = f"offer {offer.id}: local NVMe write per node x {writer_nodes} node(s) ({src.title}, {src.date})"
     else:
-        write_bw = mx.storage_write_bytes_per_s(storage, writer_nodes)
         write_src = f"{options.storage}: {writer_nodes} writing node(s) x per-node write" + (
             ", capped by the file system"
             if storage.aggregate_write_bytes_per_s and write_bw == storage.aggregate_write_bytes_per_s
             else ""
         )
-    write_s = mx.transfer_s(ckpt.total_bytes, write_bw)
-    d2h_s = mx.transfer_s(ckpt.per_rank_bytes, _host_link_bytes_per_s(gpu, a))
-    blocking_s = mx.checkpoint_blocking_s(write_s, d2h_s, options.async_checkpoint)
     if job.method != "full":
         notes.append("checkpoint: the adapters and their optimizer states only (the frozen base is not saved)")
     if not storage.durable and options.storage_write_bytes_per_s is None:
         notes.append("local NVMe is not durable: copy checkpoints to shared storage, or a node loss loses them")
 
     # ---- failures and the checkpoint interval
-    rate, rate_src = _failure_rate(gpu, options, a)
-    mtbf_s = mx.cluster_mtbf_s(rate, layout.gpus)
-    interval_s = mx.daly_interval_s(blocking_s, mtbf_s)
-    if options.async_checkpoint and interval_s < write_s:
-        interval_s = write_s  # the background write must finish before the next checkpoint starts
+    if ck.stretched:
         notes.append("asynchronous checkpoints: the interval is stretched to the storage write time")
 
     # ---- host: CPU cores and RAM per node
@@ -324,25 +485,32 @@ def train_machine(
                 f"storage: {options.storage} reads {read_per_node / 1e9:.3g} GB/s per node, "
                 f"less than the {figures['storage_read_bytes_per_s_per_node'] / 1e9:.3g} GB/s the plan needs"
             )
-        extra = write_s if options.async_checkpoint else 0.0
-        fc = mx.run_with_failures(solve_s, interval_s, blocking_s, a.restart_s, mtbf_s, extra)
-        figures.update(
-            expected_interruptions=fc.interruptions,
-            goodput=fc.goodput,
-            wall_time_s=solve_s,
-            wall_time_with_failures_s=fc.wall_s,
-            time_lost_s={"checkpoint_s": fc.checkpoint_s, "restart_s": fc.restart_s, "rework_s": fc.rework_s},
-        )
+        fc = ck.run
+        assert fc is not None  # (computed with the plan's time)
+        finite = math.isfinite(fc.wall_s)
+        if finite:
+            figures.update(
+                expected_interruptions=fc.interruptions,
+                goodput=fc.goodput,
+                wall_time_s=solve_s,
+                wall_time_with_failures_s=fc.wall_s,
+                time_lost_s={"checkpoint_s": fc.checkpoint_s, "restart_s": fc.restart_s, "rework_s": fc.rework_s},
+            )
+        else:  # past the float range: left absent, never inf or 0
+            notes.append(
+                f"failures: a checkpoint takes {write_s / 3600:,.3g} h to write against a cluster MTBF of "
+                f"{mtbf_s / 3600:,.3g} h; the run is expected never to finish (no goodput, wall time or energy)"
+            )
         if plan.step is not None:
             figures["checkpoint_interval_steps"] = max(1, round(interval_s / plan.step.iteration_s))
         if plan.usd_per_gpu_hour is not None:
             figures["cost_usd"] = plan.usd
-            figures["cost_with_failures_usd"] = fc.wall_s * layout.gpus / mx.HOUR_S * plan.usd_per_gpu_hour
-        if gpu.tdp_w:
+            figures["cost_with_failures_usd"] = ck.cost_with_failures_usd if finite else None
+        if gpu.tdp_w and finite:
             gpu_hours = fc.wall_s * layout.gpus / mx.HOUR_S
             figures["energy_kwh"] = mx.energy_kwh(gpu_hours, gpu.tdp_w, a.host_power_factor, a.pue)
             figures["co2eq_kg"] = mx.co2eq_kg(figures["energy_kwh"], figures["grid_gco2_per_kwh"])
-        else:
+        elif not gpu.tdp_w:
             notes.append(f"energy: {gpu.id} has no TDP in the catalog")
         if plan.step is not None and isinstance(model, ModelSpec):
             figures.update(_network(model, gpu, layout, job, memory, plan.step, step_assumptions, gpn))
@@ -352,7 +520,11 @@ def train_machine(
             )
             if figures["nic_source"] is not None and not scale_out_set:
                 figures["nic_source"] = _offer_nic_source(offer, figures["nic_source"])
-    used = [Assumption(x.name, rate, x.unit, rate_src) if x.name == "failures_per_gpu_hour" else x for x in a.items()]
+    used = [
+        Assumption(x.name, rate, x.unit, rate_src) if x.name == "failures_per_gpu_hour" else x
+        for x in a.items()
+        if x.name not in SERVE_ONLY_ASSUMPTIONS
+    ]
     used = [
         Assumption(x.name, figures["grid_gco2_per_kwh"], x.unit, "--grid-gco2-per-kwh")
         if x.name == "grid_gco2_per_kwh" and options.grid_gco2_per_kwh is not None
@@ -583,20 +755,27 @@ def serve_machine(
         "host_ram_parts_bytes": {"gpu_memory_floor_bytes": floor, "weight_staging_bytes": per_node},
         "disk_bytes_per_node": replica,
     }
-    notes = ["cold start: engine start-up, graph capture and compilation come on top"]
+    notes = ["cold start: the weights to the GPUs; the engine's warm-up (graph capture, compilation) comes on top"]
     if qps is not None:
+        total_s, known = mx.replica_start_s(figures["cold_start_s"], a.engine_warmup_s, a.instance_boot_s)
         figures["scale_up"] = {
-            "node_provisioning": "unknown",
+            "node_provisioning": "known" if known else "unknown",
+            "instance_boot_s": a.instance_boot_s,
             "cold_start_s": figures["cold_start_s"],
-            "at_least_s": figures["cold_start_s"],
+            "engine_warmup_s": a.engine_warmup_s,
+            "per_replica_s": total_s if known else None,
+            "at_least_s": total_s,
         }
         notes.append(
-            "scale-up after a traffic step: node provisioning (not modelled: provider, free capacity, image pull) "
-            "plus the replica's cold start; keep spare replicas for steps faster than that"
+            "scale-up after a traffic step: per added replica (replicas start in parallel, each on its own node) "
+            + ("instance boot + " if known else "node provisioning (unknown: provider, free capacity, image) + ")
+            + "cold start + engine warm-up; keep spare replicas for steps faster than that"
         )
     if offer is not None:
         figures.update(_serve_instance(offer, figures))
     keep = {"pcie_efficiency", "host_ram_per_gpu_memory"}
+    if qps is not None:  # an unset boot time is unknown: said in the scale-up block and its note, not listed
+        keep |= {"engine_warmup_s"} | ({"instance_boot_s"} if a.instance_boot_s is not None else set())
     return MachineReport(figures, tuple(x for x in a.items() if x.name in keep), tuple(notes))
 
 

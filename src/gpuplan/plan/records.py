@@ -369,8 +369,23 @@ def _serving_latency(report) -> dict:
     }
 
 
-def serving_rank(model, job, options, skipped) -> dict:
-    """``gpuplan serve --rank``: options that fit, best tokens/s per GPU first; the rest with the reason."""
+#: A GPU without an option is named by the furthest check any of its candidates reached (the search checks support,
+#: the layout, an offer of the size, memory, then the targets): "misses_slo" says some fit but none met the targets.
+_FURTHEST_FIRST = (
+    "misses_slo",
+    "does_not_fit_memory",
+    "no_offer_of_that_size",
+    "layout_does_not_divide",
+    "not_supported",
+)
+
+
+def serving_rank(model, job, search) -> dict:
+    """``gpuplan serve --rank``: each GPU's best option of the ``plan serve`` search (the same option record, with
+    the error bands of its latencies, throughput and price), cheapest first; the GPUs without one, with the counts
+    of why."""
+    from .search import serve_option_record
+
     return envelope(
         "serve.rank",
         model={"id": model.id, "params": count_params(model).total},
@@ -382,29 +397,35 @@ def serving_rank(model, job, options, skipped) -> dict:
             "max_ttft_s": job.max_ttft_s,
             "batch": job.batch,
             "concurrency": job.concurrency,
+            "qps": search.qps,
         },
-        options=[_rank_option_bands(model, job, o) for o in options],
-        not_possible=[{"gpu": g, "weights": w, "reason": r} for g, w, r in skipped],
+        searched=search.searched,
+        evaluated=search.evaluated,
+        feasible=search.feasible,
+        grid=search.grid,
+        pruned=search.pruned,
+        options=[_rank_option_bands(model, job, o, serve_option_record(o)) for o in search.best_per_gpu],
+        not_possible=[
+            {"gpu": g, "reason": next((r for r in _FURTHEST_FIRST if counts.get(r)), None), "pruned": counts}
+            for g, counts in search.pruned_per_gpu.items()
+        ],
     )
 
 
-def _rank_option_bands(model, job, o) -> dict:
-    """One ``serve --rank`` option, with the error bands of its latencies, throughputs and $ per million."""
+def _rank_option_bands(model, job, o, record: dict) -> dict:
+    """One ``serve --rank`` option: the ``plan serve`` option record, the keys ``serve --rank`` had before (batch,
+    $ per GPU-hour, tokens/s per GPU, the KV room), and the error bands of its latencies, throughput and price."""
+    from dataclasses import replace
+
     from .bands import serving_bands
 
-    bands = serving_bands(o.gpu, job, o.report, model, o.weights)
+    bands = serving_bands(o.gpu, replace(job, weights=o.weights, kv_cache=o.kv_cache, engine=o.engine), o.report,
+                          model, o.weights)  # fmt: skip
     row = {
-        "gpu": o.gpu.id,
-        "weights": o.weights,
-        "tp": o.tp,
+        **record,
         "batch": o.report.batch,
-        "usd_per_gpu_hour": o.usd_per_gpu_hour,
-        "offer": o.offer_id,
-        "usd_per_million_output_tokens_all_in": o.usd_per_million_output_tokens_all_in,
-        "ttft_s": o.report.ttft_s,
-        "tpot_s": o.report.tpot_s,
-        "tokens_per_s": o.report.tokens_per_s,
-        "tokens_per_s_per_gpu": o.tokens_per_s_per_gpu,
+        "usd_per_gpu_hour": o.offer.usd_per_gpu_hour,
+        "tokens_per_s_per_gpu": o.report.tokens_per_s / o.tp,
         "max_concurrent_sequences": o.report.max_concurrent_sequences,
     }
     row = _beside(row, bands["ttft"], (("ttft_s", 1),))
@@ -414,7 +435,7 @@ def _rank_option_bands(model, job, o) -> dict:
     return _beside(
         row,
         bands["serving_throughput"],
-        (("tokens_per_s", 1), ("tokens_per_s_per_gpu", 1), ("usd_per_million_output_tokens_all_in", -1)),
+        (("tokens_per_s", 1), ("tokens_per_s_per_gpu", 1), ("usd_per_million_output_tokens", -1)),
     )
 
 

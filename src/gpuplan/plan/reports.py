@@ -280,22 +280,25 @@ class ServeReport(Report):
 
 
 class ServeRankReport(Report):
-    """``serve --rank``: options that fit (``options``, best $ per million output tokens first) and the
-    GPU x format pairs that cannot run, with the reason (``skipped``)."""
+    """``serve --rank``: each GPU's best option of the ``plan serve`` search (``search.best_per_gpu``, cheapest $
+    per million output tokens first) and, for the GPUs without one, the pruned counts by reason."""
 
     kind: ClassVar[str] = "serve.rank"
     model: Any
     job: Any
-    options: tuple[Any, ...]
-    skipped: tuple[tuple[str, str, str], ...]
+    search: Any
     warnings: tuple[str, ...] = ()
 
     @property
+    def options(self) -> tuple[Any, ...]:
+        return tuple(self.search.best_per_gpu)
+
+    @property
     def fits(self) -> bool:
-        return bool(self.options)
+        return bool(self.search.best_per_gpu)
 
     def to_dict(self) -> dict[str, Any]:
-        return records.serving_rank(self.model, self.job, self.options, self.skipped)
+        return records.serving_rank(self.model, self.job, self.search)
 
 
 # --------------------------------------------------------------------------------------------------- tco

@@ -46,7 +46,9 @@ deadline or the budget; the rest are options. Every memory and step-time estimat
 ordering of memory by count or micro-batch is assumed.
 
 Serving (:func:`search_serve`): GPU x weight format x KV-cache format x tp x engine profile, each through
-``estimate.inference.serving_plan``, ``fleet_for`` and ``cost_per_million`` as ``serve`` does.
+``estimate.inference.serving_plan`` and ``cost_per_million`` as ``serve`` does, the reported options again under
+``--qps`` (``serving_plan(..., qps=)`` and ``fleet_for``, as ``serve --qps``). ``serve --rank`` is each GPU's first
+option of the same search.
 """
 
 from __future__ import annotations
@@ -241,6 +243,10 @@ class TrainCandidate:
     cp: int = 1
     #: interleaved pipeline chunks per rank (``train --virtual-stages``)
     virtual_stages: int = 1
+    #: the run with failures, as ``train``'s machine block gives it (:func:`_with_failures`)
+    goodput: float | None = None
+    wall_time_with_failures_s: float | None = None
+    cost_with_failures_usd: float | None = None
 
     @property
     def dp(self) -> int:
@@ -348,9 +354,12 @@ def search_train(
     top: int = 20,
     memory_assumptions: MemoryAssumptions = MemoryAssumptions(),
     step_assumptions: StepAssumptions = StepAssumptions(),
+    machine: Any = None,
 ) -> TrainSearch:
     """Every candidate of the grid (module docstring), pruned with counts by reason; the top ``top`` by the
-    objective among the feasible ones, each flagged when it is on the Pareto front of (time, cost, GPUs)."""
+    objective among the feasible ones, each flagged when it is on the Pareto front of (time, cost, GPUs). Time and
+    cost rank with failures (:func:`_with_failures`); ``machine``: the (MachineOptions, MachineAssumptions) of the
+    storage, checkpoints and failure rate (None: ``train``'s defaults)."""
     import numpy as np
 
     offers = _offers_of(offers, pricing, providers)
@@ -362,6 +371,18 @@ def search_train(
     blocks = [b for i, gpu in enumerate(gpus) if (b := grid.search_gpu(i, gpu, classes_of[i])) is not None]
     found = {k: np.concatenate([b[k] for b in blocks]) for k in _FOUND} if blocks else {}
     n = len(found["gpus"]) if found else 0
+    if n:
+        found.update(_with_failures(model, base_job, found, gpus, classes_of, *(machine or ())))
+        # the deadline and budget hold for the run as it will go, failures included: the grid pruned on the ideal
+        # time and cost (never more than these), so the candidates left are checked again here
+        late = found[_TIME] > deadline_s if deadline_s is not None else np.zeros(n, dtype=bool)
+        dear = (found[_COST] > budget_usd) & ~late if budget_usd is not None else np.zeros(n, dtype=bool)
+        if late.any() or dear.any():
+            grid.tally.pruned[R.MISSES_DEADLINE] += int(late.sum())  # already counted as searched
+            grid.tally.pruned[R.OVER_BUDGET] += int(dear.sum())
+            keep = ~(late | dear)
+            found = {k: v[keep] for k, v in found.items()}
+            n = int(keep.sum())
     options: tuple[TrainOption, ...] = ()
     front_size = 0
     ranking = tuple((k, found[k]) for k in _objective_axes(objective)) if n else ()
@@ -371,7 +392,7 @@ def search_train(
         order[np.lexsort(tuple(found[k] for k in reversed(_SEARCH_ORDER)))] = np.arange(n)
         keys = _objective_axes(objective)
         best = np.lexsort((order, *(found[k] for k in reversed(keys))))[:top]
-        on_front = _pareto_front_mask(found["time_s"], found["cost_usd"], found["gpus"])
+        on_front = _pareto_front_mask(found[_TIME], found[_COST], found["gpus"])
         front_size = int(on_front.sum())
         options = tuple(
             _option(model, _candidate(found, i, gpus, classes_of), base_job, bool(on_front[i]), memory_assumptions)
@@ -402,7 +423,7 @@ def search_train(
             "zero-0": ["none"],
             "zero-1, zero-2": ["none", "optimizer"],
             "zero-3, fsdp": ["none", "optimizer", "params"],
-            "rule": "only on a GPU where no candidate fits without offload (its host work is not timed)",
+            "rule": "only on a GPU where no candidate fits without offload (its host work timed: CPU optimizer, PCIe)",
         },
         "micro_batch": list(MICRO_BATCHES),
         "global_batch": base_job.global_batch
@@ -450,13 +471,80 @@ _FOUND = (
 _SEARCH_ORDER = ("gpu", "layout", "sharding", "micro_batch", "count", "offer")
 
 
+#: Time and cost rank as the run will take them: with failures (expected wall time and its cost, :func:`_with_failures`)
+_TIME, _COST = "wall_time_with_failures_s", "cost_with_failures_usd"
+
+
 def _objective_axes(objective: str) -> tuple[str, str, str]:
     """The sort keys of an objective, most significant first."""
     if objective == Objective.TIME:
-        return ("time_s", "cost_usd", "gpus")
+        return (_TIME, _COST, "gpus")
     if objective == Objective.GPUS:
-        return ("gpus", "cost_usd", "time_s")
-    return ("cost_usd", "time_s", "gpus")
+        return ("gpus", _COST, _TIME)
+    return (_COST, _TIME, "gpus")
+
+
+def _with_failures(
+    model: ModelSpec,
+    base_job: TrainingJob,
+    found: dict[str, Any],
+    gpus: Sequence[Accelerator],
+    classes_of: list[list[HardwareClass]],
+    options: Any = None,
+    assumptions: Any = None,
+) -> dict[str, Any]:
+    """Goodput, expected wall time and cost with failures of every feasible candidate, as arrays, through the
+    function of ``train``'s machine block (``plan.machine.checkpointing``): the checkpoint of the layout's recipe
+    and sharding written at the storage class (or the offer's local NVMe) by its writing nodes, the cluster MTBF
+    of its GPU count at its GPU's failure rate, Daly's interval and wall time, the offer's price. Computed on the
+    whole grid, not on a pre-ranked top K: the adjustment grows with the GPU count (the MTBF falls as 1/GPUs) and
+    the checkpoint write time, so it can reorder candidates an ideal ranking puts far apart."""
+    import numpy as np
+
+    from ..estimate.machine import STORAGE_CLASSES, MachineAssumptions
+    from .machine import (
+        MachineOptions,
+        checkpoint_bytes_per_param,
+        checkpointing,
+        failure_rate,
+        host_link_bytes_per_s,
+        nvme_write_per_node,
+    )
+
+    options = options if options is not None else MachineOptions()
+    a = assumptions if assumptions is not None else MachineAssumptions()
+    n = len(found["gpus"])
+    flat = [c.offer for classes in classes_of for c in classes]  # every (GPU, class) pair, by GPU
+    pair = np.cumsum([0] + [len(c) for c in classes_of])[found["gpu"]] + found["offer"]
+    per_gpu = np.array([(host_link_bytes_per_s(g, a), failure_rate(g, options, a)[0]) for g in gpus])
+    per_offer = np.array([(o.gpu_count, o.usd_per_gpu_hour, nvme_write_per_node(o, options)) for o in flat])
+    tp, pp, cp = found["tp"], found["pp"], found["cp"]
+    zero = np.array([s.zero for s in SHARDINGS])[found["sharding"]]
+    bytes_per_param = np.empty((3, n))
+    for idx in _groups(found["sharding"] * 2 + (tp * pp * cp > 1), np.ones(n, dtype=bool)):
+        c = _candidate(found, int(idx[0]), gpus, classes_of)  # the recipe is shared by the group
+        bytes_per_param[:, idx] = np.array(checkpoint_bytes_per_param(model, c.job(base_job), c.layout()))[:, None]
+    ck = checkpointing(
+        trainable_params=count_params(model).total,
+        bytes_per_param=(bytes_per_param[0], bytes_per_param[1], bytes_per_param[2]),
+        tp=tp,
+        pp=pp,
+        data=found["gpus"] // (tp * pp * cp) * cp,
+        zero=zero,
+        gpus=found["gpus"],
+        gpus_per_node=np.maximum(1, per_offer[pair, 0]),
+        storage=STORAGE_CLASSES[options.storage],
+        storage_write_bytes_per_s=options.storage_write_bytes_per_s,
+        nvme_write_bytes_per_s_per_node=per_offer[pair, 2],
+        host_link_bytes_per_s=per_gpu[found["gpu"], 0],
+        failures_per_gpu_hour=per_gpu[found["gpu"], 1],
+        restart_s=a.restart_s,
+        asynchronous=options.async_checkpoint,
+        solve_s=found["time_s"],
+        usd_per_gpu_hour=per_offer[pair, 1],
+    )
+    assert ck.run is not None  # (computed with the ideal times)
+    return {"goodput": ck.run.goodput, _TIME: ck.run.wall_s, _COST: ck.cost_with_failures_usd}
 
 
 def _job_grid(base: TrainingJob, **arrays: Any) -> TrainingJobGrid:
@@ -767,6 +855,7 @@ def _groups(key: Any, mask: Any) -> list[Any]:
 def _candidate(found: dict[str, Any], i: int, gpus: Sequence[Accelerator], classes_of: list[list[HardwareClass]]):
     """The reported candidate ``i`` of the feasible arrays, in plain numbers."""
     g = int(found["gpu"][i])
+    ends = _TIME in found and math.isfinite(found[_TIME][i])
     return TrainCandidate(
         gpus[g],
         classes_of[g][int(found["offer"][i])].offer,
@@ -785,6 +874,8 @@ def _candidate(found: dict[str, Any], i: int, gpus: Sequence[Accelerator], class
         offload=OFFLOAD_ORDER[int(found["offload"][i])],
         cp=int(found["cp"][i]),
         virtual_stages=int(found["vs"][i]),
+        # a run expected never to finish (inf wall time, goodput 0) has none: null, never inf or 0
+        **{k: float(found[k][i]) if ends else None for k in ("goodput", _TIME, _COST) if k in found},
     )
 
 
@@ -1023,6 +1114,9 @@ def train_option_record(o: TrainOption, seq_len: int, precision: str) -> dict[st
         "cost_usd": c.cost_usd,
         "cost_usd_p10": cost_band[0],
         "cost_usd_p90": cost_band[1],
+        "goodput": c.goodput,
+        "wall_time_with_failures_s": c.wall_time_with_failures_s,
+        "cost_with_failures_usd": c.cost_with_failures_usd,
         "band_class": o.band.band_class if o.band is not None else None,
         "gpu_hours": c.time_s * c.gpus / 3600,
         "peak_memory_bytes": o.peak_memory_bytes,
@@ -1090,6 +1184,11 @@ class ServeOption:
 
 @dataclass(frozen=True)
 class ServeSearch:
+    """The counts obey ``searched == sum(pruned) + feasible`` and ``searched >= evaluated >= feasible >=
+    len(options)``: ``searched`` is the whole grid (each candidate counted once, under an option or its first
+    pruning reason), ``evaluated`` those planned by ``serving_plan`` (the rest were pruned before it), ``feasible``
+    those that fit and meet the targets (``options``: the first ``top`` of them)."""
+
     searched: int
     evaluated: int
     grid: dict[str, Any]
@@ -1097,6 +1196,11 @@ class ServeSearch:
     options: tuple[ServeOption, ...]
     pareto_size: int
     feasible: int
+    qps: float | None = None
+    #: each GPU's first option in the ranking (``serve --rank``; empty unless asked for), ranked as ``options``
+    best_per_gpu: tuple[ServeOption, ...] = ()
+    #: the pruned counts of each GPU that has no feasible candidate, by reason id
+    pruned_per_gpu: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def _format_supported(fmt: str, gpu: Accelerator) -> bool:
@@ -1107,12 +1211,27 @@ def _format_supported(fmt: str, gpu: Accelerator) -> bool:
     return True
 
 
+def _serve_order(o: ServeOption) -> tuple[float, float, int]:
+    """The ranking of ``plan serve`` and ``serve --rank``: $ per million output tokens, then request latency, then
+    fewer GPUs."""
+    return (o.usd_per_million_output_tokens, o.report.request_latency_s, o.gpus)
+
+
+_SERVE_PRUNE_ORDER = (
+    R.DOES_NOT_FIT_MEMORY,
+    R.LAYOUT_DOES_NOT_DIVIDE,
+    R.NO_OFFER_OF_THAT_SIZE,
+    R.MISSES_SLO,
+    R.NOT_SUPPORTED,
+)
+
+
 def search_serve(
     model: ModelSpec,
     gpus: Sequence[Accelerator],
     offers: Iterable[Offer],
     job: Any,
-    qps: float,
+    qps: float | None,
     *,
     pricing: str = "on-demand",
     providers: Sequence[str] | None = None,
@@ -1120,42 +1239,62 @@ def search_serve(
     formats: Sequence[str] = SERVE_FORMATS,
     assumptions: Any = None,
     top: int = 20,
+    per_gpu: bool = False,
 ) -> ServeSearch:
-    """GPU x weights x KV cache x tp x engine, each replica planned by ``serving_plan`` (as ``serve``), the fleet
-    for ``qps`` by ``fleet_for``, the price by ``cost_per_million`` with the cheapest offer whose instances hold
-    whole replicas; ranked by $ per million output tokens, the Pareto front of (cost, request latency) flagged."""
+    """GPU x weights x KV cache x tp x engine, each replica planned by ``serving_plan`` (as ``serve``) and priced by
+    ``cost_per_million`` with the cheapest offer whose instances hold whole replicas; ranked by $ per million
+    output tokens (:func:`_serve_order`), the Pareto front of (cost, request latency) flagged.
+
+    Two passes. Every candidate is planned at its own largest batch that fits and meets --max-tpot/--max-ttft
+    (no load: ``serving_plan`` without ``qps``, about 0.15 ms each): memory, the targets and the price per token,
+    which the load does not change (``cost_per_million`` prices a replica's capacity). Then, best first, the
+    reported ones (the first ``top``, and with ``per_gpu`` each GPU's first) are planned again under ``qps`` as
+    ``serve --qps`` plans them (about 5 ms each: the fleet for the load within ``max_utilization``, Poisson
+    arrivals, the wait for a slot), which gives their replicas and their TTFT/TPOT at the load; one that misses
+    the targets even with more replicas is pruned (misses_slo) and the next takes its place. Without ``qps`` an
+    option is one replica at its full batch. ``searched`` counts the grid, ``evaluated`` the candidates planned
+    by the first pass; the Pareto front is over the first pass's feasible candidates (full-batch latency)."""
     from ..estimate.inference import cost_per_million, fleet_for, serving_plan, weight_bytes
     from ..spec.serving import ServingLayout
     from .training import pareto_front
 
     offers = _offers_of(offers, pricing, providers)
     tally = _Count()
+    by_gpu: dict[str, Counter[str]] = {g.id: Counter() for g in gpus}
     feasible: list[ServeOption] = []
+
+    def prune(gpu: Accelerator, reason: str, n: int) -> None:
+        tally.add(reason, n)
+        by_gpu[gpu.id][reason] += n
+
+    offers_of: dict[str, list[Offer]] = {}
+    for o in offers:
+        offers_of.setdefault(o.gpu, []).append(o)
     for gpu in gpus:
-        mine = [o for o in offers if o.gpu == gpu.id]
+        mine = offers_of.get(gpu.id, [])
         for fmt in formats:
             for kv in SERVE_KV:
                 n = len(TP_CHOICES) * len(engines)
                 if not _format_supported(fmt, gpu) or (kv == "fp8" and not gpu.supports("fp8")):
-                    tally.add(R.NOT_SUPPORTED, n)
+                    prune(gpu, R.NOT_SUPPORTED, n)
                     continue
                 for tp in TP_CHOICES:
                     if model.attention_heads % tp or (tp > 1 and gpu.interconnect is None):
-                        tally.add(R.LAYOUT_DOES_NOT_DIVIDE, len(engines))
+                        prune(gpu, R.LAYOUT_DOES_NOT_DIVIDE, len(engines))
                         continue
                     holding = [o for o in mine if o.gpu_count % tp == 0]
                     if not holding:
-                        tally.add(R.NO_OFFER_OF_THAT_SIZE, len(engines))
+                        prune(gpu, R.NO_OFFER_OF_THAT_SIZE, len(engines))
                         continue
                     offer = min(holding, key=lambda o: (o.usd_per_gpu_hour, o.id))
                     layout = ServingLayout(tp=tp)
                     try:
                         w = weight_bytes(model, fmt, layout).total
                     except GpuplanError:
-                        tally.add(R.NOT_SUPPORTED, len(engines))
+                        prune(gpu, R.NOT_SUPPORTED, len(engines))
                         continue
                     if w > gpu.usable_memory_bytes:  # the weights alone: no engine fits (a lower bound)
-                        tally.add(R.DOES_NOT_FIT_MEMORY, len(engines))
+                        prune(gpu, R.DOES_NOT_FIT_MEMORY, len(engines))
                         continue
                     for engine in engines:
                         tally.evaluated += 1
@@ -1163,23 +1302,49 @@ def search_serve(
                         try:
                             r = serving_plan(model, gpu, layout, j, assumptions)
                         except GpuplanError:
-                            tally.add(R.NOT_SUPPORTED, 1)
+                            prune(gpu, R.NOT_SUPPORTED, 1)
                             continue
                         if not r.fits or r.max_concurrent_sequences < 1:
-                            tally.add(R.DOES_NOT_FIT_MEMORY, 1)
+                            prune(gpu, R.DOES_NOT_FIT_MEMORY, 1)
                             continue
                         if r.reasons:
-                            tally.add(R.MISSES_SLO, 1)
+                            prune(gpu, R.MISSES_SLO, 1)
                             continue
-                        fleet = fleet_for(r, layout, j, qps)
                         cost = cost_per_million(r, layout, j, offer.usd_per_gpu_hour)
                         tally.searched += 1
-                        feasible.append(ServeOption(gpu, offer, fmt, kv, tp, engine, r, fleet.replicas, cost))
-    feasible.sort(key=lambda o: (o.usd_per_million_output_tokens, o.report.request_latency_s, o.gpus))
-    front = set(pareto_front([(o.report.request_latency_s, o.usd_per_million_output_tokens) for o in feasible]))
-    options = tuple(
-        replace(o, pareto=i in front, launch=serve_launch(model, o, job)) for i, o in enumerate(feasible[:top])
-    )
+                        feasible.append(ServeOption(gpu, offer, fmt, kv, tp, engine, r, 1, cost))
+    feasible.sort(key=_serve_order)
+
+    # second pass: the reported options under the load, best first
+    shown: list[tuple[int, ServeOption]] = []  # (index in feasible, the option under the load)
+    best: dict[str, tuple[int, ServeOption]] = {}
+    wanted = {g.id for g in gpus} if per_gpu else set()
+    dropped: set[int] = set()
+    kept = Counter(o.gpu.id for o in feasible)  # feasible candidates per GPU, less those the load rules out
+    for i, o in enumerate(feasible):
+        if len(shown) >= top and not (wanted - best.keys()):
+            break
+        if len(shown) >= top and o.gpu.id in best:
+            continue
+        layout = ServingLayout(tp=o.tp)
+        j = replace(job, weights=o.weights, kv_cache=o.kv_cache, engine=o.engine)
+        r = serving_plan(model, o.gpu, layout, j, assumptions, qps=qps) if qps is not None else o.report
+        if r.reasons:  # no fleet meets the targets under the load
+            prune(o.gpu, R.MISSES_SLO, 1)
+            tally.searched -= 1  # counted once: moved from the feasible candidates to the pruned ones
+            dropped.add(i)
+            kept[o.gpu.id] -= 1
+            continue
+        replicas = fleet_for(r, layout, j, qps).replicas if qps is not None else 1
+        done = replace(o, report=r, replicas=replicas)
+        done = replace(done, launch=serve_launch(model, done, job))
+        if len(shown) < top:
+            shown.append((i, done))
+        best.setdefault(o.gpu.id, (i, done))
+    # the front of the feasible candidates the load did not rule out (their full-batch latency and price)
+    left = [i for i in range(len(feasible)) if i not in dropped]
+    points = [(feasible[i].report.request_latency_s, feasible[i].usd_per_million_output_tokens) for i in left]
+    front = {left[k] for k in pareto_front(points)}
     grid = {
         "gpus": [g.id for g in gpus],
         "pricing": pricing,
@@ -1189,25 +1354,23 @@ def search_serve(
         "tp": list(TP_CHOICES),
         "pp": [1],
         "engine": list(engines),
-        "replicas": "ceil(qps / requests per second of one replica)",
+        "replicas": "the fewest that serve qps within max_utilization and the targets (serve --qps)"
+        if qps is not None
+        else 1,
     }
     return ServeSearch(
         searched=tally.searched,
         evaluated=tally.evaluated,
         grid=grid,
-        pruned={
-            r.value: tally.pruned.get(r.value, 0)
-            for r in (
-                R.DOES_NOT_FIT_MEMORY,
-                R.LAYOUT_DOES_NOT_DIVIDE,
-                R.NO_OFFER_OF_THAT_SIZE,
-                R.MISSES_SLO,
-                R.NOT_SUPPORTED,
-            )
-        },
-        options=options,
+        pruned={r.value: tally.pruned.get(r.value, 0) for r in _SERVE_PRUNE_ORDER},
+        options=tuple(replace(o, pareto=i in front) for i, o in shown),
         pareto_size=len(front),
-        feasible=len(feasible),
+        feasible=len(left),
+        qps=qps,
+        best_per_gpu=tuple(replace(o, pareto=i in front) for i, o in best.values()) if per_gpu else (),
+        pruned_per_gpu={
+            g: {r.value: c[r.value] for r in _SERVE_PRUNE_ORDER if c[r.value]} for g, c in by_gpu.items() if not kept[g]
+        },
     )
 
 

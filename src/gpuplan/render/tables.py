@@ -231,6 +231,13 @@ def _figure_rows(a: dict) -> list[tuple[str, str, str]]:
         peak = a["peak_flops_per_s"].get(d)
         shown = f"{frac:.1%} of the {d} peak" + (f" ({_num(frac * peak, 1e12)} TFLOP/s)" if peak else "")
         rows.append((f"{d} matmul ceiling (MAMF)", shown, f"matmul_efficiency.{d}"))
+    factor, fp16 = a.get("fp16_accumulate_factor"), a["peak_flops_per_s"].get("fp16")
+    if factor is not None and fp16:
+        shown = f"{factor:g}x the fp16 peak ({_num(factor * fp16, 1e12)} TFLOP/s)"
+        rows.append(("fp16 tensor, FP16 accumulate", shown, "fp16_accumulate_factor"))
+    if a.get("attention_flops_per_s"):
+        shown = f"{_num(a['attention_flops_per_s'], 1e12)} TFLOP/s (caps training attention)"
+        rows.append(("flash attention fwd + bwd", shown, "attention_flops_per_s"))
     if a.get("scale_up_domain_gpus"):
         rows.append(("scale-up domain", f"{a['scale_up_domain_gpus']:,} devices", "scale_up_domain_gpus"))
     if a.get("scale_out_bytes_per_s_per_gpu"):
@@ -720,10 +727,14 @@ def _machine_lines(record: dict) -> list[Text]:
         ]
         if "scale_up" in m:
             up = m["scale_up"]
+            boot = "node provisioning unknown"
+            if "instance_boot_s" in up:
+                boot = f"instance boot {up['instance_boot_s']:,.0f} s"
+            total = f"{up['per_replica_s']:,.1f} s" if "per_replica_s" in up else f"at least {up['at_least_s']:,.1f} s"
             lines.append(
                 Text(
-                    f"  scale-up after a traffic step: node provisioning unknown + cold start "
-                    f"{up['cold_start_s']:,.1f} s (at least {up['at_least_s']:,.1f} s per replica)"
+                    f"  scale-up after a traffic step: {boot} + cold start {up['cold_start_s']:,.1f} s + engine "
+                    f"warm-up {up['engine_warmup_s']:,.0f} s = {total} per added replica (replicas start in parallel)"
                 )
             )
         if "instance" in m:
@@ -895,41 +906,32 @@ def _assumptions_line(record: dict) -> Text:
 
 
 def serve_rank(record: dict) -> Group:
-    """``gpuplan serve --rank``: one row per GPU x format that fits, best throughput per GPU first."""
+    """``gpuplan serve --rank``: each GPU's best option of the ``plan serve`` search, cheapest first."""
     job = record["job"]
     t = Table(box=box.SIMPLE_HEAD, header_style="bold")
     for col, just in (
         ("#", "right"),
         ("gpu", "left"),
         ("weights", "left"),
+        ("kv", "left"),
         ("tp", "right"),
+        ("engine", "left"),
+        ("replicas", "right"),
         ("batch", "right"),
         ("TTFT ms", "right"),
         ("TPOT ms", "right"),
-        ("tokens/s", "right"),
         ("tokens/s/GPU", "right"),
         ("$/GPU-h", "right"),
-        ("$/M out all-in", "right"),
+        ("$/M out", "right"),
     ):
         t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     for i, o in enumerate(record["options"], 1):
-        price = f"{o['usd_per_gpu_hour']:.2f}" if o["usd_per_gpu_hour"] else _DASH
-        per_m = (
-            f"{o['usd_per_million_output_tokens_all_in']:.3f}" if o["usd_per_million_output_tokens_all_in"] else _DASH
-        )
         t.add_row(
-            str(i),
-            o["gpu"],
-            o["weights"],
-            str(o["tp"]),
-            str(o["batch"]),
-            f"{o['ttft_s'] * 1e3:,.0f}",
-            f"{o['tpot_s'] * 1e3:,.1f}",
-            f"{o['tokens_per_s']:,.0f}",
-            f"{o['tokens_per_s_per_gpu']:,.0f}",
-            price,
-            per_m,
-        )
+            str(i), o["gpu"], o["weights"], o["kv_cache"], str(o["tp"]), o["engine"], str(o["replicas"]),
+            str(o["batch"]), f"{o['ttft_s'] * 1e3:,.0f}", f"{o['tpot_s'] * 1e3:,.1f}",
+            f"{o['tokens_per_s_per_gpu']:,.0f}", f"{o['usd_per_gpu_hour']:.2f}",
+            f"{o['usd_per_million_output_tokens']:.3f}",
+        )  # fmt: skip
     targets = ", ".join(
         x
         for x in (
@@ -938,25 +940,31 @@ def serve_rank(record: dict) -> Group:
         )
         if x
     )
+    load = f"{job['qps']:g} requests/s" if job["qps"] is not None else "one replica at its full batch"
     head = Text(
-        f"{record['model']['id']}: {job['prompt_tokens']:,} + {job['output_tokens']:,} tokens, engine "
-        f"{job['engine']}" + (f", {targets}" if targets else "") + "; smallest TP that fits",
+        f"{record['model']['id']}: {job['prompt_tokens']:,} + {job['output_tokens']:,} tokens, {load}"
+        + (f", {targets}" if targets else "")
+        + "; each GPU's best option of plan serve",
         style="bold",
     )
     parts: list = [head, t]
-    if record["not_possible"]:
+    by_reason: dict[str, list[str]] = {}
+    for n in record["not_possible"]:
+        by_reason.setdefault(n["reason"] or "none searched", []).append(n["gpu"])
+    if by_reason:
         parts.append(
             Text(
-                f"{len(record['not_possible'])} GPU x format combinations do not fit or miss the targets "
-                "(listed in --json under not_possible)",
+                "no option (the furthest check reached; counts under --json not_possible): "
+                + "; ".join(f"{why.replace('_', ' ')}: {', '.join(gpus)}" for why, gpus in by_reason.items()),
                 style="dim",
             )
         )
     parts.append(
         Text(
-            "Ranked by $ per million output tokens, all in (the replica's whole time, prefill included), "
-            "at each GPU's cheapest on-demand offer; GPUs without an offer come last, by throughput. P10-P90 "
-            "error bands of TTFT, TPOT, throughput and $ per million under --json.",
+            "Each GPU's cheapest option by $ per million output tokens (gpuplan plan serve's search: weights, KV "
+            "cache, TP, engine, at the GPU's cheapest on-demand offer; latencies"
+            + (" at the load, replicas sized for it)" if job["qps"] is not None else " at the full batch)")
+            + ". P10-P90 error bands of TTFT, TPOT, throughput and $ per million under --json.",
             style="dim",
         )
     )
@@ -1575,7 +1583,8 @@ def plan_train_report(record: dict) -> Group:
     t = Table(box=box.SIMPLE_HEAD, title=f"plan train {record['model']['id']} (by {record['objective']})")
     right = ("gpus", "mb", "gbs", "mfu", "cost", "mem")
     # rows are in rank order; "P" marks the Pareto front
-    for h in ("gpu", "gpus", "provider", "layout", "recomp", "mb", "gbs", "mfu", "time", "cost", "mem", "P"):
+    heads = ("gpu", "gpus", "provider", "layout", "recomp", "mb", "gbs", "mfu", "time", "cost", "goodput")
+    for h in (*heads, "w/ failures", "mem", "P"):
         t.add_column(h, justify="right" if h in right else "left", no_wrap=True)
     for o in record["options"]:
         cost = _compact_band(o, "cost_usd", *((1e6, "$", "M") if o["cost_usd"] >= 1e6 else (1e3, "$", "k")))
@@ -1586,9 +1595,17 @@ def plan_train_report(record: dict) -> Group:
         t.add_row(
             o["gpu"], f"{o['gpus']:,}", o["offer"]["provider"] if o["offer"] else o.get("pricing", "-"), layout,
             lay["recompute"], str(lay["micro_batch"]), f"{lay['global_batch']:,}", f"{o['mfu']:.1%}", time, cost,
-            f"{o['peak_memory_bytes'] / GiB:.0f} GiB", "*" if o["pareto"] else "",
+            *_with_failures_cells(o), f"{o['peak_memory_bytes'] / GiB:.0f} GiB", "*" if o["pareto"] else "",
         )  # fmt: skip
     lines: list = [t, _pruned_line(record)]
+    if record["options"] and record["options"][0].get("goodput") is not None:
+        lines.append(
+            Text(
+                "ranked by time and cost with failures (w/ failures: expected wall time and cost with checkpoints, "
+                "restarts and rework, as train's machine block; goodput = ideal / wall time)",
+                style="dim",
+            )
+        )
     classes = sorted({o["band_class"] for o in record["options"] if o.get("band_class")})
     if classes:
         lines.append(
@@ -1627,6 +1644,16 @@ def plan_train_report(record: dict) -> Group:
     else:
         lines.append(Text("nothing meets the constraints: see the pruned counts"))
     return Group(*lines)
+
+
+def _with_failures_cells(o: dict) -> tuple[str, str]:
+    """An option's goodput and its wall time and cost with failures, or "-" where the record has none."""
+    if o.get("goodput") is None:
+        return "-", "-"
+    w, c = o["wall_time_with_failures_s"], o["cost_with_failures_usd"]
+    when = f"{w / 86400:,.3g} d" if w >= 86400 else f"{w / 3600:,.3g} h"
+    cost = f"${c / 1e6:,.3g}M" if c >= 1e6 else f"${c / 1e3:,.3g}k"
+    return f"{o['goodput']:.1%}", f"{when} {cost}"
 
 
 def _compact_band(block: dict, key: str, scale: float, prefix: str, unit: str) -> str:
