@@ -17,11 +17,13 @@ is printed, so a figure measured without a GPU says so.
     python scripts/bench_watch.py                         # 8 workers x 16 threads, 5 s and 35 s, once each
     python scripts/bench_watch.py --repeat 3 --json
     python scripts/bench_watch.py --interval 0.1          # the cost at 10 Hz
+    python scripts/bench_watch.py --live                  # with the --live table drawn on a pseudo-terminal
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -53,9 +55,31 @@ def run_watch(seconds: float, args: argparse.Namespace, folder: Path) -> tuple[f
     """CPU seconds of one watch over a job of ``seconds``, and the trace's header."""
     out = folder / f"bench-{seconds:g}.jsonl"
     cmd = [sys.executable, "-m", "gpuplan", "local", "watch", "--interval", f"{args.interval}s", "--out", str(out)]
+    if args.live:
+        cmd.append("--live")
     cmd += ["--", sys.executable, "-c", JOB, str(args.procs), str(args.threads), str(seconds)]
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    drain = None
+    if args.live:  # --live draws only on a terminal: give watch a pseudo-terminal and read (discard) what it draws
+        import pty
+        import threading
+
+        master, slave = pty.openpty()
+        p = subprocess.Popen(cmd, stdout=slave, stderr=subprocess.PIPE)
+        os.close(slave)
+
+        def read_all() -> None:
+            with contextlib.suppress(OSError):
+                while os.read(master, 1 << 16):
+                    pass
+
+        drain = threading.Thread(target=read_all, daemon=True)
+        drain.start()
+    else:
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(p.pid, 0)
+    if drain is not None:
+        drain.join(timeout=5)
+        os.close(master)
     p.returncode = os.waitstatus_to_exitcode(status)
     assert p.stderr is not None
     err = p.stderr.read().decode()
@@ -76,6 +100,7 @@ def main() -> None:
     ap.add_argument("--procs", type=int, default=8, help="worker processes in the watched job")
     ap.add_argument("--threads", type=int, default=16, help="threads per process")
     ap.add_argument("--repeat", type=int, default=1, help="runs per duration (medians are used)")
+    ap.add_argument("--live", action="store_true", help="run watch with --live on a pseudo-terminal")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.long <= args.short:
@@ -93,6 +118,7 @@ def main() -> None:
     overhead = (cpu_long - cpu_short) / (args.long - args.short)
     result = {
         "interval_s": args.interval,
+        "live": args.live,
         "job": {"procs": args.procs + 1, "threads_per_proc": args.threads},
         "cpu_s": {"short": round(cpu_short, 3), "long": round(cpu_long, 3)},
         "seconds": {"short": args.short, "long": args.long},
@@ -106,8 +132,9 @@ def main() -> None:
     if args.json:
         print(json.dumps(result, indent=2))
         return
+    mode = "watch --live" if args.live else "watch"
     print(
-        f"watch at {1 / args.interval:g} Hz over {args.procs + 1} processes x {args.threads} threads: "
+        f"{mode} at {1 / args.interval:g} Hz over {args.procs + 1} processes x {args.threads} threads: "
         f"{overhead:.3%} of one core ({per_sample * 1000:.2f} ms CPU per sample; goal <= 1 %)\n"
         f"GPUs sampled: {result['gpus']} (NVML: {result['gpu_status']})"
     )

@@ -16,7 +16,7 @@ call, so ``import gpuplan`` stays cheap.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .spec import choices as C
@@ -313,7 +313,8 @@ def serve(
     catalog: Any = (),
 ) -> reports.ServeReport | reports.ServeRankReport:
     """``gpuplan serve MODEL``: memory, TTFT and TPOT, throughput, the fleet for ``qps`` (or ``qpm``) and
-    $ per million tokens; ``rank=True`` compares GPUs (``gpu="all"`` or a comma list) x weight formats."""
+    $ per million tokens; ``rank=True``: each GPU's (``gpu="all"`` or a comma list) best option of the
+    ``plan_serve`` search at ``qps`` (weights, KV cache, tp, engine, replicas, batch), cheapest first."""
     from pathlib import Path
 
     from .errors import InputError
@@ -411,6 +412,10 @@ def plan_train(
     assume: Mapping[str, Any] | None = None,
     explain: str | None = None,
     utilization: float | None = None,
+    storage: str = C.TRAIN_STORAGE_DEFAULT,
+    storage_write: Number | None = None,
+    async_checkpoint: bool = False,
+    mtbf_per_gpu_hours: Number | None = None,
     offline: bool = False,
     like: str | None = None,
     catalog: Any = (),
@@ -420,16 +425,20 @@ def plan_train(
     ``utilization``, default tco's); the top ``top`` by ``objective`` with the Pareto front of (time, cost, GPUs)
     flagged, P10-P90 bands, the pruned candidates counted by reason, and launch hints for each option.
     ``explain``: a layout ``"tp=8,pp=16,dp=128,..."`` (an option's layout keys): where it ranks or why it was
-    pruned, and what it loses to option 1 (``plan/explain.py``)."""
+    pruned, and what it loses to option 1 (``plan/explain.py``). ``storage``, ``storage_write``,
+    ``async_checkpoint``, ``mtbf_per_gpu_hours``: as ``train``'s, for the failure-adjusted time and cost that rank
+    the options (checkpoints, failures: plan/machine.py)."""
     from dataclasses import replace
 
     from .catalog import resolve_model
     from .catalog.hub import hub_fetcher
     from .errors import InputError
+    from .estimate.machine import MachineAssumptions
     from .estimate.memory import MemoryAssumptions
     from .estimate.steptime import StepAssumptions
     from .plan import reports
     from .plan.commands import parse_assumptions, split_assumptions
+    from .plan.machine import MachineOptions
     from .plan.records import default_seq_len
     from .plan.search import search_train
     from .spec.model import ModelSpec
@@ -455,9 +464,19 @@ def plan_train(
     if budget is not None:
         text = _text("budget", budget)
         budget_usd = parse_usd(text.strip().rstrip("$") if isinstance(text, str) else text, "--budget")
-    mem_items, step_items = split_assumptions(_assume(assume), frozenset(MemoryAssumptions.SOURCES))
+    mem_items, machine_items, step_items = split_assumptions(
+        _assume(assume), frozenset(MemoryAssumptions.SOURCES), frozenset(MachineAssumptions.SOURCES)
+    )
     mem_a = parse_assumptions(mem_items, MemoryAssumptions())
+    machine_a = parse_assumptions(machine_items, MachineAssumptions())
     step_a = parse_assumptions(step_items, StepAssumptions())
+    machine_options = MachineOptions.from_flags(
+        C.check(C.Storage, storage, "--storage"),
+        _text("storage_write", storage_write),
+        None,
+        async_checkpoint,
+        _text("mtbf_per_gpu_hours", mtbf_per_gpu_hours),
+    )
     spec = resolve_model(model, cat.models(), fetch=hub_fetcher(offline), like=like)
     if not isinstance(spec, ModelSpec):
         raise InputError("MODEL", "plan train needs the architecture; give a model id or config.json")
@@ -519,6 +538,7 @@ def plan_train(
         top=k,
         memory_assumptions=mem_a,
         step_assumptions=step_a,
+        machine=(machine_options, machine_a),
     )
     constraints = {
         "deadline_s": deadline_s,
@@ -534,6 +554,8 @@ def plan_train(
     }
     if owned:
         constraints["utilization"] = share
+    if not search.options and (deadline_s is not None or budget_usd is not None):
+        notes += _plan_relaxed(search_train, locals())
     if notes:
         search = replace(search, notes=(*search.notes, *notes))
     explained = None
@@ -557,6 +579,7 @@ def plan_train(
             objective=chosen_objective,
             mem_a=mem_a,
             step_a=step_a,
+            machine=(machine_options, machine_a),
             search=search,
         )
     return reports.PlanTrainReport(
@@ -569,6 +592,48 @@ def plan_train(
         ownership=ownership,
         explain=explained,
     )
+
+
+def _plan_relaxed(search_train: Any, ctx: Mapping[str, Any]) -> list[str]:
+    """When nothing meets --deadline or --budget: the smallest change that does, from the same search without that
+    constraint (the fastest run with failures for a deadline, the cheapest for a budget), as note lines."""
+    import math
+
+    def as_flag(seconds: float) -> str:  # a --deadline value rounded up: whole days, else whole hours
+        return f"{math.ceil(seconds / 86400)}d" if seconds >= 86400 else f"{math.ceil(seconds / 3600)}h"
+
+    common = dict(
+        pricing=ctx["chosen_pricing"],
+        providers=ctx["chosen_providers"],
+        fixed_gpus=ctx["fixed"],
+        max_gpus=ctx["most"],
+        top=1,
+        memory_assumptions=ctx["mem_a"],
+        step_assumptions=ctx["step_a"],
+        machine=(ctx["machine_options"], ctx["machine_a"]),
+    )
+    args = (ctx["spec"], ctx["accelerators"], ctx["offers"], ctx["n_tokens"], ctx["job"])
+    out: list[str] = []
+    deadline_s, budget_usd = ctx["deadline_s"], ctx["budget_usd"]
+    if deadline_s is not None:
+        fastest = search_train(*args, budget_usd=budget_usd, objective=C.Objective.TIME, **common).options
+        if fastest:
+            o = fastest[0].candidate
+            wall = o.wall_time_with_failures_s if o.wall_time_with_failures_s is not None else o.time_s
+            out.append(
+                f"the fastest plan ({o.gpus:,} x {o.gpu.id}) takes {wall / 86400:,.1f} days with failures: "
+                f"--deadline {as_flag(wall)} or more has an answer"
+            )
+    if budget_usd is not None:
+        cheapest = search_train(*args, deadline_s=deadline_s, objective=C.Objective.COST, **common).options
+        if cheapest:
+            o = cheapest[0].candidate
+            dear = o.cost_with_failures_usd if o.cost_with_failures_usd is not None else o.cost_usd
+            out.append(
+                f"the cheapest plan ({o.gpus:,} x {o.gpu.id}) costs ${dear:,.0f} with failures: "
+                f"--budget {math.ceil(dear * 1.001)} or more has an answer"
+            )
+    return out
 
 
 def plan_serve(
@@ -782,6 +847,7 @@ def local_watch(
     offline: bool = False,
     catalog: Any = (),
     gpu_backend: Any = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> Any:
     """``gpuplan local watch``: run ``command`` (or follow process ``pid``, or the one process tree named
     ``pid_of``) and sample the host, the job's process tree and the GPUs every ``interval`` into the JSONL
@@ -789,7 +855,9 @@ def local_watch(
     the job's. ``log_regex``: read training progress from the job's output (named groups step, step_s,
     step_ms, tokens_per_s, tokens_per_s_per_gpu; ``tokens_per_step`` turns step times into tokens/s); with
     ``model`` (and ``gpu``, ``gpus``: default what NVML sees) each sample's progress carries the live MFU.
-    ``gpu_backend``: the NVML seam (default: NVML when present)."""
+    ``gpu_backend``: the NVML seam (default: NVML when present). ``on_record``: called with each trace record
+    (header, samples, summary) as it is written, e.g. to draw a live view (the CLI's --live)."""
+    import contextlib
     from datetime import datetime
 
     from .errors import InputError
@@ -849,7 +917,7 @@ def local_watch(
         f = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed below
     except OSError as e:
         raise InputError("--out", f"can't write {path}: {e.strerror or e}") from None
-    with f:
+    try:
         result = watch(
             f,
             path,
@@ -859,7 +927,11 @@ def local_watch(
             gpu=backend,
             accelerators=accelerators,
             progress=progress,
+            on_record=on_record,
         )
+    finally:
+        with contextlib.suppress(OSError):  # a full disk: the error is watch's, not a second one from close
+            f.close()
     return WatchReport(result)
 
 
@@ -941,6 +1013,7 @@ def local_diagnose(
     run: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     *,
     from_: str = "watch",
+    interval: Number | None = None,
     model: str | None = None,
     gpu: str | None = None,
     gpus: int | None = None,
@@ -956,7 +1029,9 @@ def local_diagnose(
     catalog: Any = (),
 ) -> Any:
     """``gpuplan local diagnose``: ranked verdicts (input-bound, throttled, near-OOM, memory-bound, ...) on a
-    ``local watch`` trace (or, ``from_="nvidia-smi"``, an nvidia-smi --query-gpu CSV log), each with its
+    ``local watch`` trace (or, ``from_="nvidia-smi"``, an nvidia-smi --query-gpu CSV log; ``from_="dcgm"``, a
+    ``dcgmi dmon`` log or DCGM exporter scrapes, whose rounds are ``interval`` apart where the log has no time
+    stamps: dmon's -d, default 1s), each with its
     evidence, counter-evidence and advice. ``run`` may be several traces (one per node): they are aligned in
     time and their GPUs compared as one job's (``host:index``). With ``model``: the observed MFU (from the
     trace's training progress) beside gpuplan's predicted MFU when a layout (tp, pp, zero, fsdp, micro_batch,
@@ -968,12 +1043,25 @@ def local_diagnose(
     paths = [os.fspath(run)] if isinstance(run, (str, os.PathLike)) else [os.fspath(p) for p in run]
     if not paths:
         raise InputError("RUN", "give a trace file")
-    if from_ == "watch":
+    if interval is not None and from_ != C.TraceSource.DCGM:
+        raise InputError("--interval", "is the time between a dcgmi dmon log's rounds: only with --from dcgm")
+    read: Callable[[str], tuple[list[dict[str, Any]], list[str]]]
+    if from_ == C.TraceSource.WATCH:
         read = read_trace
-    elif from_ == "nvidia-smi":
+    elif from_ == C.TraceSource.NVIDIA_SMI:
         from .local.smi_import import read_nvidia_smi as read
+    elif from_ == C.TraceSource.DCGM:
+        from .local.dcgm_import import DEFAULT_DELAY_S, read_dcgm
+        from .units import parse_duration
+
+        delay_s = DEFAULT_DELAY_S if interval is None else parse_duration(_text("interval", interval), "--interval")
+        if not delay_s > 0:
+            raise InputError("--interval", f"{interval} is not a positive time")
+
+        def read(p: str) -> tuple[list[dict[str, Any]], list[str]]:
+            return read_dcgm(p, delay_s)
     else:
-        raise InputError("--from", f"{from_!r}: choose watch or nvidia-smi")
+        raise InputError("--from", f"{from_!r}: choose {', '.join(C.values(C.TraceSource))}")
     warnings: list[str] = []
     traces = []
     for p in paths:

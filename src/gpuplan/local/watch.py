@@ -255,18 +255,14 @@ class TreeSampler:
         threads: dict[tuple[int, int], float] = {}
         max_thread: float | None = None
         io: dict[int, tuple[int, int]] = {}
+        busy: list[tuple[float, int, Any]] = []
         for pid, p in procs.items():
             try:
                 with p.oneshot():
-                    cpu += p.cpu_percent(None)
+                    share_of_process = p.cpu_percent(None)
+                    busy.append((share_of_process, pid, p))
+                    cpu += share_of_process
                     rss += p.memory_info().rss
-                    for t in p.threads():
-                        total = t.user_time + t.system_time
-                        threads[(pid, t.id)] = total
-                        before = self._threads.get((pid, t.id))
-                        if before is not None and dt > 0:
-                            share = max(0.0, total - before) / dt * 100
-                            max_thread = share if max_thread is None else max(max_thread, share)
                     try:
                         c = p.io_counters()
                         io[pid] = (c.read_bytes, c.write_bytes)
@@ -279,6 +275,24 @@ class TreeSampler:
                 continue
             except ps.AccessDenied:
                 io_known = False
+        # The busiest thread. A thread's share of the interval is at most its process's, so the processes are
+        # read busiest first and the rest skipped once none can hold a busier thread than the one found: most
+        # of a job's threads are not read at all (reading them was most of watch's CPU time). A process read
+        # after being skipped has no previous reading: its threads count from the next sample on.
+        for share_of_process, pid, p in sorted(busy, key=lambda b: -b[0]):
+            if max_thread is not None and share_of_process <= max_thread:
+                break
+            try:
+                listed = p.threads()
+            except (ps.NoSuchProcess, ps.ZombieProcess, ps.AccessDenied):
+                continue
+            for t in listed:
+                total = t.user_time + t.system_time
+                threads[(pid, t.id)] = total
+                before = self._threads.get((pid, t.id))
+                if before is not None and dt > 0:
+                    share = max(0.0, total - before) / dt * 100
+                    max_thread = share if max_thread is None else max(max_thread, share)
         had_io = bool(self._io)
         self._threads, self._io = threads, io
         s: dict[str, Any] = {"cpu_percent": round(cpu, 1), "rss_bytes": rss, "num_procs": len(procs)}
@@ -407,13 +421,15 @@ def watch(
     forward_signals: bool = True,
     progress: Progress | None = None,
     tee_fds: tuple[int, int] = (1, 2),
+    on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> WatchResult:
     """Run (``command``) or follow (``pid``) a job, writing the trace to ``out``; return how it ended.
 
     ``forward_signals``: in command mode, SIGINT and SIGTERM received here go to the job's process group (only
     possible from the main thread; elsewhere they are left alone). ``progress``: read the job's stdout and
     stderr through pipes, copied on at once to ``tee_fds`` (watch's own stdout and stderr), for training
-    progress (progress.py); command mode only."""
+    progress (progress.py); command mode only. ``on_record``: called with each record once it is written (the
+    --live view); an exception it raises turns it off for the rest of the run, never stops the watch."""
     import psutil
 
     if (command is None) == (pid is None):
@@ -474,26 +490,38 @@ def watch(
 
         threading.Thread(target=reap, daemon=True).start()
 
+    viewer = [on_record] if on_record is not None else []
+
+    def show(record: dict[str, Any]) -> None:
+        if viewer:
+            try:
+                viewer[0](record)
+            except Exception:  # a broken display (closed terminal) must not stop the trace
+                viewer.clear()
+
     t0 = time.monotonic()
     samples = 0
+    write_error: OSError | None = None
     try:
-        _write(
-            out,
-            header(
-                mode="command" if child is not None else "pid",
-                pid=job_pid,
-                command=command,
-                interval_s=interval_s,
-                gpu=gpu,
-                accelerators=accelerators,
-                progress=progress,
-            ),
+        head = header(
+            mode="command" if child is not None else "pid",
+            pid=job_pid,
+            command=command,
+            interval_s=interval_s,
+            gpu=gpu,
+            accelerators=accelerators,
+            progress=progress,
         )
+        try:
+            _write(out, head)
+        except OSError as e:
+            write_error = e
+        show(head)
         host = HostSampler()
         gpu_ok = gpu is not None and gpu.available()[0]
         gpus_seen = 0
         k = 0
-        while True:
+        while write_error is None:
             k += 1
             # sleep until the next tick (drift-free); wakes at once when the child ends
             if ended.wait(max(0.0, t0 + k * interval_s - time.monotonic())):
@@ -515,7 +543,12 @@ def watch(
                     gpus_seen = max(gpus_seen, len(g))
             if progress is not None and (train := progress.take()) is not None:
                 rec["train"] = train
-            _write(out, rec)
+            try:
+                _write(out, rec)
+            except OSError as e:  # a full disk: stop sampling, leave the job alone (command mode: wait for it)
+                write_error = e
+                break
+            show(rec)
             samples += 1
     finally:
         if child is not None:
@@ -551,7 +584,23 @@ def watch(
     }
     if progress is not None:
         summary["train_lines"] = progress.matches  # lines the --log-regex matched, the whole run
-    _write(out, summary)
+    if write_error is None:
+        try:
+            _write(out, summary)
+        except OSError as e:
+            write_error = e
+    if write_error is not None:
+        how = (
+            f"the job ran on to its end ({f'signal {sig}' if sig else f'exit code {code}'})"
+            if child is not None
+            else "the process was left alone"
+        )
+        raise InputError(
+            "--out",
+            f"can't write {out_name} after {samples} samples: {write_error.strerror or write_error}; sampling "
+            f"stopped there, {how}",
+        )
+    show(summary)
     return result
 
 

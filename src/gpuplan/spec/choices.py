@@ -227,10 +227,12 @@ class BenchDtype(StrEnum):
 
 
 class TraceSource(StrEnum):
-    """What ``local diagnose --from`` reads: a ``local watch`` trace, or an nvidia-smi CSV log (docs/watch.md)."""
+    """What ``local diagnose --from`` reads: a ``local watch`` trace, an nvidia-smi CSV log, or a DCGM log
+    (``dcgmi dmon`` output or DCGM exporter scrapes; docs/watch.md)."""
 
     WATCH = "watch"
     NVIDIA_SMI = "nvidia-smi"
+    DCGM = "dcgm"
 
 
 class ValidateCategory(StrEnum):
