@@ -94,6 +94,34 @@ SAME = [
         ["tco", "--gpu", "b200", "--years", "3", "--life-years", "4"],
     ),
     ("gpus", {"vendor": "amd", "sort": "memory"}, ["gpus", "list", "--vendor", "amd", "--sort", "memory"]),
+    (  # the Plan page's "what about my layout?": the same search, with the layout's rank and its losses to #1
+        "plan/train",
+        {
+            "model": "llama-3.1-8b",
+            "tokens": "100B",
+            "gpu": "h100",
+            "top": "3",
+            "explain": "tp=2,pp=1,dp=4,micro_batch=1,recompute=full,zero=1",
+        },
+        [
+            "plan",
+            "train",
+            "llama-3.1-8b",
+            "--tokens",
+            "100B",
+            "--gpu",
+            "h100",
+            "--top",
+            "3",
+            "--explain",
+            "tp=2,pp=1,dp=4,micro_batch=1,recompute=full,zero=1",
+        ],
+    ),
+    (  # the Serve page's instance checks: serve --offer
+        "serve",
+        {"model": "llama-3.1-8b", "gpu": "h100", "qps": "5", "offer": "aws-p5.48xlarge-us-east-1-ondemand"},
+        ["serve", "llama-3.1-8b", "--gpu", "h100", "--qps", "5", "--offer", "aws-p5.48xlarge-us-east-1-ondemand"],
+    ),
 ]
 
 
@@ -126,6 +154,10 @@ def test_body_is_the_cli_json(client, run, endpoint, query, argv):
             ["train", "llama-3.1-8b", "--gpu", "h100", "--assume", "mfu=0.4"],
         ),
         ("/api/plan/serve?model=llama-3.1-8b&qps=-1", ["plan", "serve", "llama-3.1-8b", "--qps", "-1"]),
+        (
+            "/api/plan/train?model=llama-3.1-8b&tokens=100B&gpu=h100&explain=tp%3Dx",
+            ["plan", "train", "llama-3.1-8b", "--tokens", "100B", "--gpu", "h100", "--explain", "tp=x"],
+        ),
     ],
 )
 def test_bad_input_is_the_cli_error_line(client, run, url, argv):

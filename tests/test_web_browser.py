@@ -4,8 +4,8 @@ For every page: open it, fill the form, submit, check that the numbers shown are
 (each shown value carries the exact number in ``data-value``), move a slider or change an input and see the chart
 change, reload from the address and get the same state, and check that nothing outside the server was requested
 (the browser's network log and performance entries) and that the console has no error (a CSP refusal is one).
-Screenshots go to a temporary folder (printed); with UPDATE_UI_SCREENSHOTS=1 the README's docs/img/ui-train.png
-and docs/img/ui-plan.png are rewritten too.
+Screenshots go to a temporary folder (printed); with UPDATE_UI_SCREENSHOTS=1 docs/img/ui-train.png,
+docs/img/ui-plan.png and docs/img/ui-plan-explain.png are rewritten too.
 
 Without chromium, chromedriver, selenium or uvicorn these tests skip with the reason; in CI (GPUPLAN_CI or CI
 set) that is a failure instead: .ci/run installs them.
@@ -58,6 +58,8 @@ from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 WAIT_S = 90  # a plan/train search over two GPUs takes a few seconds here; shared CI machines are slower
 PAGE_PARAMS = {"pick", "launcher", "x", "y", "rental", "ids", "quantity", "by"}  # the page's own, not the API's
+LAUNCHER = {"megatron": "megatron", "fsdp2": "torchtitan", "deepspeed": "deepspeed"}  # plan.js's STACK_LAUNCHER
+PLAN_QUERY = {"model": "llama-3.1-8b", "tokens": "100B", "deadline": "7d", "gpu": "h100", "top": "50"}  # about 1 s
 
 
 # ------------------------------------------------------------------------------------------------ fixtures
@@ -208,20 +210,22 @@ def _nothing_external(driver, server: str) -> None:
     assert not errors, f"console errors (a CSP refusal is one): {errors}"
 
 
-def screenshot(driver, shots: Path, name: str, docs: bool = False) -> None:
+def screenshot(driver, shots: Path, name: str, docs: bool = False, at: str | None = None) -> None:
     """The page from its top, at a laptop's width and tall enough for what the README shows; then at 800 px wide
     (``<name>-800.png``, a narrow window), where nothing may stick out sideways: the page must not scroll
-    horizontally (a wide table scrolls inside its own box)."""
+    horizontally (a wide table scrolls inside its own box). With ``at`` (a CSS selector) the page is scrolled to
+    that element instead of its top."""
     size = driver.get_window_size()
+    top = "window.scrollTo(0, 0)" if at is None else f"document.querySelector({json.dumps(at)}).scrollIntoView(true)"
     driver.set_window_size(1280, 1700)
-    driver.execute_script("window.scrollTo(0, 0)")
+    driver.execute_script(top)
     try:
         driver.save_screenshot(str(shots / f"{name}.png"))
         if docs and os.environ.get("UPDATE_UI_SCREENSHOTS"):
             driver.save_screenshot(str(REPO / "docs" / "img" / f"{name}.png"))
         driver.set_window_size(800, 1700)
         time.sleep(0.2)  # a chart redrawn on resize
-        driver.execute_script("window.scrollTo(0, 0)")
+        driver.execute_script(top)
         driver.save_screenshot(str(shots / f"{name}-800.png"))
         overflow = driver.execute_script("const e = document.documentElement; return e.scrollWidth - e.clientWidth")
         assert overflow <= 0, f"{name} at 800 px: the page is {overflow} px wider than the window"
@@ -315,7 +319,8 @@ def test_plan_page_from_a_model_and_a_deadline_to_a_plan_its_link_and_its_launch
     assert shown(page, "#card-cost .big") == best["cost_usd"]
     assert shown(page, "#card-mfu .big") == best["mfu"]
     assert shown(page, "#card-memory .big") == best["peak_memory_bytes"]
-    assert page.find_element(By.ID, "launch-text").text == best["launch"]["torchtitan"]
+    # the launch line shown first is the stack the option was estimated for
+    assert page.find_element(By.ID, "launch-text").text == best["launch"][LAUNCHER[best["layout"]["stack"]]]
     drawn = points(page)
     assert [(x, y) for _, x, y in sorted(drawn, key=lambda p: int(p[0]))] == [
         (o["time_s"] / 86400, o["cost_usd"]) for o in record["options"]
@@ -362,16 +367,19 @@ def test_plan_page_from_a_model_and_a_deadline_to_a_plan_its_link_and_its_launch
     fourth = record["options"][3]
     assert address(page)["pick"] == "3"
     assert shown(page, "#card-time .big") == fourth["time_s"] and shown(page, "#card-cost .big") == fourth["cost_usd"]
-    page.find_element(By.CSS_SELECTOR, 'input[name=launcher][value="megatron"]').click()
-    assert page.find_element(By.ID, "launch-text").text == fourth["launch"]["megatron"]
+    # another launcher than the one shown first: the address keeps it
+    tool = next(t for t in ("torchtitan", "megatron", "deepspeed") if t != LAUNCHER[fourth["layout"]["stack"]])
+    assert fourth["launch"][tool] is not None
+    page.find_element(By.CSS_SELECTOR, f'input[name=launcher][value="{tool}"]').click()
+    assert page.find_element(By.ID, "launch-text").text == fourth["launch"][tool]
     page.find_element(By.ID, "copy-launch").click()
     wait(page, lambda d: d.find_element(By.ID, "copied").text == "Copied.", "the copy")
     clipboard = page.execute_async_script(
         "navigator.clipboard.readText().then(arguments[0], (e) => arguments[0]('ERR ' + e))"
     )
-    assert clipboard == fourth["launch"]["megatron"]
+    assert clipboard == fourth["launch"][tool]
     link = page.find_element(By.ID, "share-link").get_attribute("value")
-    assert link == page.current_url and address(page)["launcher"] == "megatron"
+    assert link == page.current_url and address(page)["launcher"] == tool
     page.find_element(By.ID, "copy-link").click()
     wait(page, lambda d: d.find_element(By.ID, "copied").text == "Copied.", "the link copy")
     assert page.execute_async_script("navigator.clipboard.readText().then(arguments[0])") == link
@@ -387,7 +395,7 @@ def test_plan_page_from_a_model_and_a_deadline_to_a_plan_its_link_and_its_launch
     page.get(link)
     wait(page, lambda d: d.find_element(By.ID, "chosen").get_attribute("data-bands") == "loaded", "the linked plan")
     assert "Option #4" in page.find_element(By.ID, "headline").text
-    assert page.find_element(By.ID, "launch-text").text == fourth["launch"]["megatron"]
+    assert page.find_element(By.ID, "launch-text").text == fourth["launch"][tool]
     assert sorted(points(page)) == sorted(drawn)
 
     # a tighter deadline: the chart changes to the new answer
@@ -399,6 +407,186 @@ def test_plan_page_from_a_model_and_a_deadline_to_a_plan_its_link_and_its_launch
     assert sorted(points(page)) != sorted(drawn)
     assert all(x <= 3 for _, x, _ in points(page))
     assert "pick" not in address(page)
+
+
+def _explained(driver) -> dict:
+    """What the explain box shows: the verdict's status and rank, the comparison table's rows (this, best,
+    difference, each the exact data-value) and the bars of the step-time terms."""
+    rows = driver.execute_script(
+        "return [...document.querySelectorAll('#explain-table tbody tr')].map((tr) => [tr.dataset.key, "
+        "[...tr.querySelectorAll('td')].map((td) => Number(td.dataset.value))])"
+    )
+    bars = _attrs(driver, "#explain-chart rect[data-series]", ("data-series", "data-category", "data-value"))
+    verdict = driver.find_element(By.ID, "explain-verdict")
+    return {
+        "status": verdict.get_attribute("data-status"),
+        "rank": verdict.get_attribute("data-rank"),
+        "text": verdict.text,
+        "rows": dict(rows),
+        "bars": {(series, category): float(value) for series, category, value in bars},
+    }
+
+
+def _expected_rows(versus: dict) -> dict:
+    keys = ("time_s", "cost_usd", "gpus", "gpu_hours", "usd_per_gpu_hour", "step_s", "mfu", "peak_memory_bytes")
+    rows = {k: [versus[k]["this"], versus[k]["best"], versus[k]["difference"]] for k in keys}
+    for group, t in versus["memory_bytes"].items():
+        rows[f"memory_bytes.{group}"] = [t["this"], t["best"], t["difference"]]
+    return rows
+
+
+def test_plan_page_explains_a_layout_with_the_apis_numbers(page, server, shots):
+    """ "What about my layout?": the explain box shows the answer's rank or pruning reason, and its comparison with
+    option #1 (the table and the bars of the step-time terms) are the API's numbers; the layout is in the address."""
+    page.get(server + "/?" + urlencode(PLAN_QUERY))
+    wait(page, lambda d: d.find_element(By.ID, "chosen").get_attribute("data-bands") == "loaded", "the plan")
+    assert not page.find_element(By.ID, "explain-result").is_displayed()
+    plain = api(server, "plan/train", api_query(page))
+    assert "explain" not in plain or plain["explain"] is None
+
+    # start from the first option whose layout differs from every better one (several options are one layout on
+    # different offers, and --explain takes a layout's best offer): a row of the table picks it, and its layout
+    # ranks where it is drawn
+    seen = []
+    for i, o in enumerate(plain["options"]):
+        key = (o["gpu"], o["gpus"], json.dumps(o["layout"], sort_keys=True))
+        if i and key not in seen:
+            break
+        seen.append(key)
+    else:
+        pytest.fail("every option drawn is one layout")
+    page.find_element(By.CSS_SELECTOR, "#options-box summary").click()
+    page.find_element(By.CSS_SELECTOR, f'#options tbody tr[data-id="{i}"] td:nth-child(4)').click()
+    wait(page, lambda d: f"Option #{i + 1}" in d.find_element(By.ID, "headline").text, "the option from its row")
+    page.find_element(By.ID, "explain-picked").click()
+    layout = page.find_element(By.CSS_SELECTOR, "#explain-form [name=explain]").get_attribute("value")
+    assert layout.startswith("gpu=h100-sxm-80gb,tp=")
+    page.find_element(By.CSS_SELECTOR, "#explain-form button[type=submit]").click()
+    wait(page, lambda d: d.find_element(By.ID, "explain-verdict").get_attribute("data-rank"), "the explanation")
+    assert address(page)["explain"] == layout and address(page)["pick"] == str(i)
+    record = api(server, "plan/train", api_query(page))
+    e = record["explain"]
+    assert e["status"] == "option" and e["shown"] and e["rank"] == i + 1
+    got = _explained(page)
+    assert got["status"] == "option" and got["rank"] == str(i + 1) and f"Rank {i + 1} of" in got["text"]
+    assert got["rows"] == _expected_rows(e["versus_best"])
+    assert got["rows"]["time_s"][0] == pytest.approx(record["options"][i]["time_s"], rel=1e-9)  # the option drawn
+    parts = e["versus_best"]["time_by_part_s"]
+    assert got["bars"] == {
+        **{("your layout", k.replace("_", " ")): t["this"] for k, t in parts.items()},
+        **{("option #1", k.replace("_", " ")): t["best"] for k, t in parts.items()},
+    }
+
+    # a layout the search prunes (full recompute where none fits: dominated), explained by the API's reason
+    field = page.find_element(By.CSS_SELECTOR, "#explain-form [name=explain]")
+    field.clear()
+    field.send_keys("tp=2,pp=1,dp=16,micro_batch=1,recompute=full,zero=1")
+    field.send_keys(Keys.ENTER)
+    wait(page, lambda d: d.find_element(By.ID, "explain-verdict").get_attribute("data-status") == "pruned", "pruned")
+    record = api(server, "plan/train", api_query(page))
+    e = record["explain"]
+    got = _explained(page)
+    assert e["status"] == "pruned" and e["pruned_why"] in got["text"] and got["rank"] is None
+    assert got["rows"] == _expected_rows(e["versus_best"])
+    assert got["bars"][("your layout", "recompute")] == e["versus_best"]["time_by_part_s"]["recompute"]["this"] > 0
+    # not among the options: drawn as its own point
+    assert points(page, '#chart svg .pt[data-id="explain"]') == [
+        ("explain", e["estimate"]["time_s"] / 86400, e["estimate"]["cost_usd"])
+    ]
+    page.execute_script("document.querySelector('#options-box').open = false")
+    screenshot(page, shots, "ui-plan-explain-chart", at="#chart")
+    screenshot(page, shots, "ui-plan-explain", docs=True, at="#explain-box")
+
+    # the address keeps it: a reload shows the same explanation; Back shows the previous layout's
+    page.refresh()
+    wait(page, lambda d: d.find_element(By.ID, "explain-verdict").get_attribute("data-status") == "pruned", "reload")
+    assert _explained(page) == got
+    page.back()
+    wait(page, lambda d: d.find_element(By.ID, "explain-verdict").get_attribute("data-rank") == str(i + 1), "back")
+
+    # a layout the API refuses: its one line under the form, and the plan still shown
+    field = page.find_element(By.CSS_SELECTOR, "#explain-form [name=explain]")
+    field.clear()
+    field.send_keys("tp=x")
+    field.send_keys(Keys.ENTER)
+    wait(page, lambda d: "tp must be a whole number" in d.find_element(By.ID, "explain-status").text, "the error")
+    assert page.find_element(By.ID, "explain-status").get_attribute("class") == "error"
+    assert not page.find_element(By.ID, "explain-result").is_displayed()
+    assert page.find_element(By.ID, "result").is_displayed() and len(points(page)) == len(record["options"])
+    # the browser logs the refused request (a 400) as an error: that one, and nothing else
+    severe = [e["message"] for e in page.get_log("browser") if e["level"] == "SEVERE"]
+    assert severe and all("explain=tp%3Dx" in m and "status of 400" in m for m in severe), severe
+    page.find_element(By.ID, "explain-clear").click()
+    assert "explain" not in address(page)
+
+
+def test_plan_chart_brings_the_picked_and_hovered_points_to_the_front_and_reaches_every_option(page, server):
+    """Near-equal options overlap: the picked point is drawn last (on top), a hovered one comes to the front, a
+    click on a stack that holds the picked option picks the next one in it, and each table row picks its option."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    page.get(server + "/?" + urlencode(PLAN_QUERY))
+    wait(page, lambda d: d.find_element(By.ID, "chosen").get_attribute("data-bands") == "loaded", "the plan")
+    record = api(server, "plan/train", api_query(page))
+    n = len(record["options"])
+    assert n >= 4
+
+    def on_top() -> str:
+        return page.execute_script("return document.querySelector('#chart svg .points').lastElementChild.dataset.id")
+
+    assert on_top() == "0"
+    page.find_element(By.CSS_SELECTOR, "#options-box summary").click()
+    for i in (n - 1, 1):  # every row picks its option: the last one and another
+        page.find_element(By.CSS_SELECTOR, f'#options tbody tr[data-id="{i}"]').click()
+        wait(page, lambda d, i=i: d.find_element(By.CSS_SELECTOR, "#chart .pt.selected").get_attribute("data-id")
+             == str(i), f"option #{i + 1}")  # fmt: skip
+        assert on_top() == str(i) and address(page)["pick"] == str(i)
+        assert shown(page, "#card-time .big") == record["options"][i]["time_s"]
+        picked_rows = page.find_elements(By.CSS_SELECTOR, "#options tbody tr.picked")
+        assert [r.get_attribute("data-id") for r in picked_rows] == [str(i)]
+    # the row's button is reachable by keyboard
+    page.find_element(By.CSS_SELECTOR, '#options tbody tr[data-id="2"] button').send_keys(Keys.ENTER)
+    wait(page, lambda d: address(d).get("pick") == "2", "option #3 by keyboard")
+    # hovering an unpicked point brings it to the front (one the pointer can reach at its centre)
+    reachable = page.execute_script(
+        "return [...document.querySelectorAll('#chart svg .pt:not(.selected)')].map((g) => {"
+        " const r = g.querySelector('circle, rect, polygon').getBoundingClientRect();"
+        " const hit = document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2);"
+        " return hit && hit.closest('.pt') === g ? g.dataset.id : null; }).filter((id) => id !== null)"
+    )
+    assert reachable
+    hovered = reachable[0]
+    assert on_top() != hovered
+    ActionChains(page).move_to_element(page.find_element(By.CSS_SELECTOR, f'#chart .pt[data-id="{hovered}"]')).perform()
+    wait(page, lambda d: on_top() == hovered, "the hovered point on top")
+
+    # a stack of equal points (the chart module itself, with three options drawn on one spot): clicking it again
+    # goes round all three, and the picked one is always drawn on top
+    script = """
+    const done = arguments[0];
+    import("/static/chart.js").then(({ scatter }) => {
+      const seen = [];
+      let selected = "b";
+      const draw = () => scatter({ points: [
+          { x: 1, y: 1, group: "g", id: "a", label: "a" }, { x: 1, y: 1, group: "g", id: "b", label: "b" },
+          { x: 1.0001, y: 1, group: "g", id: "c", label: "c" }, { x: 10, y: 10, group: "g", id: "d", label: "d" }],
+        xLog: true, yLog: true, xFormat: String, yFormat: String, xLabel: "x", yLabel: "y", selected,
+        onSelect: (id) => { seen.push(id); selected = id; } });
+      const tops = [];
+      for (let k = 0; k < 4; k++) {
+        const svg = draw();
+        const layer = svg.querySelector(".points");
+        tops.push(layer.lastElementChild.dataset.id);
+        layer.lastElementChild.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+      }
+      const stacks = [...draw().querySelectorAll(".pt")].map((g) => [g.dataset.id, g.dataset.stack || null]);
+      done({ seen, tops, stacks });
+    }, (e) => done({ error: String(e) }));
+    """
+    got = page.execute_async_script(script)
+    assert "error" not in got, got
+    assert got["tops"] == ["b", "c", "a", "b"] and got["seen"] == ["c", "a", "b", "c"]
+    assert sorted(got["stacks"]) == [["a", "3"], ["b", "3"], ["c", "3"], ["d", None]]
 
 
 def test_train_page_sliders_replan_and_the_address_keeps_the_state(page, server, shots):
@@ -460,7 +648,8 @@ def test_serve_page_options_under_the_slo_and_their_latency_at_load(page, server
     assert shown(page, "#card-ttft .big") == best["ttft_s"] and shown(page, "#card-tpot .big") == best["tpot_s"]
     assert shown(page, "#card-throughput .big") == best["tokens_per_s"]
     assert shown(page, "#card-cost .big") == best["usd_per_million_output_tokens"]
-    assert page.find_element(By.ID, "launch-text").text == best["launch"]["vllm"]
+    # the launch line shown first is the engine the option was estimated for
+    assert page.find_element(By.ID, "launch-text").text == best["launch"][best["engine"]]
     assert all(o["tpot_s"] <= 0.05 for o in record["options"])
     drawn = sorted(points(page), key=lambda p: int(p[0]))
     assert [(x, y) for _, x, y in drawn] == [(o["tokens_per_s"], o["tpot_s"]) for o in record["options"]]
@@ -487,6 +676,23 @@ def test_serve_page_options_under_the_slo_and_their_latency_at_load(page, server
     lat = at_load["latency"]
     assert values(page, "#load-ttft span") == [lat["ttft_s"], lat["ttft_s_p10"], lat["ttft_s_p90"]]
     assert values(page, "#load-tpot span") == [lat["tpot_s"], lat["tpot_s_p10"], lat["tpot_s_p90"]]
+    # the offer's instance against one replica (serve --offer): host RAM and local disk, needed and had
+    checks = at_load["machine"]["instance_checks"]
+    assert page.find_element(By.ID, "instance-box").is_displayed()
+    ram, disk = checks["host_ram"], checks["local_disk"]
+    assert values(page, '#instance-checks tr[data-check="host_ram"] td[data-value]') == [
+        ram["needed_bytes_per_node"],
+        ram["host_memory_bytes_per_node"],
+    ]
+    assert values(page, '#instance-checks tr[data-check="local_disk"] td[data-value]') == [
+        disk["needed_bytes_per_node"],
+        disk["local_nvme_bytes_per_node"],
+    ]
+    assert (
+        page.find_element(By.CSS_SELECTOR, '#instance-checks tr[data-check="host_ram"] td:last-child').text
+        == (ram["status"])
+    )
+    assert best["offer"]["instance"] in page.find_element(By.ID, "instance-name").text
     screenshot(page, shots, "ui-serve")
 
     Select(page.find_element(By.ID, "y-axis")).select_by_value("ttft_s")
@@ -511,6 +717,18 @@ def test_gpus_page_compares_side_by_side_with_peak_bars(page, server, shots):
     assert memory == [catalog[i]["memory_bytes"] for i in chosen]
     bf16 = values(page, '#compare tr[data-key="peak_flops_per_s.bf16"] td')
     assert bf16 == [catalog[i]["peak_flops_per_s"]["bf16"] for i in chosen]
+    # integer peaks are tera-operations per second (TOPS), floating-point ones TFLOP/s: the table and the bars
+    row = page.find_element(By.CSS_SELECTOR, '#compare tr[data-key="peak_flops_per_s.int8"] th').text
+    assert row == "int8 dense peak (TOPS)"
+    assert page.find_element(By.CSS_SELECTOR, '#compare tr[data-key="peak_flops_per_s.bf16"] th').text.endswith(
+        "(TFLOP/s)"
+    )
+    labels = page.execute_script(
+        "return [...document.querySelectorAll('#chart rect[data-category]')].map((r) => "
+        "[r.dataset.category, r.nextElementSibling.textContent])"
+    )
+    assert {c for c, _ in labels} >= {"int8", "bf16"}
+    assert all(text.endswith(" TOPS" if c == "int8" else " TFLOP/s") for c, text in labels), labels
     bars_before = values(page, "#chart rect[data-series]")
     screenshot(page, shots, "ui-gpus")
 

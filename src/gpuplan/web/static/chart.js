@@ -7,6 +7,7 @@ import { PALETTE } from "./common.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const SHAPES = ["circle", "square", "triangle", "diamond"];
+const STACK_PX = 4; // points closer than this (viewBox pixels, about a marker's radius) are one stack
 
 export function el(name, attrs = {}, text) {
   const node = document.createElementNS(SVG, name);
@@ -134,21 +135,42 @@ export function scatter(spec) {
     for (let i = 1; i < pts.length; i++) d += ` H${X.f(pts[i][0])} V${Y.f(pts[i][1])}`;
     svg.append(el("path", { d, class: "front" }));
   }
+  // Drawing order is stacking order in SVG: open markers first, then the Pareto ones, the selected one last, so
+  // the picked option is never hidden under a near-equal one. A hovered point moves to the front too (a
+  // focused one is not moved: moving a node drops its focus). Options that land within STACK_PX of each other form
+  // a stack: a click on a stack that holds the selected option picks the stack's next option (in the order given),
+  // so clicking again reaches every option in it.
   const layer = el("g", { class: "points" });
-  const ordered = [...spec.points].sort((a, b) => Number(a.strong || 0) - Number(b.strong || 0));
+  const rank = (p) => (p.id === spec.selected ? 2 : p.strong ? 1 : 0);
+  const ordered = [...spec.points].filter((p) => Number.isFinite(p.x) && Number.isFinite(p.y))
+    .sort((a, b) => rank(a) - rank(b));
+  const at = new Map(ordered.map((p) => [p.id, [X.f(p.x), Y.f(p.y)]]));
+  const stackOf = (p) => {
+    const [x, y] = at.get(p.id);
+    return ordered.filter((q) => Math.hypot(at.get(q.id)[0] - x, at.get(q.id)[1] - y) <= STACK_PX)
+      .sort((a, b) => spec.points.indexOf(a) - spec.points.indexOf(b));
+  };
+  const choose = (p) => {
+    const stack = stackOf(p);
+    const here = stack.findIndex((q) => q.id === spec.selected);
+    spec.onSelect(here >= 0 && stack.length > 1 ? stack[(here + 1) % stack.length].id : p.id);
+  };
   for (const p of ordered) {
-    if (!Number.isFinite(p.x) || !Number.isFinite(p.y)) continue;
     const s = style(p.group);
+    const stacked = stackOf(p).length;
+    const label = stacked > 1 ? `${p.label} (${stacked} options drawn here: click again for the next)` : p.label;
     const g = el("g", { class: "pt" + (p.id === spec.selected ? " selected" : ""), "data-id": p.id,
-      "data-x": p.x, "data-y": p.y, tabindex: spec.onSelect ? 0 : null, role: spec.onSelect ? "button" : "img",
-      "aria-label": p.label });
-    const x = X.f(p.x), y = Y.f(p.y);
+      "data-x": p.x, "data-y": p.y, "data-stack": stacked > 1 ? stacked : null, tabindex: spec.onSelect ? 0 : null,
+      role: spec.onSelect ? "button" : "img", "aria-label": p.label });
+    const [x, y] = at.get(p.id);
     if (p.id === spec.selected) g.append(el("circle", { cx: x, cy: y, r: 11, class: "ring" }));
     g.append(marker(s.shape, x, y, p.strong ? 5.5 : 4.5, {
       fill: p.strong ? s.colour : "#ffffff", stroke: s.colour, "stroke-width": p.strong ? 1 : 1.6 }));
-    g.append(el("title", {}, p.label));
+    g.append(el("title", {}, label));
+    const front = () => { if (layer.lastChild !== g) layer.append(g); };
+    g.addEventListener("pointerenter", front);
     if (spec.onSelect) {
-      g.addEventListener("click", () => spec.onSelect(p.id));
+      g.addEventListener("click", () => choose(p));
       g.addEventListener("keydown", (e) => {
         if (e.key === "Enter" || e.key === " ") { e.preventDefault(); spec.onSelect(p.id); }
       });
@@ -159,7 +181,8 @@ export function scatter(spec) {
   return svg;
 }
 
-// Grouped horizontal bars. spec: categories [name], series [{name, values: {category: value}}], format, aria.
+// Grouped horizontal bars. spec: categories [name], series [{name, values: {category: value}}], format(value,
+// category), aria.
 export function bars(spec) {
   const width = 760, left = 90, right = 110, bar = 13, gap = 10;
   const series = spec.series;
@@ -183,7 +206,7 @@ export function bars(spec) {
       const st = style(s.name);
       svg.append(el("rect", { x: left, y: yy + 1, width: Math.max(1, (plot * v) / max), height: bar - 2, fill: st.colour,
         "data-series": s.name, "data-category": c, "data-value": v }, undefined));
-      svg.append(el("text", { x: left + (plot * v) / max + 5, y: yy + bar - 3, class: "tick" }, spec.format(v)));
+      svg.append(el("text", { x: left + (plot * v) / max + 5, y: yy + bar - 3, class: "tick" }, spec.format(v, c)));
     });
     y += series.length * bar + gap;
   }

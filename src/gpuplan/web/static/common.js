@@ -384,11 +384,13 @@ export async function gpuOptions(select, preferred) {
 }
 
 // Launch lines: a radio per tool (the address keeps a chosen one as launcher=), the chosen line shown in
-// #launch-text, the share link kept in step.
-export function launchBox(launch, tools) {
+// #launch-text, the share link kept in step. `preferred` (the engine an option was estimated for) is shown
+// first when it has a line; else the first tool that has one.
+export function launchBox(launch, tools, preferred) {
   const box = $("#launch");
   const pre = $("#launch-text");
-  const first = tools.find((t) => launch[t] != null);
+  const first = preferred && tools.includes(preferred) && launch[preferred] != null
+    ? preferred : tools.find((t) => launch[t] != null);
   const asked = urlParam("launcher");
   const chosen = tools.includes(asked) && launch[asked] != null ? asked : first;
   const show = (tool) => {

@@ -14,7 +14,11 @@ const DEFAULT_IDS = ["a100-sxm-80gb", "h100-sxm-80gb", "b200", "mi300x"];
 const form = $("#gpus-form");
 let listed = [];
 
-const tflops = (x) => (x == null ? "" : sig(x / 1e12, 3));
+const tera = (x) => (x == null ? "" : sig(x / 1e12, 3));
+// An integer peak counts operations, not floating-point operations: tera-operations per second (TOPS), as the
+// datasheets state int8 (e.g. NVIDIA's H100 datasheet, "INT8 Tensor Core ... TOPS").
+const isInteger = (dtype) => /^u?int\d*$/.test(dtype);
+const unitOf = (dtype) => (isInteger(dtype) ? "TOPS" : "TFLOP/s");
 
 // rows of the side-by-side table: [label, key, value of an accelerator record, format]
 const ROWS = [
@@ -25,7 +29,7 @@ const ROWS = [
   ["usable memory", "usable_memory_bytes", (a) => a.usable_memory_bytes, gb],
   ["memory type", "memory_type", (a) => a.memory_type, String],
   ["memory bandwidth (TB/s)", "memory_bandwidth_bytes_per_s", (a) => a.memory_bandwidth_bytes_per_s, (x) => sig(x / 1e12, 3)],
-  ...DTYPES.map((d) => [`${d} dense peak (TFLOP/s)`, `peak_flops_per_s.${d}`, (a) => a.peak_flops_per_s[d], tflops]),
+  ...DTYPES.map((d) => [`${d} dense peak (${unitOf(d)})`, `peak_flops_per_s.${d}`, (a) => a.peak_flops_per_s[d], tera]),
   ["scale-up link", "interconnect.kind", (a) => a.interconnect && a.interconnect.kind, String],
   ["scale-up bandwidth (GB/s)", "interconnect.bandwidth_bytes_per_s",
     (a) => a.interconnect && a.interconnect.bandwidth_bytes_per_s, (x) => sig(x / 1e9, 3)],
@@ -76,7 +80,7 @@ function draw() {
   $("#chart").replaceChildren(bars({
     categories: DTYPES,
     series: accs.map((a) => ({ name: a.name, values: Object.fromEntries(DTYPES.map((d) => [d, a.peak_flops_per_s[d]])) })),
-    format: (x) => sig(x / 1e12, 3) + " TFLOP/s",
+    format: (x, dtype) => sig(x / 1e12, 3) + " " + unitOf(dtype),
     aria: "dense peak per data type of " + accs.map((a) => a.name).join(", "),
   }));
   const head = document.createElement("tr");
@@ -120,7 +124,7 @@ async function start() {
   if (!new URLSearchParams(location.search).has("ids")) form.elements.ids.value = DEFAULT_IDS.join(",");
   formFromURL(form, FIELDS);
   downloads($("#chart-downloads"), "gpuplan-gpus-peaks",
-    () => [["gpu", ...DTYPES.map((d) => d + "_flops_per_s")], ...chosen().map((a) => [a.id, ...DTYPES.map((d) => a.peak_flops_per_s[d])])],
+    () => [["gpu", ...DTYPES.map((d) => d + (isInteger(d) ? "_ops_per_s" : "_flops_per_s"))], ...chosen().map((a) => [a.id, ...DTYPES.map((d) => a.peak_flops_per_s[d])])],
     () => chosen().map((a) => ({ id: a.id, peak_flops_per_s: a.peak_flops_per_s })),
     () => $("#chart svg"));
   downloads($("#table-downloads"), "gpuplan-gpus",

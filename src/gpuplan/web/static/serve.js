@@ -1,12 +1,12 @@
 // gpuplan ui: the Serve page. /api/plan/serve searches GPU x weight format x KV cache x TP x engine for a request
-// rate under the latency targets; each option it keeps is a point (throughput, latency at its full batch). The
+// rate under the latency targets; each option it keeps is a point (throughput, latency at the asked load). The
 // picked one (pick=N in the address) shows its launch lines, and /api/serve with its settings gives its latency
 // at the asked load, with P10-P90 bands. The address holds the whole state (form, pick, axes, launcher).
 "use strict";
 
 import { scatter } from "./chart.js";
 import {
-  $, banded, copyText, downloads, duration, formFromURL, formQuery, getJSON, launchBox, modelPicker, nav, number,
+  $, banded, copyText, downloads, duration, formFromURL, formQuery, gb, getJSON, launchBox, modelPicker, nav, number,
   perSecond, setURLParam, shown, sig, status, urlParam, usd,
 } from "./common.js";
 
@@ -15,7 +15,7 @@ const AXES = {
   tpot_s: ["TPOT", duration],
   ttft_s: ["TTFT", duration],
   request_latency_s: ["request latency", duration],
-  tokens_per_s: ["tokens/s per replica (at full batch)", perSecond],
+  tokens_per_s: ["tokens/s per replica", perSecond],
   usd_per_million_output_tokens: ["$ per million output tokens", (x) => "$" + sig(x, 3)],
 };
 const form = $("#serve-form");
@@ -66,6 +66,34 @@ function csvRows() {
     o.usd_per_million_input_tokens, o.usd_per_hour, o.peak_memory_bytes, o.meets_slo, o.pareto])];
 }
 
+// /api/serve with the option's offer checks the instance against one replica: host RAM to stage the weights and
+// local disk to cache them, per node (machine.instance_checks; a figure the offer does not publish is absent and
+// shows as "unknown"), with the answer's warnings.
+const CHECKS = [
+  ["host_ram", "host RAM", "host_memory_bytes_per_node"],
+  ["local_disk", "local disk (weights)", "local_nvme_bytes_per_node"],
+];
+
+function instanceChecks(machine) {
+  const checks = machine && machine.instance_checks;
+  $("#instance-box").hidden = !checks;
+  if (!checks) return;
+  const inst = machine.instance || {};
+  $("#instance-name").textContent = `(${inst.instance || ""}, ${inst.gpus_per_node} GPUs per node: gpuplan serve --offer)`;
+  $("#instance-checks tbody").replaceChildren(...CHECKS.filter(([key]) => checks[key]).map(([key, name, have]) => {
+    const c = checks[key];
+    const tr = document.createElement("tr");
+    tr.dataset.check = key;
+    tr.className = c.status === "short" ? "bad" : "";
+    const th = shown("th", null, name);
+    th.scope = "row";
+    tr.append(th, shown("td", c.needed_bytes_per_node, gb(c.needed_bytes_per_node)),
+      shown("td", c[have], c[have] == null ? "unknown" : gb(c[have])), shown("td", null, c.status));
+    return tr;
+  }));
+  $("#instance-warnings").replaceChildren(...(machine.warnings || []).map((w) => shown("li", null, "warning: " + w)));
+}
+
 async function pick(i) {
   if (!record || !record.options[i]) i = 0;
   picked = i;
@@ -82,10 +110,11 @@ async function pick(i) {
   banded($("#card-tpot"), o.tpot_s, null, null, duration);
   banded($("#card-throughput"), o.tokens_per_s, null, null, (x) => number(x, 0));
   banded($("#card-cost"), o.usd_per_million_output_tokens, null, null, (x) => "$" + sig(x, 3));
-  launchBox(o.launch, ["vllm", "sglang", "trtllm"]);
+  launchBox(o.launch, ["vllm", "sglang", "trtllm"], o.engine);
   $("#share-link").value = location.href;
   $("#load-note").textContent = `(${query.get("qps")} requests/s, gpuplan serve with this option's settings; P10-P90 bands)`;
   for (const id of ["#load-ttft", "#load-tpot", "#load-latency", "#load-fleet"]) $(id).textContent = "...";
+  $("#instance-box").hidden = true;
   try {
     const s = await getJSON("/api/serve?" + serveParams(o));
     if (mine !== ticket) return;
@@ -95,6 +124,7 @@ async function pick(i) {
     banded($("#load-latency"), L.request_latency_s, L.request_latency_s_p10, L.request_latency_s_p90, duration);
     $("#load-fleet").replaceChildren(shown("span", s.fleet.gpus, String(s.fleet.gpus), "big"), s.fleet.gpus === 1 ? " GPU, " : " GPUs, ",
       shown("span", L.utilization, sig(100 * L.utilization, 3) + " %"), " busy");
+    instanceChecks(s.machine);
     $("#chosen").dataset.load = "loaded";
   } catch (e) {
     if (mine === ticket) status("at your load: " + e.message, true);
@@ -116,7 +146,8 @@ async function plan(push) {
     if (mine !== searches) return;
     record = body;
     query = params;
-    $("#searched").textContent = `${number(record.searched)} options kept of ${number(record.evaluated)} evaluated; ` +
+    $("#searched").textContent = `${number(record.searched)} candidates searched, ${number(record.evaluated)} ` +
+      `planned, ${number(record.feasible)} meet the targets; ` +
       `${number(record.pareto_size)} on the Pareto front. Pruned: ` +
       Object.entries(record.pruned).filter(([, n]) => n).map(([k, n]) => `${k.replace(/_/g, " ")} ${number(n)}`).join(", ") + ".";
     if (!record.options.length) {
