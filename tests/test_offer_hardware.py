@@ -427,11 +427,37 @@ def test_cli_table_shows_the_instance_and_warnings(run):
 
 
 def test_serve_scale_up_only_for_a_fleet():
-    m = api.serve("llama-3-8b", gpu="h100", qps=5).to_dict()["machine"]
+    """Per added replica: node boot (unknown: no offer publishes it, so absent and the sum a lower bound) + the
+    weights' cold start + the engine warm-up (vLLM's 34 s, sourced in the assumptions list)."""
+    r = api.serve("llama-3-8b", gpu="h100", qps=5)
+    m = r.to_dict()["machine"]
     s = m["scale_up"]
     assert s["node_provisioning"] == "unknown"
-    assert s["at_least_s"] == s["cold_start_s"] == m["cold_start_s"]
-    assert "scale_up" not in api.serve("llama-3-8b", gpu="h100").to_dict()["machine"]
+    assert "per_replica_s" not in s and "instance_boot_s" not in s  # unknown: absent, never 0
+    assert s["cold_start_s"] == m["cold_start_s"]
+    assert s["engine_warmup_s"] == 34.0
+    assert s["at_least_s"] == pytest.approx(m["cold_start_s"] + 34.0, rel=1e-12)
+    names = {a.name for a in r.machine.assumptions}
+    assert "engine_warmup_s" in names and "instance_boot_s" not in names  # unknown: no value to list
+    no_fleet = api.serve("llama-3-8b", gpu="h100")
+    assert "scale_up" not in no_fleet.to_dict()["machine"]
+    assert "engine_warmup_s" not in {a.name for a in no_fleet.machine.assumptions}
+
+
+def test_serve_scale_up_with_a_known_boot_time():
+    """With a boot time (here 240 s) the per-replica time is complete: boot + cold start + warm-up."""
+    from gpuplan.catalog.session import Catalogs
+    from gpuplan.estimate.machine import MachineAssumptions
+    from gpuplan.plan.machine import serve_machine
+
+    r = api.serve("llama-3-8b", gpu="h100", qps=5)
+    gpu = Catalogs(()).accelerators().get("h100")
+    m = serve_machine(gpu, r.layout, r.serving, assumptions=MachineAssumptions(instance_boot_s=240.0), qps=5.0)
+    s = m.to_dict()["scale_up"]
+    assert s["node_provisioning"] == "known"
+    assert s["per_replica_s"] == pytest.approx(240.0 + s["cold_start_s"] + 34.0, rel=1e-12) == s["at_least_s"]
+    assert mx.replica_start_s(10.0, 34.0) == (44.0, False)
+    assert mx.replica_start_s(10.0, 34.0, 0.0) == (44.0, True)
 
 
 # ----------------------------------------------------------------------------------------- serve --offer

@@ -249,21 +249,21 @@ def test_flash_backward_recomputes_the_scores():
 
 
 def test_mi300x_attention_runs_at_its_measured_rate():
-    """On CDNA 3 the attention rate is the measured CK FlashAttention-2 forward + backward (232 TFLOP/s,
-    ROCm/flash-attention#142), not 0.55 x 1307 TFLOP/s: the attention part is causal FLOPs x 3.5 / 232e12."""
+    """On MI300X the attention rate is the measured CK FlashAttention-2 forward + backward (the catalog's
+    attention_flops_per_s, 232 TFLOP/s, ROCm/flash-attention#142), not 0.55 x 1307 TFLOP/s: the attention part
+    is causal FLOPs x 3.5 / 232e12."""
     from conftest import BUNDLED_ACCELERATORS, BUNDLED_MODELS
     from gpuplan.estimate.flops import attention_flops_forward
-    from gpuplan.estimate.steptime import MEASURED_FLASH_ATTENTION_FLOPS_PER_S
 
     model = BUNDLED_MODELS.get("llama-3.1-8b")
     mi300x = BUNDLED_ACCELERATORS.get("mi300x")
-    rate = MEASURED_FLASH_ATTENTION_FLOPS_PER_S[mi300x.architecture][0]
-    assert rate == 232e12
+    rate = mi300x.attention_flops_per_s
+    assert rate == 232e12 and "ROCm/flash-attention#142" in mi300x.source_for("attention_flops_per_s").title
     step = _direct("mi300x", dict(gpus=1), dict(seq_len=8192, global_batch=1, stack="fsdp2"))
     forward = 8192 * attention_flops_forward(model, 8192, causal=True)
     assert step.parts["attention"] == pytest.approx(forward * 3.5 / rate, rel=1e-9)
-    # an A100 is untouched by the table (its kernels are where flash_attention_efficiency comes from)
-    assert BUNDLED_ACCELERATORS.get("a100-sxm-80gb").architecture not in MEASURED_FLASH_ATTENTION_FLOPS_PER_S
+    # an A100 has no such figure (its kernels are where flash_attention_efficiency comes from)
+    assert BUNDLED_ACCELERATORS.get("a100-sxm-80gb").attention_flops_per_s is None
 
 
 def test_ring_attention_costs_merge_traffic_and_exposed_exchanges():
