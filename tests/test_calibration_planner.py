@@ -206,18 +206,18 @@ def test_bf16_measurement_is_not_applied_to_fp8_or_fp32(tmp_path, run):
 def test_the_matmul_of_the_plans_dtype_is_used(tmp_path, run):
     f = write(tmp_path, [matmul("bf16", 700.0, 989.5), matmul("fp8", 1300.0, 1979.0), matmul("tf32", 370.0, 494.5)])
     rec, text = run_both(run, [*TRAIN, "--precision", "fp8-mixed"], f)
-    assert rec["time"]["matmul_efficiency"] == pytest.approx(1300 / 1979 * 0.85)
+    assert rec["time"]["matmul_efficiency"] == pytest.approx(1300 / 1979 * 0.77)
     assert (
-        "matmul fp8 on the best GEMM shape found, x model_shape_factor 0.85" in rec["time"]["matmul_efficiency_source"]
+        "matmul fp8 on the best GEMM shape found, x model_shape_factor 0.77" in rec["time"]["matmul_efficiency_source"]
     )
     assert [x["result"] for x in rec["calibration"]["not_applied"]] == ["matmul bf16", "matmul tf32"]
     rec, _ = run_both(run, [*TRAIN, "--precision", "fp32"], f)
-    assert rec["time"]["matmul_efficiency"] == pytest.approx(370 / 494.5 * 0.85)
+    assert rec["time"]["matmul_efficiency"] == pytest.approx(370 / 494.5 * 0.77)
     rec, text = run_both(run, [*SERVE, "--weights", "fp8"], f)  # serving fp8 weights: fp8 matmuls
-    assert value(rec, "compute_efficiency") == pytest.approx(1300 / 1979 * 0.85)
-    assert "compute_efficiency = 0.558: matmul fp8 on the best GEMM shape found" in text
+    assert value(rec, "compute_efficiency") == pytest.approx(1300 / 1979 * 0.77)
+    assert "compute_efficiency = 0.506: matmul fp8 on the best GEMM shape found" in text
     rec, _ = run_both(run, [*SERVE, "--weights", "int4-awq"], f)  # dequantized into bf16 matmuls
-    assert value(rec, "compute_efficiency") == pytest.approx(700 / 989.5 * 0.85)
+    assert value(rec, "compute_efficiency") == pytest.approx(700 / 989.5 * 0.77)
 
 
 # ------------------------------------------------------------------------- 3. the model's own GEMM shapes
@@ -235,16 +235,16 @@ def test_model_shapes_are_used_as_is_only_for_the_same_model(tmp_path, run):
 
     other = write(tmp_path, [matmul("bf16", 650.0, 989.5, model="llama-3.2-1b")], name="other.json")
     rec, text = run_both(run, TRAIN, other)
-    assert rec["time"]["matmul_efficiency"] == pytest.approx(650 / 989.5 * 0.85)
-    assert f"on llama-3.2-1b's GEMM shapes, not {MODEL}'s, x model_shape_factor 0.85" in source(
+    assert rec["time"]["matmul_efficiency"] == pytest.approx(650 / 989.5 * 0.77)
+    assert f"on llama-3.2-1b's GEMM shapes, not {MODEL}'s, x model_shape_factor 0.77" in source(
         rec, "matmul_efficiency"
     )
-    assert f"not {MODEL}'s, x model_shape_factor 0.85" in text
+    assert f"not {MODEL}'s, x model_shape_factor 0.77" in text
 
     old = matmul("bf16", 650.0, 989.5, model=MODEL)
     del old["detail"]["model"]  # an older profile: the shapes, but not whose
     rec, _ = run_both(run, TRAIN, write(tmp_path, [old], name="old.json"))
-    assert rec["time"]["matmul_efficiency"] == pytest.approx(650 / 989.5 * 0.85)
+    assert rec["time"]["matmul_efficiency"] == pytest.approx(650 / 989.5 * 0.77)
     assert "unnamed model" in source(rec, "matmul_efficiency")
 
 
@@ -282,7 +282,7 @@ def test_older_profile_names_still_work(tmp_path, run):
         ],
     )
     rec, _ = run_both(run, TRAIN, f)
-    assert rec["time"]["matmul_efficiency"] == pytest.approx(794.5 / 989.5 * 0.85)
+    assert rec["time"]["matmul_efficiency"] == pytest.approx(794.5 / 989.5 * 0.77)
     assert value(rec, "hbm_efficiency") == pytest.approx(2900 / 3350)
 
 
@@ -342,12 +342,12 @@ def test_serve_prefill_efficiency_from_the_matmul(tmp_path, run):
     plain = json.loads(run(*SERVE, "--json")[1])
     rec, text = run_both(run, SERVE, f)
     assert value(plain, "compute_efficiency") == 0.45
-    assert value(rec, "compute_efficiency") == pytest.approx(700 / 989.5 * 0.85)
+    assert value(rec, "compute_efficiency") == pytest.approx(700 / 989.5 * 0.77)
     src = source(rec, "compute_efficiency")
     assert src.startswith(cited(f, "700 TFLOP/s", 700 / 989.5))
-    assert "x model_shape_factor 0.85" in src and "replaces the default 0.45" in src
-    assert rec["latency"]["ttft_s"] < plain["latency"]["ttft_s"]  # prefill is compute-bound: faster at 0.60 than 0.45
-    assert "compute_efficiency = 0.601: matmul bf16 on the best GEMM shape found, x model_shape_factor 0.85" in text
+    assert "x model_shape_factor 0.77" in src and "replaces the default 0.45" in src
+    assert rec["latency"]["ttft_s"] < plain["latency"]["ttft_s"]  # prefill is compute-bound: faster at 0.54 than 0.45
+    assert "compute_efficiency = 0.545: matmul bf16 on the best GEMM shape found, x model_shape_factor 0.77" in text
     own = write(tmp_path, [matmul("bf16", 650.0, 989.5, model=MODEL)], name="own.json")
     rec, _ = run_both(run, SERVE, own)
     assert value(rec, "compute_efficiency") == pytest.approx(650 / 989.5)
@@ -459,7 +459,7 @@ def test_apply_to_step_library_call(tmp_path):
         model_id=MODEL,
         explicit={"hbm_efficiency"},
     )
-    assert c.assumptions.matmul_efficiency == pytest.approx(700 / 989.5 * 0.85)
+    assert c.assumptions.matmul_efficiency == pytest.approx(700 / 989.5 * 0.77)
     assert c.assumptions.hbm_efficiency == StepAssumptions().hbm_efficiency  # explicit: kept
     assert [r.split(" = ")[0] for r in c.replaced] == ["matmul_efficiency"]
     assert c.overridden[0].startswith("--assume overrides the calibration for hbm_efficiency")

@@ -95,7 +95,7 @@ def test_summary_groups_and_errors(record):
 def test_loso_refits_differ_between_folds(record):
     loso = record["loso"]
     (constant,) = [c for c in loso["constants"] if c["name"] == "model_shape_factor"]
-    assert constant["default"] == 0.85
+    assert constant["default"] == 0.77
     values = {round(f["constants"]["model_shape_factor"], 6) for f in loso["folds"]}
     assert len(loso["folds"]) >= 5 and len(values) >= 3, loso["folds"]
     assert all(0 < x <= 1 for x in values)
@@ -110,8 +110,8 @@ def test_loso_refits_differ_between_folds(record):
 def test_the_tools_default_is_not_changed(report):
     from gpuplan.estimate.steptime import StepAssumptions
 
-    assert StepAssumptions().model_shape_factor == 0.85
-    assert v.MODEL_SHAPE_FACTOR.default == 0.85
+    assert StepAssumptions().model_shape_factor == 0.77
+    assert v.MODEL_SHAPE_FACTOR.default == 0.77
 
 
 def test_cli_json_is_the_api_record(run, record):

@@ -1457,9 +1457,9 @@ MODEL_SHAPE_FACTOR = register_fitted_constant(
         category="training",
         quantity="tokens_per_s_per_gpu",
         fit=ratio_fit(0.05, 1.0),
-        description="x best-shape MAMF for a model's GEMMs (estimate/steptime.py StepAssumptions); today a hand "
-        "calibration on Megatron-LM Table 1. Fit: the median of published / predicted tokens/s per GPU "
-        "over the training throughput records, three fixed-point passes.",
+        description="x best-shape MAMF for a model's GEMMs (estimate/steptime.py StepAssumptions); its default "
+        "is this fit on every bundled training record, rounded. Fit: the median of published / predicted tokens/s "
+        "per GPU over the training throughput records, three fixed-point passes.",
     )
 )
 
