@@ -49,9 +49,14 @@ def _close(a: float, b: float, rel: float = REL) -> bool:
     return abs(a - b) <= rel * max(abs(a), abs(b))
 
 
-def _agrees_with_train(opt, model: str, tokens: float, seq_len: int, precision: str = "bf16-mixed") -> None:
+def _agrees_with_train(
+    opt, model: str, tokens: float, seq_len: int, precision: str | None = "bf16-mixed", **method: object
+) -> None:
+    """``opt`` equals ``gpuplan.train`` on its layout, offer and precision (``precision``: the one the search was
+    asked for; None where it searched several); ``method``: the search's --method/--lora-* keywords."""
     c = opt.candidate
-    t = gpuplan.train(model, tokens=tokens, seq_len=seq_len, precision=precision, catalog=CAT, **c.train_kwargs())
+    assert precision is None or c.precision == precision
+    t = gpuplan.train(model, tokens=tokens, seq_len=seq_len, catalog=CAT, **method, **c.train_kwargs())
     assert t.memory.fits
     for got, want in (
         (c.time_s, t.plan.time.seconds),
@@ -88,27 +93,43 @@ RANDOM_GPUS = ("h100-sxm-80gb", "a100-sxm-80gb", "a100-sxm-40gb", "h200-sxm-141g
 def test_search_equals_train_on_random_configurations():
     """Random searches (model, GPUs, precision, sequence length, global batch, objective, largest count); options
     picked at random from each, every one through gpuplan.train on its layout and offer: time, cost, MFU, step
-    time and peak memory agree to a relative 1e-12 (10 configurations x 6 options)."""
+    time and peak memory agree to a relative 1e-12 (10 configurations x 6 options). Where fp8-mixed is drawn
+    the search is asked for --precision any (bf16-mixed and fp8-mixed on one grid; each option is checked at its own
+    precision), and every third configuration fine-tunes with LoRA (--method lora, a drawn rank and targets)."""
     rng = random.Random(1612)
+    tuning = random.Random(1613)  # the method's own draws: the layout draws above stay as they were
     checked = []
-    for _ in range(10):
+    methods = []
+    for i in range(10):
         model = rng.choice(RANDOM_MODELS)
         precision = rng.choice(("bf16-mixed", "bf16-mixed", "fp8-mixed"))
+        asked = "any" if precision == "fp8-mixed" else precision
+        method = (
+            dict(
+                method="lora",
+                lora_rank=tuning.choice((8, 64)),
+                lora_targets=tuning.choice(("q_proj,v_proj", "all-linear")),
+            )
+            if i % 3 == 2
+            else {}
+        )
         seq_len = rng.choice((1024, 2048, 4096))
         kwargs = dict(
             gpu=",".join(rng.sample(RANDOM_GPUS, 3)),
-            precision=precision,
+            precision=asked,
             seq_len=seq_len,
             global_batch=rng.choice((None, None, 256, 1024)),
             objective=rng.choice(("cost", "time", "gpus")),
             max_gpus=rng.choice((64, 512, 2048)),
             top=60,
         )
-        found = gpuplan.plan_train(model, tokens="200B", catalog=CAT, **kwargs).search.options
+        found = gpuplan.plan_train(model, tokens="200B", catalog=CAT, **kwargs, **method).search.options
         for opt in rng.sample(found, min(6, len(found))):
-            _agrees_with_train(opt, model, 200e9, seq_len, precision)
+            _agrees_with_train(opt, model, 200e9, seq_len, None if asked == "any" else precision, **method)
             checked.append(opt.candidate)
+            methods.append(method.get("method", "full"))
     assert len(checked) >= 40
+    assert {c.precision for c in checked} == {"bf16-mixed", "fp8-mixed"} and set(methods) == {"full", "lora"}
     # the sample reaches the branches: pipelines, tensor parallelism, every kind of sharding, recomputation
     assert {c.pp > 1 for c in checked} == {True, False} and {c.tp > 1 for c in checked} == {True, False}
     assert len({c.sharding for c in checked}) >= 3 and len({c.recompute for c in checked}) >= 2

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from .. import api
-from ..spec.choices import Objective, PlanPricing, Precision, Pricing, values
+from ..spec.choices import Method, Objective, PlanPricing, Precision, Pricing, Quant, values
 from ._common import checkpoint_options, default, given, json_option, like_option, number, offline_option, run
 from .train import parse_assume
 
@@ -73,10 +73,26 @@ def plan() -> None:
 @click.option("--seq-len", type=number("seq_len"), help="Tokens per sequence [default: 4096 capped at the context].")
 @click.option(
     "--precision",
-    type=click.Choice(values(Precision)),
     default=default(api.plan_train, "precision"),
     show_default=True,
+    help=f"Precision searched: one of {', '.join(values(Precision))}, a comma list of them, or 'any' "
+    "(bf16-mixed and fp8-mixed; fp8 only on GPUs with an fp8 peak).",
 )
+@click.option(
+    "--method",
+    type=click.Choice(values(Method)),
+    default=default(api.plan_train, "method"),
+    show_default=True,
+    help="Full training, or a LoRA/QLoRA fine-tune (adapters trained, frozen base) in every candidate.",
+)
+@click.option("--lora-rank", type=number("lora_rank"), default=default(api.plan_train, "lora_rank"), show_default=True)
+@click.option(
+    "--lora-targets",
+    default=default(api.plan_train, "lora_targets"),
+    show_default=True,
+    help="Comma-separated module names, or all-linear.",
+)
+@click.option("--quant", type=click.Choice(values(Quant)), help="Quantized frozen base (qlora implies nf4).")
 @checkpoint_options(api.plan_train)
 @click.option(
     "--assume", multiple=True, metavar="NAME=VALUE", help="Override a memory, step-time or machine assumption."

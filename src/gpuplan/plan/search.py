@@ -21,6 +21,9 @@ Training (:func:`search_train`). The grid, per accelerator:
   with ZeRO-3) only on a GPU where nothing fits without it (:data:`OFFLOAD_ORDER`);
 - the global batch: ``--global-batch``, else the default rule ``train`` uses (``estimate.steptime.
   default_global_batch``), passed explicitly so that memory and step time count the same micro-batches.
+- precision: ``--precision`` (one), a comma list, or ``any`` (``spec.training.PLAN_PRECISIONS_ANY``): the grid
+  above once per precision, each candidate's job at that precision (``_TrainGrid.set_precision``); the method
+  (full, LoRA, QLoRA: ``--method``) is the job's, one per search.
 
 Evaluation: numpy arrays, one GPU at a time (:class:`_TrainGrid`), through the very functions ``train`` uses. The
 formulas take plain numbers or arrays (``estimate/xp.py``), so ``estimate.memory.busiest_total_bytes`` (the
@@ -243,6 +246,8 @@ class TrainCandidate:
     cp: int = 1
     #: interleaved pipeline chunks per rank (``train --virtual-stages``)
     virtual_stages: int = 1
+    #: the training precision of this candidate (``train --precision``; searched with ``--precision any``)
+    precision: str = "bf16-mixed"
     #: the run with failures, as ``train``'s machine block gives it (:func:`_with_failures`)
     goodput: float | None = None
     wall_time_with_failures_s: float | None = None
@@ -272,6 +277,7 @@ class TrainCandidate:
             global_batch=self.global_batch,
             recompute=self.recompute,
             fsdp=self.sharding.fsdp,
+            precision=self.precision,
         )
 
     def train_kwargs(self) -> dict[str, Any]:
@@ -291,6 +297,7 @@ class TrainCandidate:
             micro_batch=self.micro_batch,
             global_batch=self.global_batch,
             recompute=self.recompute,
+            precision=self.precision,
             offer=self.offer.id,
         )
 
@@ -355,12 +362,18 @@ def search_train(
     memory_assumptions: MemoryAssumptions = MemoryAssumptions(),
     step_assumptions: StepAssumptions = StepAssumptions(),
     machine: Any = None,
+    precisions: Sequence[str] | None = None,
 ) -> TrainSearch:
     """Every candidate of the grid (module docstring), pruned with counts by reason; the top ``top`` by the
     objective among the feasible ones, each flagged when it is on the Pareto front of (time, cost, GPUs). Time and
     cost rank with failures (:func:`_with_failures`); ``machine``: the (MachineOptions, MachineAssumptions) of the
-    storage, checkpoints and failure rate (None: ``train``'s defaults)."""
+    storage, checkpoints and failure rate (None: ``train``'s defaults). ``precisions``: the precision axis
+    (``--precision any`` or a comma list; None: ``base_job.precision`` alone): the whole grid is searched once per
+    precision, each candidate with ``base_job`` at that precision, as ``train --precision`` runs it; a GPU without
+    the precision's peak (fp8 without an fp8 peak) counts its candidates as not_supported."""
     import numpy as np
+
+    precisions = tuple(precisions) if precisions else (base_job.precision,)
 
     offers = _offers_of(offers, pricing, providers)
     by_gpu = hardware_classes(offers, {g.id for g in gpus})
@@ -368,11 +381,14 @@ def search_train(
         model, base_job, tokens, fixed_gpus, max_gpus, deadline_s, budget_usd, memory_assumptions, step_assumptions
     )
     classes_of = [[replace(c, gpu=gpu) for c in by_gpu.get(gpu.id, [])] for gpu in gpus]
-    blocks = [b for i, gpu in enumerate(gpus) if (b := grid.search_gpu(i, gpu, classes_of[i])) is not None]
+    blocks = []
+    for p_i, precision in enumerate(precisions):
+        grid.set_precision(p_i, precision)
+        blocks += [b for i, gpu in enumerate(gpus) if (b := grid.search_gpu(i, gpu, classes_of[i])) is not None]
     found = {k: np.concatenate([b[k] for b in blocks]) for k in _FOUND} if blocks else {}
     n = len(found["gpus"]) if found else 0
     if n:
-        found.update(_with_failures(model, base_job, found, gpus, classes_of, *(machine or ())))
+        found.update(_with_failures(model, base_job, found, gpus, classes_of, *(machine or ()), precisions=precisions))
         # the deadline and budget hold for the run as it will go, failures included: the grid pruned on the ideal
         # time and cost (never more than these), so the candidates left are checked again here
         late = found[_TIME] > deadline_s if deadline_s is not None else np.zeros(n, dtype=bool)
@@ -387,7 +403,7 @@ def search_train(
     front_size = 0
     ranking = tuple((k, found[k]) for k in _objective_axes(objective)) if n else ()
     if n:
-        # ties keep the search order: GPU, tp, pp, ep, sharding, micro-batch, count, offer
+        # ties keep the search order: GPU, precision, tp, pp, ep, sharding, micro-batch, count, offer
         order = np.empty(n, dtype=np.int64)
         order[np.lexsort(tuple(found[k] for k in reversed(_SEARCH_ORDER)))] = np.arange(n)
         keys = _objective_axes(objective)
@@ -395,7 +411,13 @@ def search_train(
         on_front = _pareto_front_mask(found[_TIME], found[_COST], found["gpus"])
         front_size = int(on_front.sum())
         options = tuple(
-            _option(model, _candidate(found, i, gpus, classes_of), base_job, bool(on_front[i]), memory_assumptions)
+            _option(
+                model,
+                _candidate(found, i, gpus, classes_of, precisions),
+                base_job,
+                bool(on_front[i]),
+                memory_assumptions,
+            )
             for i in best
         )
     tally = grid.tally
@@ -429,7 +451,14 @@ def search_train(
         "global_batch": base_job.global_batch
         if base_job.global_batch is not None
         else "default rule (tokens per step by model size)",
-        "precision": base_job.precision,
+        "precision": list(precisions),
+        "precision_rule": "each on the GPUs with a peak for it (fp8-mixed: an fp8 peak); the others not_supported",
+        "method": base_job.method,
+        **(
+            {"lora_rank": base_job.lora_rank, "lora_targets": list(base_job.lora_targets), "quant": base_job.quant}
+            if base_job.method != "full"
+            else {}
+        ),
         "seq_len": base_job.seq_len,
     }
     assert tally.searched == sum(tally.pruned.values()) + n, "every candidate is counted once"
@@ -448,6 +477,7 @@ def search_train(
 #: The arrays of the feasible candidates (_TrainGrid.search_gpu): indices into the grid's axes, then the values.
 _FOUND = (
     "gpu",
+    "precision",
     "layout",
     "tp",
     "pp",
@@ -468,7 +498,7 @@ _FOUND = (
     "cost_usd",
 )
 #: The order the grid is searched in (and ties are broken in): indices into the axes.
-_SEARCH_ORDER = ("gpu", "layout", "sharding", "micro_batch", "count", "offer")
+_SEARCH_ORDER = ("gpu", "precision", "layout", "sharding", "micro_batch", "count", "offer")
 
 
 #: Time and cost rank as the run will take them: with failures (expected wall time and its cost, :func:`_with_failures`)
@@ -492,6 +522,8 @@ def _with_failures(
     classes_of: list[list[HardwareClass]],
     options: Any = None,
     assumptions: Any = None,
+    *,
+    precisions: Sequence[str] = ("bf16-mixed",),
 ) -> dict[str, Any]:
     """Goodput, expected wall time and cost with failures of every feasible candidate, as arrays, through the
     function of ``train``'s machine block (``plan.machine.checkpointing``): the checkpoint of the layout's recipe
@@ -521,11 +553,16 @@ def _with_failures(
     tp, pp, cp = found["tp"], found["pp"], found["cp"]
     zero = np.array([s.zero for s in SHARDINGS])[found["sharding"]]
     bytes_per_param = np.empty((3, n))
-    for idx in _groups(found["sharding"] * 2 + (tp * pp * cp > 1), np.ones(n, dtype=bool)):
-        c = _candidate(found, int(idx[0]), gpus, classes_of)  # the recipe is shared by the group
+    recipe_key = (found["precision"] * len(SHARDINGS) + found["sharding"]) * 2 + (tp * pp * cp > 1)
+    for idx in _groups(recipe_key, np.ones(n, dtype=bool)):
+        c = _candidate(found, int(idx[0]), gpus, classes_of, precisions)  # the recipe is shared by the group
         bytes_per_param[:, idx] = np.array(checkpoint_bytes_per_param(model, c.job(base_job), c.layout()))[:, None]
+    trainable: float = count_params(model).total
+    if base_job.method != "full":  # LoRA/QLoRA: the adapters (the same for every layout), as train's machine block
+        c = _candidate(found, 0, gpus, classes_of, precisions)
+        trainable = training_memory(model, c.gpu, c.layout(), c.job(base_job), find_max_batch=False).trainable_params
     ck = checkpointing(
-        trainable_params=count_params(model).total,
+        trainable_params=trainable,
         bytes_per_param=(bytes_per_param[0], bytes_per_param[1], bytes_per_param[2]),
         tp=tp,
         pp=pp,
@@ -573,6 +610,7 @@ class _TrainGrid:
         import numpy as np
 
         self.model, self.job, self.mem_a, self.step_a = model, job, mem_a, step_a
+        self.precision_i = 0  # the index of job.precision on the search's precision axis
         self.fixed_gpus, self.max_gpus, self.deadline_s, self.budget_usd = fixed_gpus, max_gpus, deadline_s, budget_usd
         self.total_flops = training_compute(model, job.seq_len, tokens).total_flops
         self.rule_sequences = default_global_batch_tokens(count_params(model).total) / job.seq_len
@@ -609,6 +647,11 @@ class _TrainGrid:
             self.memory_checks = True
         except GpuplanError:
             self.memory_checks = False
+
+    def set_precision(self, index: int, precision: str) -> None:
+        """Search the next GPUs at ``precision`` (``index`` on the precision axis): the job as ``train
+        --precision`` gets it. The run's FLOPs, the batch rule and the layout axes do not depend on it."""
+        self.job, self.precision_i = replace(self.job, precision=precision), index
 
     def search_gpu(self, gpu_index: int, gpu: Accelerator, classes: list[HardwareClass]) -> dict[str, Any] | None:
         """Count and evaluate every candidate on ``gpu``; the feasible ones as arrays (``_FOUND``), or None."""
@@ -805,6 +848,7 @@ class _TrainGrid:
         e = _select(keep, **e)
         tally.searched += len(e["gpus"])
         e["gpu"] = np.full(len(e["gpus"]), gpu_index)
+        e["precision"] = np.full(len(e["gpus"]), self.precision_i)
         return {k: e[k] for k in _FOUND}
 
     def _grid(
@@ -852,8 +896,15 @@ def _groups(key: Any, mask: Any) -> list[Any]:
     return np.split(idx[order], bounds)
 
 
-def _candidate(found: dict[str, Any], i: int, gpus: Sequence[Accelerator], classes_of: list[list[HardwareClass]]):
-    """The reported candidate ``i`` of the feasible arrays, in plain numbers."""
+def _candidate(
+    found: dict[str, Any],
+    i: int,
+    gpus: Sequence[Accelerator],
+    classes_of: list[list[HardwareClass]],
+    precisions: Sequence[str] = ("bf16-mixed",),
+):
+    """The reported candidate ``i`` of the feasible arrays, in plain numbers (``precisions``: the search's
+    precision axis, which ``found["precision"]`` indexes)."""
     g = int(found["gpu"][i])
     ends = _TIME in found and math.isfinite(found[_TIME][i])
     return TrainCandidate(
@@ -874,6 +925,7 @@ def _candidate(found: dict[str, Any], i: int, gpus: Sequence[Accelerator], class
         offload=OFFLOAD_ORDER[int(found["offload"][i])],
         cp=int(found["cp"][i]),
         virtual_stages=int(found["vs"][i]),
+        precision=precisions[int(found["precision"][i])],
         # a run expected never to finish (inf wall time, goodput 0) has none: null, never inf or 0
         **{k: float(found[k][i]) if ends else None for k in ("goodput", _TIME, _COST) if k in found},
     )
@@ -1047,7 +1099,58 @@ def train_launch(model: ModelSpec, c: TrainCandidate, job: TrainingJob, accumula
                 "contiguous_memory_optimization": False,
             }
         ds = json.dumps(config, separators=(", ", ": "))
+    if job.method != "full":
+        return _finetune_launch(model, c, job, accumulation, run, ds)
     return {"torchtitan": " ".join(tt), "megatron": " ".join(mg), "deepspeed": ds}
+
+
+#: PEFT's LoRA module names -> torchtune's ``lora_attn_modules`` (torchtune calls the attention output output_proj)
+_TORCHTUNE_ATTN = {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "o_proj": "output_proj"}
+_MLP = frozenset({"gate_proj", "up_proj", "down_proj"})
+
+
+def _finetune_launch(
+    model: ModelSpec, c: TrainCandidate, job: TrainingJob, accumulation: int, run: str, ds: str | None
+) -> dict[str, str | None]:
+    """Launch hints of a LoRA/QLoRA candidate. torchtitan and Megatron-LM's pretrain_gpt.py train every weight (no
+    LoRA): None. ``peft``: the Hugging Face PEFT adapter config (and the bitsandbytes 4-bit or 8-bit base of
+    QLoRA / --quant), run by the HF Trainer with the DeepSpeed config beside it (data parallel only: tp > 1 has no
+    PEFT path here). ``torchtune``: its ``lora_finetune_distributed`` recipe, which shards with FSDP2 over data
+    parallel ranks only, so only for a pure data-parallel FSDP / ZeRO-3 layout whose targets it can name (all MLP
+    projections or none) and whose recompute it has (none or full); None otherwise."""
+    targets = list(job.targets)
+    peft = f"LoraConfig(r={job.lora_rank}, target_modules={targets!r})"
+    if job.quant == "nf4":
+        peft += (
+            "; BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='nf4', bnb_4bit_use_double_quant=True, "
+            "bnb_4bit_compute_dtype=torch.bfloat16)"
+        )
+    elif job.quant == "int8":
+        peft += "; BitsAndBytesConfig(load_in_8bit=True)"
+    pure_dp = c.tp == 1 and c.pp == 1 and c.cp == 1 and c.ep == 1
+    mlp = _MLP & set(targets)
+    tune: str | None = None
+    if pure_dp and c.sharding.zero == 3 and c.offload == "none" and mlp in (set(), _MLP) and c.recompute != "selective":
+        attn = [_TORCHTUNE_ATTN[t] for t in targets if t in _TORCHTUNE_ATTN]
+        tune = " ".join(
+            [
+                run.replace("torchrun", "tune run"),
+                f"lora_finetune_distributed --config ./{model.id}_{job.method}.yaml",
+                f"model.lora_rank={job.lora_rank}",
+                f"model.lora_attn_modules=[{','.join(attn)}]",
+                f"model.apply_lora_to_mlp={bool(mlp)}",
+                f"batch_size={c.micro_batch}",
+                f"gradient_accumulation_steps={accumulation}",
+                f"enable_activation_checkpointing={c.recompute == 'full'}",
+            ]
+        )
+    return {
+        "torchtitan": None,
+        "megatron": None,
+        "deepspeed": ds if c.tp == 1 else None,
+        "peft": peft,
+        "torchtune": tune,
+    }
 
 
 # ------------------------------------------------------------------------------------------------ records
@@ -1068,7 +1171,7 @@ def _offer_dict(o: Offer) -> dict[str, Any]:
     }
 
 
-def train_option_record(o: TrainOption, seq_len: int, precision: str) -> dict[str, Any]:
+def train_option_record(o: TrainOption, seq_len: int, method: str = "full") -> dict[str, Any]:
     """One option: the offer (null for owned hardware, priced under the record's ``ownership``), the layout, the
     estimates with their P10-P90 bands (``*_p10`` / ``*_p90``, as ``train`` gives them; null without a band)."""
     from .records import _interval
@@ -1103,7 +1206,8 @@ def train_option_record(o: TrainOption, seq_len: int, precision: str) -> dict[st
             "stack": o.stack,
             "recipe": o.recipe,
         },
-        "precision": precision,
+        "precision": c.precision,
+        "method": method,
         "mfu": c.mfu,
         "mfu_p10": mfu_band[0],
         "mfu_p90": mfu_band[1],
@@ -1128,7 +1232,7 @@ def train_option_record(o: TrainOption, seq_len: int, precision: str) -> dict[st
 
 
 def train_record(model: ModelSpec, tokens: float, objective: str, constraints: dict[str, Any], s: TrainSearch) -> dict:
-    seq_len, precision = s.grid["seq_len"], s.grid["precision"]
+    seq_len, method = s.grid["seq_len"], s.grid.get("method", "full")
     return {
         "model": {"id": model.id},
         "tokens": tokens,
@@ -1140,7 +1244,7 @@ def train_record(model: ModelSpec, tokens: float, objective: str, constraints: d
         "pareto_size": s.pareto_size,
         "grid": s.grid,
         "pruned": s.pruned,
-        "options": [train_option_record(o, seq_len, precision) for o in s.options],
+        "options": [train_option_record(o, seq_len, method) for o in s.options],
         "notes": list(s.notes),
     }
 

@@ -1586,11 +1586,16 @@ def plan_train_report(record: dict) -> Group:
     heads = ("gpu", "gpus", "provider", "layout", "recomp", "mb", "gbs", "mfu", "time", "cost", "goodput")
     for h in (*heads, "w/ failures", "mem", "P"):
         t.add_column(h, justify="right" if h in right else "left", no_wrap=True)
+    several = len({o.get("precision") for o in record["options"]}) > 1  # --precision any: name each option's
     for o in record["options"]:
         cost = _compact_band(o, "cost_usd", *((1e6, "$", "M") if o["cost_usd"] >= 1e6 else (1e3, "$", "k")))
         days = o["time_s"] >= 86400
         time = _compact_band(o, "time_s", *((86400, "", " d") if days else (3600, "", " h")))
         layout = _layout_name(o["layout"])
+        if several:
+            layout += f" {o['precision']}"
+        if o.get("method") not in (None, "full"):
+            layout += f" {o['method']}"
         lay = o["layout"]
         t.add_row(
             o["gpu"], f"{o['gpus']:,}", o["offer"]["provider"] if o["offer"] else o.get("pricing", "-"), layout,
@@ -1638,7 +1643,7 @@ def plan_train_report(record: dict) -> Group:
         if first["offer"]:
             lines.append(Text(f"offer (option 1): {first['offer']['id']}"))
         lines.append(Text("launch (option 1):"))
-        for k in ("torchtitan", "megatron", "deepspeed"):
+        for k in ("torchtitan", "megatron", "deepspeed", "torchtune", "peft"):
             if best.get(k):
                 lines.append(Text(f"  {k}: {best[k]}"))
     else:

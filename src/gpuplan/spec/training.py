@@ -6,6 +6,7 @@ that shows every factor.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..errors import JobError, LayoutError
@@ -224,3 +225,28 @@ class TrainingJobGrid(TrainingJob):
 
     def _check_whole_steps(self, per_step: int, dp: int) -> None:
         return None
+
+
+#: ``plan train --precision any``: the mixed precisions a training run is launched with today, bf16 master-weight
+#: training and fp8 GEMMs on top of it (Micikevicius et al. 2022, "FP8 Formats for Deep Learning"; Transformer
+#: Engine's fp8 recipes); fp8-mixed only on GPUs with an fp8 peak.
+PLAN_PRECISIONS_ANY = (Precision.BF16_MIXED.value, Precision.FP8_MIXED.value)
+
+
+def parse_precisions(value: str | Iterable[str]) -> tuple[str, ...]:
+    """``plan train --precision``: one precision, a comma list (``bf16-mixed,fp8-mixed``) or ``any``
+    (:data:`PLAN_PRECISIONS_ANY`); each must be one ``train --precision`` takes. Repeats are dropped, the order
+    kept (it breaks ties between equal candidates)."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    names = [i.strip() for i in items if isinstance(i, str) and i.strip()]
+    if not names or len(names) != len(items):
+        raise JobError(f"--precision must be any or a comma list of {', '.join(PRECISIONS)}, got {value!r}")
+    out: list[str] = []
+    for name in names:
+        expanded = PLAN_PRECISIONS_ANY if name == "any" else (name,)
+        for p in expanded:
+            if p not in PRECISIONS:
+                raise JobError(f"--precision must be any or a comma list of {', '.join(PRECISIONS)}, got {name!r}")
+            if p not in out:
+                out.append(p)
+    return tuple(out)
