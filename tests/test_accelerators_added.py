@@ -197,6 +197,7 @@ SM_COUNTS = {
     "h200-sxm-141gb": 132,
     "b200": 148,
     "b300": 160,
+    "h20": 78,
     "l4": 58,
     "l40s": 142,
     "mi300x": 304,
@@ -219,7 +220,18 @@ def test_derived_sm_counts_say_how():
 
 @pytest.mark.parametrize(
     "acc_id,n",
-    [("h100-sxm-80gb", 8), ("b200", 8), ("gb200", 72), ("gb300", 72), ("h100-nvl-94gb", 2), ("tpu-v5p", 8960)],
+    [
+        ("h100-sxm-80gb", 8),
+        ("b200", 8),
+        ("gb200", 72),
+        ("gb300", 72),
+        ("h100-nvl-94gb", 2),
+        ("tpu-v5p", 8960),
+        ("gaudi2", 8),
+        ("gaudi3", 8),
+        ("mi250", 4),
+        ("mi250x", 4),
+    ],
 )
 def test_scale_up_domains(acc_id, n):
     acc = ACCS.get(acc_id)
@@ -302,3 +314,78 @@ def test_no_lookup_by_id_prefix():
     for name in ("h8", "m4", "rtx-40", "m2-ul"):
         with pytest.raises(UnknownIdError):
             ACCS.get(name)
+
+
+# ---------------------------------------------------------------------------------------- third part (gaps)
+
+
+def test_rtx_pro_6000_tensor_peaks_come_from_its_fp4_figure_and_say_so():
+    """NVIDIA prints only the FP4 figure (4,000 AI TOPS sparse -> 2,000 dense): FP8 is half of it and FP16/BF16
+    a quarter (the RTX 5090's whitepaper ratios), within 1 % of a database's clock-based 503.8 / 1,007.6; each
+    derived peak names its derivation, the printed FP4 one does not."""
+    acc = ACCS.get("rtx-pro-6000-blackwell")
+    assert acc.peak("fp4") == 2000e12 and not acc.source_for("peak_flops_per_s.fp4").estimated
+    assert acc.peak("fp8") == acc.peak("fp4") / 2
+    assert acc.peak("bf16") == acc.peak("fp16") == acc.peak("fp4") / 4
+    assert acc.peak("bf16") == pytest.approx(503.8e12, rel=0.01)
+    assert acc.peak("fp8") == pytest.approx(1007.6e12, rel=0.01)
+    for d in ("fp16", "bf16", "fp8"):
+        assert acc.source_for(f"peak_flops_per_s.{d}").estimated, d
+    assert acc.fp16_accumulate_factor is None  # an RTX PRO part accumulates in fp32 at the full rate
+    ref = ACCS.get("rtx-5090")  # same 4:2:1 ratio on the GeForce sibling, at FP16 accumulate
+    assert ref.peak("fp4") / (ref.peak("fp16") * ref.fp16_accumulate_factor) == pytest.approx(4, rel=1e-3)
+
+
+@pytest.mark.parametrize("acc_id", ["rtx-6000-ada", "l20"])
+def test_tensor_peaks_not_found_stay_absent(acc_id):
+    """No vendor tensor figure was found for these AD102 cards, and the L40 / L40S pair disagree by 2x on the same
+    die (to 0.1 %), so no peak is guessed: the card lists fp32 only."""
+    acc = ACCS.get(acc_id)
+    assert set(acc.peak_flops_per_s) == {"fp32"}
+    assert ACCS.get("l40s").peak("bf16") == pytest.approx(2 * ACCS.get("l40").peak("bf16"), rel=1e-3)
+
+
+@pytest.mark.parametrize("acc_id,ports,gbps", [("gaudi2", 21, 100), ("gaudi3", 21, 200)])
+def test_gaudi_scale_up_is_the_21_all_to_all_ports(acc_id, ports, gbps):
+    """An HLS box joins 8 accelerators all-to-all with 21 of each one's 24 on-chip ports (3 per peer); the other 3
+    leave the box, so the scale-up link is 21 ports, per direction (Gaudi 3: 525 GB/s, Intel's figure)."""
+    acc = ACCS.get(acc_id)
+    assert acc.scale_up_domain_gpus == 8 == (ports // 3) + 1
+    assert acc.interconnect.links == ports
+    assert acc.interconnect.bandwidth_bytes_per_s == ports * gbps * 1e9 / 8
+    assert acc.source_for("scale_up_domain_gpus").url.startswith("https://docs.habana.ai/")
+    assert acc.source_for("scale_up_domain_gpus").estimated == (acc_id == "gaudi2")
+
+
+def test_mi250_domain_counts_oams_not_gcds():
+    """The entries are per OAM (two GCDs each, 128 GB): a node's 8 GCDs are 4 of these devices."""
+    for acc_id in ("mi250", "mi250x"):
+        acc = ACCS.get(acc_id)
+        assert acc.memory_bytes == 128e9 and acc.scale_up_domain_gpus == 4
+        assert "4 OAMs" in acc.source_for("scale_up_domain_gpus").derivation
+
+
+def test_gb200_has_no_borrowed_sm_count():
+    """Kernel code run on GB200 reports 152 SMs, not the B200's 148, and no primary source was found: absent, so
+    the SM-contention term is left out rather than computed from a borrowed count."""
+    assert ACCS.get("gb200").sm_count is None
+
+
+@pytest.mark.parametrize(
+    "floor,apple",
+    [("100GB", {"m2-ultra-192gb", "m3-max-128gb", "m4-max-128gb"}), ("110GB", {"m2-ultra-192gb"}), ("160GB", set())],
+)
+def test_min_memory_compares_a_macs_gpu_share_not_its_ram(run, floor, apple):
+    """A 128 GiB Mac (137.4 GB of RAM) lets the GPU wire 96 GiB (103.1 GB) by default, the M2 Ultra 144 of 192 GiB
+    (154.6 of 206.2 GB): --min-memory keeps a Mac only if that share reaches the floor, the memory a model can be
+    given. Discrete cards are compared on their marketed memory, as before."""
+    code, out, _ = run("gpus", "list", "--min-memory", floor, "--json")
+    assert code == 0
+    rows = json.loads(out)["accelerators"]
+    assert {a["id"] for a in rows if a["vendor"] == "apple"} == apple
+    for a in rows:
+        kept = a["memory_reported_bytes"] if a.get("unified_memory") else a["memory_bytes"]
+        assert kept >= float(floor[:-2]) * 1e9, a["id"]
+    code, out, _ = run("gpus", "list", "--min-memory", "80GiB", "--json")
+    ids = {a["id"] for a in json.loads(out)["accelerators"]}
+    assert "a100-sxm-80gb" not in ids  # 80e9 marketed < 80 GiB, though its driver reports 80 GiB

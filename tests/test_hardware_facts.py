@@ -85,7 +85,8 @@ PINNED = {
     "rtx-5090": (0.75, 48e9, 33_554_432, 1),
     "rtx-6000-ada": (0.75, 24e9, 8_519_680, None),
     "rtx-a6000": (0.75, 24e9, 8_519_680, None),
-    "rtx-pro-6000-blackwell": (0.75, 48e9, 33_554_432, None),
+    # fp8 peak added by issue #15 (derived from its FP4 figure); compute capability 12.0 keeps a TN-only copy
+    "rtx-pro-6000-blackwell": (0.75, 48e9, 33_554_432, 2),
     "rx-7900-xtx": (0.75, 24e9, 8_519_680, None),
     "h800": (0.75, 48e9, 33_554_432, 2),
     "rtx-4070-ti": (0.75, 24e9, 8_519_680, 2),

@@ -9,7 +9,12 @@ offers JSON digests were retaken when issue 17 added the scale_up, scale_up_byte
 scale_up_domain_gpus keys to each offer record (the tables are unchanged). The gpus JSON digests were retaken when
 issue #15 added the attention_flops_per_s and fp16_accumulate_factor keys (and their sources on the entries that
 give them) to each accelerator record: the new output with those keys dropped gives the previous digests exactly
-(5f40d835..., 4afc6b0e...); the tables are unchanged."""
+(5f40d835..., 4afc6b0e...); the tables are unchanged. All six gpus digests were retaken again for issue #15's
+remaining gaps (RTX PRO 6000 Blackwell fp16/bf16/fp8 peaks and its TN-only fp8 layout, the Gaudi 2/3 scale-up
+link as its 21 in-box ports with an 8-device domain, MI250/MI250X 4-OAM domains, the H20's SM count): the same
+code on the previous bundled data still gives the previous digests (9ef84ec3..., 55f2861c..., 27498964...), and
+the new output differs from it only in those six entries (JSON) and the gaudi2/gaudi3/rtx-pro-6000-blackwell
+table rows."""
 
 from __future__ import annotations
 
@@ -37,12 +42,12 @@ CASES = {
 
 # sha256 (first 32 hex digits) of stdout; "@d": $COLUMNS unset (140 columns when piped), "@100": COLUMNS=100
 DIGESTS = {
-    "gpus@d": "9ef84ec35459f575e94e8ac019f55f46",
-    "gpus@100": "e0908f6502dac7dd51091d60b9d154b0",
-    "gpus-json@d": "55f2861ca766f028f811038adce9002e",
-    "gpus-sort-mem@d": "27498964d7fcb580f640ffb938cf1a71",
-    "gpus-sort-mem@100": "5ce6b9e4599c04235531f285f30d072e",
-    "gpus-sort-mem-json@d": "61b295dfa0828b857ef328dbd40473fc",
+    "gpus@d": "d1cecf4db4955ddce2e47f7b3577d03e",
+    "gpus@100": "c913dad62fe9dec7e3d725750d926f36",
+    "gpus-json@d": "df436f13f8f9496f93671e527fbbeee3",
+    "gpus-sort-mem@d": "7edc386dd34e6c0b9067fa0c66a03c78",
+    "gpus-sort-mem@100": "3476e7ed1cafd400416874aa0c3abbe8",
+    "gpus-sort-mem-json@d": "f0aefa75fbc44f19b8bf99d2ae9e9b60",
     "offers@d": "2d857e2285bb2eea0d1ef0dfa0ad90ff",
     "offers@100": "4f8bc74ba611ce7745d7a6da7a6f2803",
     "offers-json@d": "1d8ac0e233dfe062d6a74913a1cc03ce",

@@ -16,7 +16,12 @@ def gpus() -> None:
 
 @gpus.command("list")
 @click.option("--vendor", help="Only this vendor (nvidia, amd, intel, google, apple, other).")
-@click.option("--min-memory", callback=given, help="Only devices with at least this much memory, e.g. 40GB or 80GiB.")
+@click.option(
+    "--min-memory",
+    callback=given,
+    help="Only devices with at least this much memory for a model, e.g. 40GB or 80GiB: a card's marketed memory; "
+    "on a unified-memory Mac the GPU's default share of the RAM, not the RAM.",
+)
 @click.option("--dtype", help="Only devices with a peak for this dtype: fp64 fp32 tf32 fp16 bf16 fp8 int8 fp4.")
 @click.option(
     "--sort",

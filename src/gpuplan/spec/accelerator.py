@@ -155,6 +155,18 @@ class Accelerator:
         object.__setattr__(self, "sources", _frozen(self.sources))
 
     @property
+    def gpu_memory_bytes(self) -> int:
+        """The memory a model on this device can be given, bytes, as ``gpus list --min-memory`` compares it.
+
+        A discrete card's whole memory is the GPU's: its marketed bytes (the driver's total, known for some
+        entries only, is within a few per cent of it and would make the filter depend on which entries record
+        it). A unified-memory part (Apple M-series) shares its RAM with the CPU and the OS, and Metal lets the GPU
+        use ``memory_reported_bytes`` of it by default (75 % above 36 GB): that share, not the RAM."""
+        if self.unified_memory and self.memory_reported_bytes is not None:
+            return self.memory_reported_bytes
+        return self.memory_bytes
+
+    @property
     def usable_memory_bytes(self) -> int:
         """Capacity a process can plan with: what the driver reports where known, else as marketed."""
         return self.memory_reported_bytes if self.memory_reported_bytes is not None else self.memory_bytes
