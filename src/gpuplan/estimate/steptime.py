@@ -34,7 +34,8 @@ One iteration on the busiest GPU, by part:
 - each GEMM on a roofline: the longer of its FLOPs at the matmul efficiency and its operand traffic at HBM
   bandwidth, so small micro-batches and MoE experts with few tokens turn memory-bound;
 - MoE: the dispatch and combine all-to-all of each expert layer (forward and backward) over NVLink inside a
-  node, the NICs across nodes;
+  node, the NICs across nodes; a token's hidden state travels once per routed expert, or once per destination
+  rank under a deduplicating dispatcher such as DeepEP (``moe_dispatch_ranks_per_token``);
 - with no global batch, the batch of :func:`default_global_batch_tokens` (published recipes by model size);
 - a power cap below the catalog TDP (``power_limit_w``) slows matmul and attention by (cap / TDP)^(1/3)
   (:func:`power_clock_factor`); FlashAttention-2's mma.sync kernels stop at ``fa2_ceiling_flops_per_s`` on
@@ -308,6 +309,7 @@ class StepAssumptions(AssumptionSet):
     host_memory_bytes_per_s_per_gpu: float = 51.2e9
     host_cores_per_gpu: float | None = None  # None: the machine block's cores per GPU (default_host_cores_per_gpu)
     host_core_bytes_per_s: float = 10e9
+    moe_dispatch_ranks_per_token: float | None = None  # None: one copy per routed expert (experts_per_token)
 
     SOURCES = MappingProxyType(
         {
@@ -323,8 +325,9 @@ class StepAssumptions(AssumptionSet):
                 "a model's GEMMs run below the best shape MAMF finds (tile and wave "
                 "quantization, Anthony et al. 2024; older cuBLAS): one global factor, fitted by gpuplan "
                 "validate on the 80 bundled training-throughput values of 9 sources (the median of "
-                "published / predicted, 0.769); held out one source at a time it scores MAE 17.4 % "
-                "against 18.4 % for the earlier hand value 0.85 (Megatron-LM Table 1 alone)",
+                "published / predicted, 0.769 on 2026-11-27); held out one source at a time it scored MAE "
+                "17.4 % against 18.4 % for the earlier hand value 0.85 (Megatron-LM Table 1 alone). validate's "
+                "loso block shows today's fit (0.749 after later mapping fixes, MAE 15.0 % vs 15.1 % at 0.77)",
             ),
             "flash_attention_efficiency": (
                 "fraction of dense peak",
@@ -465,6 +468,16 @@ class StepAssumptions(AssumptionSet):
                 "training process plus one per DataLoader worker, 2 workers: 3); DeepSpeed's CPU-Adam runs its "
                 "OpenMP threads on the cores of its rank",
             ),
+            "moe_dispatch_ranks_per_token": (
+                "expert-parallel ranks per token",
+                "unset: a token's hidden state is sent once per routed expert (experts_per_token copies), what a "
+                "dispatcher that permutes tokens by expert before one all-to-all sends (Megatron-Core's alltoall "
+                "token dispatcher); DeepEP sends it once per destination rank (deep_ep Buffer.get_dispatch_layout "
+                "returns is_token_in_rank / num_tokens_per_rank, and the dispatch moves each token once to each "
+                "rank it is in; DeepSeek-V3, arXiv:2412.19437 section 3.2.2), so set this to the distinct ranks a "
+                "token's experts live on when the run uses DeepEP (validate sets it for NeMo AutoModel's "
+                "fake-balanced-gate benchmarks from the gate's own rule)",
+            ),
             "host_core_bytes_per_s": (
                 "bytes/s",
                 "memory bandwidth one server core streams (single-thread STREAM on Xeon Scalable / EPYC reaches "
@@ -485,7 +498,12 @@ class StepAssumptions(AssumptionSet):
                 "model_shape_factor",
                 "offload_pcie_efficiency",
             ),
-            ranges={"gpus_per_node": (1, 1024), "collective_sms": (0, 1024), "host_cores_per_gpu": (0, 4096)},
+            ranges={
+                "gpus_per_node": (1, 1024),
+                "collective_sms": (0, 1024),
+                "host_cores_per_gpu": (0, 4096),
+                "moe_dispatch_ranks_per_token": (1, 4096),
+            },
             positive=(
                 "flash_attention_efficiency",
                 "fa2_on_hopper_efficiency",
@@ -506,6 +524,7 @@ class StepAssumptions(AssumptionSet):
                 "host_memory_bytes_per_s_per_gpu",
                 "host_cores_per_gpu",
                 "host_core_bytes_per_s",
+                "moe_dispatch_ranks_per_token",
             ),
             efficiencies=("matmul_efficiency",),
         )
@@ -829,8 +848,15 @@ def training_step(
         # an expert group wider than a node still has its node's peers on NVLink: the NICs carry only the share
         # bound for other nodes, while the rest crosses NVLink at the same time (NCCL's all-to-all is one send and
         # receive per peer, each over the path to that peer)
+        # copies of a token's hidden state per dispatch: one per routed expert, or one per destination rank where
+        # the dispatcher deduplicates (DeepEP; moe_dispatch_ranks_per_token), never more than the expert ranks
+        copies = (
+            model.moe.experts_per_token
+            if a.moe_dispatch_ranks_per_token is None
+            else xp.minimum(a.moe_dispatch_ranks_per_token, xp.maximum(1, layout.ep))
+        )
         moe_share = model.moe.layers / L
-        sent = tokens_mb * model.moe.experts_per_token * h * bytes_e / tp * (layout.ep - 1) / layout.ep
+        sent = tokens_mb * copies * h * bytes_e / tp * (layout.ep - 1) / layout.ep
         local = xp.minimum(layout.ep, xp.maximum(1, a.gpus_per_node // tp))  # expert ranks on this node
         peers = xp.maximum(1, layout.ep - 1)
         a2a_s = xp.maximum(sent * (layout.ep - local) / peers / scale_out, sent * (local - 1) / peers / link)
