@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import BUNDLED_ACCELERATORS, BUNDLED_MODELS
-from gpuplan.estimate.inference import assumptions_for, fleet_for, serving_plan
+from gpuplan.estimate.inference import assumptions_for, closed_loop_prefill_wait_s, fleet_for, serving_plan
 from gpuplan.estimate.queueing import (
     closed_loop_wait,
     mean_wait,
@@ -187,3 +187,101 @@ def test_closed_loop_waits_for_a_slot():
     assert r.ttft_s == r.ttft_unloaded_s  # the wait is beside TTFT (serving_plan's docstring says why)
     few = serving_plan(spec, gpu, lay, ServingJob(weights="fp8", prompt_tokens=5000, output_tokens=500, concurrency=5))
     assert few.queue_wait_s == 0 and few.ttft_s == few.ttft_unloaded_s
+
+
+# ------------------------------------------------------------------- closed loop: prompts queue for the prefill
+
+
+def _simulate_closed_loop(
+    users: int, prefill: float, decode: float, cv: float, n: int = 40_000, seed: int = 3
+) -> float:
+    """Mean prefill wait of a closed loop by discrete events: ``users`` users, each sending its next prompt
+    ``decode`` s (gamma, coefficient of variation ``cv``) after its last prefill ends; one FCFS prefill server of
+    fixed service ``prefill``. The mean over all but the first 10 % of the requests."""
+    rng = np.random.default_rng(seed)
+    shape = 1 / cv**2
+    back = list(rng.gamma(shape, decode / shape, users))
+    heapq.heapify(back)
+    free, waits = 0.0, np.empty(n)
+    for i in range(n):
+        t = heapq.heappop(back)
+        start = max(t, free)
+        waits[i] = start - t
+        free = start + prefill
+        heapq.heappush(back, free + rng.gamma(shape, decode / shape))
+    return float(waits[n // 10 :].mean())
+
+
+LOOP_CASES = [
+    (5, 0.45, 9.5, 1.0),  # NIM 70B fp8, 5000-token prompts at concurrency 5, 25, 50, 93 (the model's own S, Z)
+    (25, 0.45, 15.7, 1.0),
+    (50, 0.45, 29.4, 0.3),
+    (93, 0.45, 53.0, 0.3),
+    (10, 1.0, 5.0, 1.0),  # saturated: 10 users' prompts need more than the cycle
+    (4, 1.0, 1.0, 0.3),
+]
+
+
+@pytest.mark.parametrize(("users", "prefill", "decode", "cv"), LOOP_CASES)
+def test_closed_loop_prefill_wait_matches_simulation(users, prefill, decode, cv):
+    """Mean value analysis (deterministic service, residual S/2, the saturation bound) against the simulated
+    loop (40,000 requests, fixed seed). Tolerance: within 10 % of the simulated wait + 0.01 x S. Measured:
+    within 7 % (0.364 against 0.391 s at 25 users, exponential returns), exact where saturated."""
+    sim = _simulate_closed_loop(users, prefill, decode, cv)
+    got = closed_loop_prefill_wait_s(users, prefill, decode)
+    assert 0.9 * sim - 0.01 * prefill <= got <= 1.1 * sim + 0.01 * prefill, (got, sim)
+
+
+def test_closed_loop_prefill_wait_is_below_md1_and_bounded():
+    """One user never waits; the wait stays under M/D/1's at the loop's own rate (a few users returning after
+    a long decode rarely meet) and never exceeds N - 1 prefills."""
+    assert closed_loop_prefill_wait_s(1, 0.5, 10.0) == 0.0
+    for users, s, z in ((25, 0.45, 15.7), (50, 0.45, 29.4), (200, 0.1, 5.0)):
+        w = closed_loop_prefill_wait_s(users, s, z)
+        rho = users / (s + w + z) * s
+        assert 0 < w <= (users - 1) * s
+        if rho < 1:
+            assert w < mean_wait(rho, 1, s, 1.0, 0.0)
+
+
+def test_concurrency_ttft_includes_the_prefill_queue():
+    """NIM's closed loop (Llama 70B fp8 on 2x H100, 5000 in / 500 out): TTFT grows with the users through the
+    prefill wait alone (the prefill itself changes < 2 % with the decodes beside it), and the requests per
+    second follow the longer cycle (Little's law)."""
+    spec, gpu = MODELS.get("llama-3.1-70b"), ACCS.get("h100-sxm-80gb")
+    lay = ServingLayout(tp=2)
+    job = ServingJob(weights="fp8", prompt_tokens=5000, output_tokens=500, engine="trtllm")
+    runs = {c: serving_plan(spec, gpu, lay, replace(job, concurrency=c)) for c in (1, 5, 25, 50)}
+    assert runs[1].prefill_wait_s == 0
+    base = runs[1].ttft_s
+    waits = [runs[c].prefill_wait_s for c in (5, 25, 50)]
+    assert 0 < waits[0] < waits[1] < waits[2]
+    for c in (5, 25, 50):
+        r = runs[c]
+        assert r.ttft_s - r.prefill_wait_s == pytest.approx(base, rel=0.02)
+        assert r.requests_per_s == pytest.approx(r.running_sequences / r.request_latency_s, rel=1e-9)
+        assert r.request_latency_s == pytest.approx(r.ttft_s + 499 * r.tpot_s, rel=1e-9)
+
+
+def test_poisson_load_queues_long_prompts_for_the_prefill():
+    """Under --qps the prompts wait for the prompts ahead (M/D/1 of their prefill work): with long prompts
+    and short outputs (8,000 in / 50 out, 70B fp8 on 4x H100) the wait grows with the rate on a fixed fleet and
+    is part of TTFT; 200-token prompts riding memory-bound decode steps add almost no work, so their wait
+    stays under 20 % of TTFT at 84 % utilization (measured: 13 %)."""
+    spec, gpu = MODELS.get("llama-3.1-70b"), ACCS.get("h100-sxm-80gb")
+    lay = ServingLayout(tp=4)
+    long_job = ServingJob(weights="fp8", prompt_tokens=8000, output_tokens=50, engine="vllm")
+    waits = []
+    for qps in (5.0, 10.0, 15.0):
+        ld = serving_plan(spec, gpu, lay, long_job, qps=qps, replicas=10).load
+        assert ld is not None and ld.prefill_wait_s is not None and ld.wait_s is not None and ld.ttft_s is not None
+        assert ld.ttft_s > ld.wait_s + ld.prefill_wait_s
+        assert ld.ttft_q90_s is not None and ld.ttft_q90_s >= ld.ttft_s - 1e-12
+        waits.append(ld.prefill_wait_s)
+    assert 0 < waits[0] < waits[1] < waits[2]
+    short = serving_plan(spec, gpu, lay, replace(long_job, prompt_tokens=200, output_tokens=100), qps=200.0).load
+    assert short is not None and short.ttft_s is not None and short.prefill_wait_s is not None
+    assert short.utilization > 0.7
+    assert short.prefill_wait_s < 0.2 * short.ttft_s
+    static = serving_plan(spec, gpu, lay, replace(long_job, engine="compiled", batch=4), qps=1.0).load
+    assert static is not None and static.prefill_wait_s == 0

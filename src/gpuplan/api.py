@@ -408,7 +408,11 @@ def plan_train(
     top: int = 20,
     global_batch: int | None = None,
     seq_len: int | None = None,
-    precision: str = C.Precision.BF16_MIXED,
+    precision: str | Iterable[str] = C.Precision.BF16_MIXED,
+    method: str = C.Method.FULL,
+    lora_rank: int = 16,
+    lora_targets: str | Iterable[str] = "q_proj,k_proj,v_proj,o_proj",
+    quant: str | None = None,
     assume: Mapping[str, Any] | None = None,
     explain: str | None = None,
     utilization: float | None = None,
@@ -427,7 +431,10 @@ def plan_train(
     ``explain``: a layout ``"tp=8,pp=16,dp=128,..."`` (an option's layout keys): where it ranks or why it was
     pruned, and what it loses to option 1 (``plan/explain.py``). ``storage``, ``storage_write``,
     ``async_checkpoint``, ``mtbf_per_gpu_hours``: as ``train``'s, for the failure-adjusted time and cost that rank
-    the options (checkpoints, failures: plan/machine.py)."""
+    the options (checkpoints, failures: plan/machine.py). ``precision``: one precision, a comma list, or ``"any"``
+    (bf16-mixed and fp8-mixed): the precision axis of the grid. ``method``, ``lora_rank``, ``lora_targets``,
+    ``quant``: the fine-tuning method of every candidate, as ``train``'s (LoRA/QLoRA: adapters trained, frozen
+    base)."""
     from dataclasses import replace
 
     from .catalog import resolve_model
@@ -457,7 +464,12 @@ def plan_train(
         raise InputError("--utilization", "prices owned hardware: give it with --pricing owned")
     share = _num("utilization", utilization) if utilization is not None else 0.7  # tco's default
     chosen_objective = C.check(C.Objective, objective, "--objective")
-    C.check(C.Precision, precision, "--precision")
+    from .spec.training import parse_precisions
+
+    precisions = parse_precisions(precision)
+    C.check(C.Method, method, "--method")
+    if quant is not None:
+        C.check(C.Quant, quant, "--quant")
     n_tokens = parse_tokens(_text("tokens", tokens))
     deadline_s = parse_duration(_text("deadline", deadline), "--deadline") if deadline is not None else None
     budget_usd = None
@@ -481,10 +493,15 @@ def plan_train(
     if not isinstance(spec, ModelSpec):
         raise InputError("MODEL", "plan train needs the architecture; give a model id or config.json")
     seq = _num("seq_len", seq_len)
+    targets = lora_targets.split(",") if isinstance(lora_targets, str) else list(lora_targets)
     job = TrainingJob(
         seq_len=seq if seq is not None else default_seq_len(spec),
         global_batch=_num("global_batch", global_batch),
-        precision=precision,
+        precision=precisions[0],
+        method=method,
+        lora_rank=_num("lora_rank", lora_rank),
+        lora_targets=tuple(t.strip() for t in targets if t.strip()),
+        quant=quant,
     )
     wanted = None
     if explain is not None:
@@ -539,6 +556,7 @@ def plan_train(
         memory_assumptions=mem_a,
         step_assumptions=step_a,
         machine=(machine_options, machine_a),
+        precisions=precisions,
     )
     constraints = {
         "deadline_s": deadline_s,
@@ -550,7 +568,8 @@ def plan_train(
         "pricing": chosen_pricing,
         "global_batch": job.global_batch,
         "seq_len": job.seq_len,
-        "precision": precision,
+        "precision": list(precisions),
+        "method": job.method,
     }
     if owned:
         constraints["utilization"] = share
@@ -611,6 +630,7 @@ def _plan_relaxed(search_train: Any, ctx: Mapping[str, Any]) -> list[str]:
         memory_assumptions=ctx["mem_a"],
         step_assumptions=ctx["step_a"],
         machine=(ctx["machine_options"], ctx["machine_a"]),
+        precisions=ctx["precisions"],
     )
     args = (ctx["spec"], ctx["accelerators"], ctx["offers"], ctx["n_tokens"], ctx["job"])
     out: list[str] = []

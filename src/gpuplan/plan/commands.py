@@ -55,7 +55,8 @@ def gpus(
             raise InputError("--vendor", f"unknown vendor '{vendor}'; choose from {', '.join(vendors)}")
         accs = [a for a in accs if a.vendor == vendor.lower()]
     if min_memory_bytes is not None:
-        accs = [a for a in accs if a.memory_bytes >= min_memory_bytes]
+        # the memory a model can be given: a unified-memory Mac's GPU share, not its RAM (Accelerator.gpu_memory_bytes)
+        accs = [a for a in accs if a.gpu_memory_bytes >= min_memory_bytes]
     if dtype:
         if dtype.lower() not in DTYPES:
             raise InputError("--dtype", f"unknown dtype '{dtype}'; choose from {', '.join(DTYPES)}")

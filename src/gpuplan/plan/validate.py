@@ -503,6 +503,9 @@ def _stack(rec: Mapping[str, Any], source: str) -> str:
 #: NeMo AutoModel's benchmark configs for the models of its performance summary (NVIDIA-NeMo/Automodel, commit
 #: 037e04a6, and the Llama 3.1 70B config dated as the row, 2026-04-10): (recomputation, expert-parallel degree,
 #: config). The performance table states neither; ``activation_checkpointing`` runs every block as a checkpoint.
+#: The MoE rows were added with the table (89e3a9fd, 2025-10-06) and never re-measured, so their configs are read
+#: as of that date (79d0ccfd, 2025-10-02): gpt-oss-20b then had ``activation_checkpointing: true`` (turned off
+#: later, 8df18da3 2025-11-10, with the row's 10.04 s step left unchanged); the others read the same at both.
 _AUTOMODEL_CONFIGS: dict[str, tuple[str, int, str]] = {
     "meta-llama/Llama-3.1-70B": (
         "full",
@@ -511,9 +514,29 @@ _AUTOMODEL_CONFIGS: dict[str, tuple[str, int, str]] = {
     ),
     "deepseek-ai/DeepSeek-V3": ("full", 64, "examples/benchmark/configs/deepseek_v3_te_deepep.yaml"),
     "Qwen/Qwen3-30B-A3B": ("full", 8, "examples/benchmark/configs/qwen3_moe_30b_te_deepep.yaml"),
-    "openai/gpt-oss-20b": ("none", 8, "examples/benchmark/configs/gptoss_20b_te_deepep.yaml"),
+    "openai/gpt-oss-20b": ("full", 8, "examples/benchmark/configs/gptoss_20b_te_deepep.yaml"),
     "openai/gpt-oss-120b": ("none", 64, "examples/benchmark/configs/gptoss_120b_te_deepep.yaml"),
 }
+
+
+def fake_gate_ranks_per_token(experts: int, experts_per_token: int, ep: int) -> float | None:
+    """Distinct expert-parallel ranks a token is sent to under NeMo AutoModel's ``FakeBalancedGate``, averaged
+    over tokens; None where the experts do not split evenly over the ranks.
+
+    The gate (nemo_automodel/components/moe/layers.py, ``FakeBalancedGate.forward``: ``indices = arange(T * k)
+    .view(-1, k) % n_experts``) gives token t the k consecutive experts from t * k (mod E), and expert parallelism
+    places E / ep consecutive experts on each rank; DeepEP then sends the token once to each rank among them (its
+    ``is_token_in_rank`` layout). DeepSeek-V3 at ep 64 (8 experts over ranks of 4): 2 ranks; Qwen3-30B-A3B at
+    ep 8 (8 experts, ranks of 16): 1.
+    """
+    if experts < 1 or experts_per_token < 1 or ep < 1 or experts % ep:
+        return None
+    per_rank = experts // ep
+    spans = [
+        len({((t * experts_per_token + j) % experts) // per_rank for j in range(experts_per_token)})
+        for t in range(experts)
+    ]
+    return sum(spans) / len(spans)
 
 
 def _recompute(value: Any) -> tuple[str, tuple[str, ...]]:
@@ -669,6 +692,28 @@ def metric_is_compile(rec: Mapping[str, Any]) -> bool:
     )
 
 
+#: Sources whose tables leave the GPU's part unstated but whose own logs of the same benchmark show it: source ->
+#: (GPU text pattern, the part's spelling for :func:`map_gpu`, why).
+_SOURCE_SKUS: dict[str, tuple[str, str, str]] = {
+    "github:pytorch/ao": (
+        r"h100.*not stated",
+        "NVIDIA H100 96GB HBM2e",
+        "the H100 part is not stated in the table, but the same benchmark's torchtitan logs by the same team show "
+        "95.0 GiB of device memory (pytorch/ao#1802: 'memory: 47.79GiB(50.30%)'; pytorch/torchtitan#808, bf16 + "
+        "compile: '47.65GiB(50.16%)', the table's 47.65 GB): the 96 GB HBM2e H100 of Meta's Grand Teton hosts "
+        "(500 W, torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md), not the 80 GB SXM",
+    ),
+}
+
+
+def _unstated_sku(source: str, text: Any) -> tuple[str, str] | None:
+    """(GPU text to map, note) where the record leaves its part unstated and its source's logs show it."""
+    rule = _SOURCE_SKUS.get(source)
+    if rule is None or not isinstance(text, str) or not re.search(rule[0], text.lower()):
+        return None
+    return rule[1], rule[2]
+
+
 def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> None:
     """A training record: a throughput case (category training) and, where published, a peak-memory case
     (category memory), both from one ``api.train`` call."""
@@ -683,10 +728,16 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
     if not hw:
         return skip("no hardware: a compute-budget record (FLOPs, tokens), not a run")
     source = source_key(rec)
-    gpu = map_gpu(hw.get("gpu"), cat.accelerators())
+    gpu_text = hw.get("gpu")
+    sku_note = _unstated_sku(source, gpu_text)
+    if sku_note is not None:
+        gpu_text, sku_note_text = sku_note
+    gpu = map_gpu(gpu_text, cat.accelerators())
     if isinstance(gpu, str):
         return skip(gpu)
     acc, notes_gpu = gpu
+    if sku_note is not None:
+        notes_gpu = (*notes_gpu, sku_note_text)
     power_cap = _power_limit_w(hw.get("gpu"))
     gpus = _int(hw.get("count"))
     if not gpus:
@@ -763,6 +814,8 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
         recompute, notes_r = "full", ("recomputation not stated: full, as the paper's Eq. 3 FLOP count assumes",)
     notes += notes_r
     stack = _stack(rec, source)
+    assume_extra: dict[str, Any] = {}
+    fake_gate_config: str | None = None
     automodel = _AUTOMODEL_CONFIGS.get(str(m.get("hf_id") or "")) if stack == "nemo-automodel" else None
     if automodel is not None:
         ac, cfg_ep, path = automodel
@@ -778,6 +831,8 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
             # mixed-precision policy: weights, gradients and Adam states are all bf16 (gpuplan --precision bf16)
             gpuplan_precision = "bf16"
             notes.append(f"pure bf16 (bf16 weights and torch.optim.Adam states): the benchmark config's ({path})")
+        if cfg_ep > 1:
+            fake_gate_config = path
     if stack == "torchtitan" and virtual == 1 and "interleaved" in str(par.get("schedule") or "").lower():
         # torchtitan (9dec370, parallelisms/pipelining_utils.py generate_split_points): a multi-stage schedule
         # without split points gets 2 stages per rank
@@ -835,6 +890,18 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
     if isinstance(mapped, str):
         return skip(mapped)
     model_arg, spec, notes_m = mapped
+    if fake_gate_config is not None and ep > 1 and spec.moe is not None:
+        # the MoE benchmark configs route with FakeBalancedGate and dispatch with DeepEP (backend
+        # fake_balanced_gate: true, enable_deepep: true): a token goes once to each rank holding one of its
+        # k consecutive experts, not once per expert
+        ranks = fake_gate_ranks_per_token(spec.moe.experts, spec.moe.experts_per_token, ep)
+        if ranks is not None:
+            assume_extra["moe_dispatch_ranks_per_token"] = ranks
+            notes.append(
+                f"DeepEP dispatch with the fake balanced gate: {ranks:g} expert ranks per token, not "
+                f"{spec.moe.experts_per_token} copies (the benchmark config's ({fake_gate_config}); "
+                "--assume moe_dispatch_ranks_per_token)"
+            )
     notes += notes_m
     if zero == 3 and fsdp:
         zero = 0  # --fsdp sets it
@@ -869,6 +936,8 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
         # the record's power cap: the step time scales the SM clock by (cap / TDP)^(1/3) (steptime.power_clock_factor)
         kwargs["assume"] = {"power_limit_w": power_cap}
         notes.append(f"power-limited to {power_cap:g} W (--assume power_limit_w={power_cap:g})")
+    if assume_extra:
+        kwargs["assume"] = {**kwargs.get("assume", {}), **assume_extra}
     dims = dict(
         source=source,
         gpu_generation=acc.architecture,
@@ -1310,7 +1379,8 @@ def _read(case: Case, report: Any) -> tuple[float, bool]:
         "tpot_s": s.tpot_s,
         # a closed-loop benchmark (--concurrency N: GenAI-Perf, vllm bench serve --max-concurrency) times TTFT from
         # the request's send, so beyond the engine's slots it includes the wait for one: ttft_s + queue_wait_s
-        # (serving_plan keeps the wait beside TTFT; under --qps ttft_s already holds the queue's wait)
+        # (serving_plan keeps the wait beside TTFT; under --qps ttft_s already holds the queue's wait). Inside
+        # the slots the wait for the prompts ahead to be prefilled is part of ttft_s itself (prefill_wait_s)
         "ttft_s": s.ttft_s + (s.queue_wait_s if s.load is None else 0.0),
         "request_latency_s": s.request_latency_s,
         "request_latency_per_output_token_s": s.request_latency_s / max(1, report.job.output_tokens),
