@@ -635,19 +635,22 @@ def _plan_relaxed(search_train: Any, ctx: Mapping[str, Any]) -> list[str]:
     args = (ctx["spec"], ctx["accelerators"], ctx["offers"], ctx["n_tokens"], ctx["job"])
     out: list[str] = []
     deadline_s, budget_usd = ctx["deadline_s"], ctx["budget_usd"]
-    if deadline_s is not None:
-        fastest = search_train(*args, budget_usd=budget_usd, objective=C.Objective.TIME, **common).options
-        if fastest:
-            o = fastest[0].candidate
+    # (the constraint, the search without it, what the best option of that search gives)
+    for given, objective, kept in (
+        (deadline_s, C.Objective.TIME, {"budget_usd": budget_usd}),
+        (budget_usd, C.Objective.COST, {"deadline_s": deadline_s}),
+    ):
+        best = search_train(*args, objective=objective, **kept, **common).options if given is not None else ()
+        if not best:
+            continue
+        o = best[0].candidate
+        if objective == C.Objective.TIME:
             wall = o.wall_time_with_failures_s if o.wall_time_with_failures_s is not None else o.time_s
             out.append(
                 f"the fastest plan ({o.gpus:,} x {o.gpu.id}) takes {wall / 86400:,.1f} days with failures: "
                 f"--deadline {as_flag(wall)} or more has an answer"
             )
-    if budget_usd is not None:
-        cheapest = search_train(*args, deadline_s=deadline_s, objective=C.Objective.COST, **common).options
-        if cheapest:
-            o = cheapest[0].candidate
+        else:
             dear = o.cost_with_failures_usd if o.cost_with_failures_usd is not None else o.cost_usd
             out.append(
                 f"the cheapest plan ({o.gpus:,} x {o.gpu.id}) costs ${dear:,.0f} with failures: "
