@@ -217,6 +217,26 @@ def test_trtllm_reserves_the_whole_output_per_slot():
     assert v.kv_tokens_per_sequence == 5264  # 5000 + 250, rounded up to a 16-token block
 
 
+def test_trtllm_logits_buffer_and_build_time_workspace_take_kv_room():
+    """TensorRT-LLM holds max_batch_size x vocab float32 logits and sizes its activations at max_num_tokens before
+    the KV pool takes 0.9 of what is free: 2048 x 128,256 x 4 B = 1.05 GB on each TP rank, and the workspace
+    of an 8,192-token step whatever the prompt; vLLM keeps neither part."""
+    spec, gpu = MODELS.get("llama-3.1-70b"), ACCS.get("h100-sxm-80gb")
+    lay = ServingLayout(tp=2)
+    kw = dict(weights="fp8", kv_cache="fp8", prompt_tokens=5000, output_tokens=500, concurrency=100)
+    t = serving_plan(spec, gpu, lay, ServingJob(engine="trtllm", **kw))
+    v = serving_plan(spec, gpu, lay, ServingJob(engine="vllm", **kw))
+    assert t.parts["logits_buffer"] == 2048 * spec.vocab_size * 4
+    assert "logits_buffer" not in v.parts
+    short = serving_plan(spec, gpu, lay, ServingJob(engine="trtllm", **{**kw, "prompt_tokens": 500}))
+    assert short.parts["activations_workspace"] == t.parts["activations_workspace"]  # sized at the budget
+    # 91 slots of 5,500 tokens: the ~2.3 GB the two parts and the larger workspace take cost 2 slots of 93
+    assert t.max_concurrent_sequences == 91
+    capped = serving_plan(spec, gpu, lay, ServingJob(engine="trtllm", **kw), InferenceAssumptions(max_num_seqs=256))
+    assert capped.parts["logits_buffer"] == 256 * spec.vocab_size * 4
+    assert capped.max_concurrent_sequences > t.max_concurrent_sequences
+
+
 def test_mla_decode_attends_over_the_latent():
     """Absorbed MLA: 2 (2 x 512 + 64) FLOPs per head and context token for DeepSeek-V3, not 2 (192 + 128)."""
     from gpuplan.estimate.flops import attention_flops_forward

@@ -275,6 +275,17 @@ class EngineProfile:
     #: llama.cpp's flash_attn defaulted to false through 2024 (common/common.h), so KQ, soft_max and KQV run as
     #: separate kernels over a heads x tokens x context matrix (SCORE_BYTES_PER_ELEMENT)
     materializes_scores: bool = False
+    #: bytes per vocabulary entry of a logits buffer the runtime allocates up front for every batch slot (its
+    #: max_num_seqs rows of the full vocabulary; 0: none beyond the workspace). TensorRT-LLM's runtime keeps
+    #: [max_batch_size, vocab_size_padded] logits in the engine's logits dtype, float32 unless the checkpoint
+    #: conversion is told otherwise (the ``--logits_dtype`` default of its examples' convert_checkpoint.py and
+    #: build scripts), gathered to the whole vocabulary on every TP rank; it is allocated before the KV pool
+    #: takes its fraction of what is free
+    logits_bytes: int = 0
+    #: the activation workspace is sized for the engine's largest step (its token budget), not the job's
+    #: prompt: TensorRT pre-computes an engine's activation memory at build time from the profile's max tensor
+    #: shapes (TensorRT-LLM docs, reference/memory.md "Activation size"; max_num_tokens bounds them)
+    workspace_at_budget: bool = False
 
     def limits(self, gpu: Accelerator | None) -> tuple[int, int]:
         """(max_num_seqs, token budget) on ``gpu`` (None: the profile's listed values)."""
@@ -333,6 +344,8 @@ ENGINE_PROFILES: Mapping[str, EngineProfile] = MappingProxyType(
                 "completion, no eviction'); step overhead 0: the overlap scheduler, on by default (docs "
                 "'Overlap Scheduler')",
                 reserves_output=True,
+                logits_bytes=4,
+                workspace_at_budget=True,
             ),
             EngineProfile(
                 "tgi",
@@ -1020,8 +1033,9 @@ def serving_plan(
     loop (--concurrency N above the slots) waits S (N / slots - 1) per request (Little's law): reported as
     ``queue_wait_s`` beside TTFT, not in it, because it rests on the slot count of the KV estimate (a benchmark
     that times TTFT from the send sees the sum: ``gpuplan validate`` compares that). On NIM's published 70B fp8
-    runs (TensorRT-LLM, fp8 KV, whole output reserved) 93 slots against the ~86 that their throughput and ITL
-    imply give the sum -37 % at concurrency 100 and +4 % at 250. Inside the slots, a closed loop's prompts
+    runs (TensorRT-LLM, fp8 KV, whole output reserved) 91 slots (93 before the engine's float32 logits buffer and
+    its workspace sized at max_num_tokens were counted) against the ~86 that their throughput and ITL imply give
+    the sum -22 % (was -37 %) at concurrency 100 and +5 % (was +4 %) at 250. Inside the slots, a closed loop's prompts
     also queue for the prefill: the steps serve the prompts' work (what a prompt's chunks add to the steps
     they ride on, ``prefill_work``) one after another, so ``prefill_wait_s`` (mean value analysis,
     ``closed_loop_prefill_wait_s``) is in ``ttft_s`` and the request latency. On the same runs TTFT at
@@ -1067,11 +1081,14 @@ def serving_plan(
     else:
         occupancy = seq
     per_seq_kv = kv_cache_bytes(model, occupancy, job.kv_cache, layout.tp) * share
-    chunk = min(ev.token_budget, max(seq, prompt))
+    chunk = ev.token_budget if profile.workspace_at_budget else min(ev.token_budget, max(seq, prompt))
     ffn = max(model.ffn_size, model.moe.expert_ffn_size * model.moe.experts_per_token if model.moe else 0)
     act = chunk * (4 * model.hidden_size + 3 * ffn / layout.tp) * 2  # hidden states and the MLP's widest tensors
     parts: dict[str, float] = {"weights": w.total, "activations_workspace": act, "cuda_context": a.cuda_context_bytes}
     groups = {"weights": "weights", "activations_workspace": "activations", "cuda_context": "other"}
+    if profile.logits_bytes and ev.max_num_seqs:
+        parts["logits_buffer"] = float(ev.max_num_seqs * model.vocab_size * profile.logits_bytes)
+        groups["logits_buffer"] = "activations"
     if profile.cuda_graphs:
         parts["cuda_graphs"] = a.cuda_graph_bytes
         groups["cuda_graphs"] = "other"
