@@ -186,6 +186,13 @@ def with_nvlink(records, per_direction=450e9):
     return [{**records[0], "gpus": [{"index": i, "nvlink_bytes_per_s_max": per_direction} for i in ids]}, *records[1:]]
 
 
+def _nvlink_busy(**activity):
+    """Two GPUs whose NVLink carries 300 / 310 GB/s each way (two thirds of the header's bandwidth), at the given
+    SM and tensor activity."""
+    gpus = [gpu(i, **activity, nvlink_rx_bytes_per_s=300e9, nvlink_tx_bytes_per_s=310e9) for i in range(2)]
+    return with_nvlink(trace(gpus=gpus))
+
+
 def checkpointing(i):
     """The job's writes: every 10 s, 2 s of writing at 500 MiB/s."""
     return {"write_bytes_per_s": (500 << 20) if i % 10 in (0, 1) else 0.0}
@@ -213,14 +220,7 @@ POSITIVE = {
         proc={"max_thread_cpu_percent": 99}, gpus=[gpu(0, util_percent=45), gpu(1, util_percent=45)]
     ),
     "memory-bound": trace(gpus=[gpu(0, sm_active=0.9, tensor_active=0.05, dram_active=0.85)]),
-    "communication-bound": with_nvlink(
-        trace(
-            gpus=[
-                gpu(i, sm_active=0.15, tensor_active=0.02, nvlink_rx_bytes_per_s=300e9, nvlink_tx_bytes_per_s=310e9)
-                for i in range(2)
-            ]
-        )
-    ),
+    "communication-bound": _nvlink_busy(sm_active=0.15, tensor_active=0.02),
     "hardware-errors": trace(gpus=[gpu(0, xid_errors=[]), lambda i: gpu(1, xid_errors=[79] if i == 5 else [])]),
     "checkpoint-stall": trace(proc=checkpointing, gpus=_ckpt_gpus()),
 }
@@ -237,14 +237,7 @@ NEGATIVE = {
     # DRAM busy, but so are the tensor cores: a well-fed GEMM, not a bandwidth-bound kernel
     "memory-bound": trace(gpus=[gpu(0, sm_active=0.9, tensor_active=0.55, dram_active=0.85)]),
     # the links are as busy, but the tensor cores keep computing: the transfers overlap the compute
-    "communication-bound": with_nvlink(
-        trace(
-            gpus=[
-                gpu(i, sm_active=0.9, tensor_active=0.6, nvlink_rx_bytes_per_s=300e9, nvlink_tx_bytes_per_s=310e9)
-                for i in range(2)
-            ]
-        )
-    ),
+    "communication-bound": _nvlink_busy(sm_active=0.9, tensor_active=0.6),
     "hardware-errors": trace(gpus=[gpu(0, xid_errors=[], ecc_uncorrected_errors=0, ecc_corrected_errors=3)]),
     # the same bursts, but the GPUs keep working while they are written (an asynchronous save)
     "checkpoint-stall": trace(proc=checkpointing, gpus=_ckpt_gpus(util_when_writing=95)),

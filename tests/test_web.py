@@ -18,6 +18,7 @@ pytest.importorskip("httpx")
 from fastapi.testclient import TestClient
 
 from gpuplan.web.app import CSP, MAX_UPLOAD_BYTES, MAX_UPLOADS, PAGES, STATIC, create_app
+from test_watch import gpu
 
 
 @pytest.fixture(scope="module")
@@ -299,21 +300,7 @@ def _trace_lines(util_percent: float) -> str:
                 "t_s": float(i),
                 "host": host,
                 "proc": {"cpu_percent": 100, "max_thread_cpu_percent": 40, "rss_bytes": 1 << 30, "num_procs": 1},
-                "gpus": [
-                    {
-                        "index": 0,
-                        "util_percent": util_percent,
-                        "mem_used_bytes": 40 << 30,
-                        "mem_total_bytes": 80 << 30,
-                        "power_w": 300.0,
-                        "power_limit_w": 700.0,
-                        "sm_clock_mhz": 1980,
-                        "sm_clock_max_mhz": 1980,
-                        "temp_c": 60,
-                        "throttle_mask": 0,
-                        "throttle_reasons": [],
-                    }
-                ],
+                "gpus": [gpu(0, util_percent=util_percent, power_w=300.0)],
             }
         )
     records.append({"record": "summary", "t_s": 20.0, "exit_code": 0})

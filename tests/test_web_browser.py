@@ -56,6 +56,8 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
+from test_web import TINY  # noqa: E402
+
 WAIT_S = 90  # a plan/train search over two GPUs takes a few seconds here; shared CI machines are slower
 PAGE_PARAMS = {"pick", "launcher", "x", "y", "rental", "ids", "quantity", "by"}  # the page's own, not the API's
 LAUNCHER = {"megatron": "megatron", "fsdp2": "torchtitan", "deepspeed": "deepspeed"}  # plan.js's STACK_LAUNCHER
@@ -939,20 +941,7 @@ def test_local_page_lists_saved_bench_profiles_and_diagnosed_watch_runs(page, se
 
 def test_an_uploaded_config_json_becomes_the_model(page, server, tmp_path):
     config = tmp_path / "config.json"
-    config.write_text(
-        json.dumps(
-            {
-                "model_type": "llama",
-                "hidden_size": 2048,
-                "num_hidden_layers": 16,
-                "num_attention_heads": 16,
-                "num_key_value_heads": 8,
-                "intermediate_size": 5632,
-                "vocab_size": 32000,
-                "max_position_embeddings": 4096,
-            }
-        )
-    )
+    config.write_text(json.dumps(TINY))
     page.get(server + "/train")
     wait(page, lambda d: d.find_elements(By.CSS_SELECTOR, "#model-ids option"), "the model list")
     page.find_element(By.ID, "config-file").send_keys(str(config))

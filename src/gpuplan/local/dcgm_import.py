@@ -24,13 +24,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from itertools import pairwise
-from statistics import median
 from typing import Any
 
 from ..errors import GpuplanError
-from ..units import MiB
-from .sampler import REASONS, decode_reasons
+from .log_trace import as_int as _int, median_step_s, mib_as_bytes as _mib, trace_records
+from .sampler import decode_reasons
 
 #: The ``-e`` list to log with: utilization, the profiling (DCP) activities, PCIe / NVLink bytes, power and
 #: its limit, temperature, SM clock and its maximum, memory, clock-event reasons, XID, PCIe link, ECC.
@@ -50,14 +48,6 @@ def _ratio(v: str) -> float:
     if not 0.0 <= x <= _RATIO_MAX:
         raise ValueError(f"{v} is not a ratio in [0, 1]")
     return min(x, 1.0)
-
-
-def _mib(v: str) -> int:
-    return round(float(v) * MiB)
-
-
-def _int(v: str) -> int:
-    return int(float(v))
 
 
 def _mask(v: str) -> int:
@@ -323,26 +313,22 @@ def _records(
 ) -> list[dict[str, Any]]:
     """Header, samples and summary, as watch writes them; ``t0``: the first round's wall-clock time, when
     the log has time stamps (then the interval is the median step between rounds)."""
-    starts_t = [s["t_s"] for s in samples]
-    steps = [b - a for a, b in pairwise(starts_t) if b > a]
-    header = {
-        "record": "header",
-        "kind": "local.watch",
-        "schema_version": 1,
-        "source": "dcgm",
-        "started_at": t0.isoformat(timespec="milliseconds") if t0 else None,
-        "interval_s": (median(steps) if steps else None) if t0 else interval_s,
-        "host": host,
-        "gpu_status": "ok",
-        "gpus": [{**gpus[i], "counters": _counters(known)} for i in sorted(gpus)],
+    extra: dict[str, Any] = {
         "dcgm_fields": {c: {"field_id": FIELDS[c].field_id, "symbol": FIELDS[c].symbol} for c in known},
-        "throttle_reason_bits": {f"0x{bit:x}": reason for bit, reason in REASONS.items()},
     }
+    records = trace_records(
+        samples,
+        [{**gpus[i], "counters": _counters(known)} for i in sorted(gpus)],
+        source="dcgm",
+        started_at=t0,
+        timespec="milliseconds",
+        interval_s=median_step_s([s["t_s"] for s in samples]) if t0 else interval_s,
+        host=host,
+        extra=extra,
+    )
     if "GPUTL" not in known and "GRACT" in known:
-        header["util_source"] = "GRACT (field 1001) x 100: the log has no GPUTL (field 203)"
-    end_s = starts_t[-1] if starts_t else 0.0
-    summary = {"record": "summary", "t_s": end_s, "samples": len(samples), "exit_code": None}
-    return [header, *samples, summary]
+        records[0]["util_source"] = "GRACT (field 1001) x 100: the log has no GPUTL (field 203)"
+    return records
 
 
 #: One metric line of a DCGM exporter's Prometheus text: name, {labels}, value, an optional time stamp (ms).

@@ -15,13 +15,11 @@ import csv
 import io
 import re
 from datetime import datetime
-from itertools import pairwise
-from statistics import median
 from typing import Any
 
 from ..errors import GpuplanError
-from ..units import MiB
-from .sampler import REASONS, decode_reasons
+from .log_trace import as_int as _int, median_step_s, mib_as_bytes as _mib, trace_records
+from .sampler import decode_reasons
 
 SUGGESTED_QUERY = (
     "timestamp,index,name,uuid,pci.bus_id,utilization.gpu,memory.used,memory.total,power.draw,power.limit,"
@@ -29,14 +27,6 @@ SUGGESTED_QUERY = (
     "pcie.link.width.current,pcie.link.width.max,ecc.errors.corrected.volatile.total,"
     "ecc.errors.uncorrected.volatile.total"
 )
-
-
-def _int(v: str) -> int:
-    return int(float(v))
-
-
-def _mib(v: str) -> int:
-    return round(float(v) * MiB)
 
 
 def _hex(v: str) -> int:
@@ -160,22 +150,16 @@ def parse_nvidia_smi(text: str, name: str = "log") -> tuple[list[dict[str, Any]]
                 if col in cells and not _unread(cells[col]):
                     gpus[index][key] = cells[col]
     flush()
-    starts = [s["t_s"] for s in samples]
-    steps = [b - a for a, b in pairwise(starts) if b > a]
-    header = {
-        "record": "header",
-        "kind": "local.watch",
-        "schema_version": 1,
-        "source": "nvidia-smi",
-        "started_at": t0.isoformat(timespec="seconds") if t0 else None,
-        "interval_s": median(steps) if steps else None,
-        "host": {},
-        "gpu_status": "ok",
-        "gpus": [gpus[i] for i in sorted(gpus)],
-        "throttle_reason_bits": {f"0x{bit:x}": reason for bit, reason in REASONS.items()},
-    }
-    summary = {"record": "summary", "t_s": starts[-1] if starts else 0.0, "samples": len(samples), "exit_code": None}
-    return [header, *samples, summary], warnings
+    records = trace_records(
+        samples,
+        [gpus[i] for i in sorted(gpus)],
+        source="nvidia-smi",
+        started_at=t0,
+        timespec="seconds",
+        interval_s=median_step_s([s["t_s"] for s in samples]),
+        host={},
+    )
+    return records, warnings
 
 
 def read_nvidia_smi(path: str) -> tuple[list[dict[str, Any]], list[str]]:

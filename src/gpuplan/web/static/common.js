@@ -42,6 +42,45 @@ export function status(text, isError) {
   el.className = isError ? "error" : "";
 }
 
+// An answer is on the page: the result section shown, the status line cleared.
+export function showResult() {
+  $("#result").hidden = false;
+  status("");
+}
+
+// No answer to show: the result section hidden and `message` in the status line as an error.
+export function hideResult(message) {
+  $("#result").hidden = true;
+  status(message, true);
+}
+
+// A page's requests, newest first: each call of the returned function makes the calls before it stale, so a slow
+// answer never overwrites a newer one. `run(work)` awaits `work(current)`, where `current()` says whether this call
+// is still the newest; an error thrown while it is hides the result and shows the message (a stale one is dropped).
+export function newestOnly() {
+  let newest = 0;
+  return async (work) => {
+    const mine = ++newest;
+    const current = () => mine === newest;
+    try {
+      await work(current);
+    } catch (e) {
+      if (current()) hideResult(e.message);
+    }
+  };
+}
+
+// The search's pruned candidates by reason, as "reason n, reason n" (the reasons with none left out).
+export function prunedText(pruned) {
+  return Object.entries(pruned).filter(([, n]) => n).map(([k, n]) => `${k.replace(/_/g, " ")} ${number(n)}`).join(", ");
+}
+
+// The launch box's two copy buttons: the shown launch line, and the page's address (a link to what is shown).
+export function copyButtons() {
+  $("#copy-launch").addEventListener("click", () => copyText($("#launch-text").textContent, $("#copied")));
+  $("#copy-link").addEventListener("click", () => copyText(location.href, $("#copied")));
+}
+
 export async function getJSON(url, init) {
   const response = await fetch(url, { headers: { Accept: "application/json" }, ...init });
   const body = await response.json();
@@ -374,6 +413,17 @@ export async function modelPicker(form, onUploaded) {
     }
     input.value = "";
   });
+}
+
+// The search pages' pickers: the model picker, and the "GPUs searched" datalist ("all", then every catalog id).
+// A failed load is shown in the status line; the page still works with typed ids.
+export async function searchPickers(form) {
+  try {
+    const [, gpus] = await Promise.all([modelPicker(form), getJSON("/api/gpus")]);
+    $("#gpu-ids").replaceChildren(...["all", ...gpus.accelerators.map((g) => g.id)].map((id) => new Option(id, id)));
+  } catch (e) {
+    status(e.message, true);
+  }
 }
 
 export async function gpuOptions(select, preferred) {

@@ -9,8 +9,8 @@
 
 import { bars, scatter } from "./chart.js";
 import {
-  $, banded, copyText, downloads, duration, formFromURL, formQuery, getJSON, gib, launchBox, modelPicker, nav,
-  number, percent, setURLParam, shown, sig, status, urlParam, usd, usdShort,
+  $, banded, copyButtons, downloads, duration, formFromURL, formQuery, getJSON, gib, hideResult, launchBox, nav,
+  number, percent, prunedText, searchPickers, setURLParam, shown, sig, status, urlParam, usd, usdShort,
 } from "./common.js";
 
 // The launcher that runs the stack an option's step time was estimated for (the search's layout.stack): its line
@@ -302,13 +302,11 @@ async function plan(push) {
     if (mine !== searches) return;
     record = body;
     query = params;
-    const p = record.pruned;
     $("#searched").textContent = `${number(record.searched)} candidates searched, ${number(record.evaluated)} ` +
       `evaluated, ${number(record.feasible)} feasible, ${number(record.pareto_size)} on the Pareto front. Pruned: ` +
-      Object.entries(p).filter(([, n]) => n).map(([k, n]) => `${k.replace(/_/g, " ")} ${number(n)}`).join(", ") + ".";
+      prunedText(record.pruned) + ".";
     if (!record.options.length) {
-      $("#result").hidden = true;
-      status("No option meets these constraints. " + $("#searched").textContent, true);
+      hideResult("No option meets these constraints. " + $("#searched").textContent);
       return;
     }
     $("#result").hidden = false;
@@ -320,8 +318,7 @@ async function plan(push) {
     showExplain(explainError);
     pick(Math.min(Number(keep) || 0, record.options.length - 1));
   } catch (e) {
-    $("#result").hidden = true;
-    status(e.message, true);
+    hideResult(e.message);
   } finally {
     form.removeAttribute("aria-busy");
   }
@@ -380,15 +377,8 @@ async function start() {
     explainFromURL();
     plan(false);
   });
-  $("#copy-launch").addEventListener("click", () => copyText($("#launch-text").textContent, $("#copied")));
-  $("#copy-link").addEventListener("click", () => copyText(location.href, $("#copied")));
-  try {
-    const [, gpus] = await Promise.all([modelPicker(form), getJSON("/api/gpus")]);
-    const list = $("#gpu-ids");
-    list.replaceChildren(...["all", ...gpus.accelerators.map((g) => g.id)].map((id) => new Option(id, id)));
-  } catch (e) {
-    status(e.message, true);
-  }
+  copyButtons();
+  await searchPickers(form);
   plan(false);
 }
 

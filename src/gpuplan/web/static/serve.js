@@ -6,8 +6,8 @@
 
 import { scatter } from "./chart.js";
 import {
-  $, banded, copyText, downloads, duration, formFromURL, formQuery, gb, getJSON, launchBox, modelPicker, nav, number,
-  perSecond, setURLParam, shown, sig, status, urlParam, usd,
+  $, banded, copyButtons, downloads, duration, formFromURL, formQuery, gb, getJSON, hideResult, launchBox, nav, number,
+  perSecond, prunedText, searchPickers, setURLParam, shown, sig, status, urlParam, usd,
 } from "./common.js";
 
 const FIELDS = ["model", "qps", "prompt_tokens", "output_tokens", "max_ttft", "max_tpot", "gpu", "pricing", "engine", "top"];
@@ -148,11 +148,9 @@ async function plan(push) {
     query = params;
     $("#searched").textContent = `${number(record.searched)} candidates searched, ${number(record.evaluated)} ` +
       `planned, ${number(record.feasible)} meet the targets; ` +
-      `${number(record.pareto_size)} on the Pareto front. Pruned: ` +
-      Object.entries(record.pruned).filter(([, n]) => n).map(([k, n]) => `${k.replace(/_/g, " ")} ${number(n)}`).join(", ") + ".";
+      `${number(record.pareto_size)} on the Pareto front. Pruned: ` + prunedText(record.pruned) + ".";
     if (!record.options.length) {
-      $("#result").hidden = true;
-      status("No option meets these targets. " + $("#searched").textContent, true);
+      hideResult("No option meets these targets. " + $("#searched").textContent);
       return;
     }
     $("#result").hidden = false;
@@ -160,8 +158,7 @@ async function plan(push) {
     status("");
     await pick(Math.min(Number(keep) || 0, record.options.length - 1));
   } catch (e) {
-    $("#result").hidden = true;
-    status(e.message, true);
+    hideResult(e.message);
   }
 }
 
@@ -185,14 +182,8 @@ async function start() {
     formFromURL(form, FIELDS);
     plan(false);
   });
-  $("#copy-launch").addEventListener("click", () => copyText($("#launch-text").textContent, $("#copied")));
-  $("#copy-link").addEventListener("click", () => copyText(location.href, $("#copied")));
-  try {
-    const [, gpus] = await Promise.all([modelPicker(form), getJSON("/api/gpus")]);
-    $("#gpu-ids").replaceChildren(...["all", ...gpus.accelerators.map((g) => g.id)].map((id) => new Option(id, id)));
-  } catch (e) {
-    status(e.message, true);
-  }
+  copyButtons();
+  await searchPickers(form);
   plan(false);
 }
 

@@ -6,8 +6,8 @@
 
 import { lines } from "./chart.js";
 import {
-  $, debounce, downloads, formFromURL, formQuery, getJSON, gpuOptions, linkOutputs, nav, percent, setURLParam,
-  shown, sig, status, urlParam, usd, usdShort,
+  $, debounce, downloads, formFromURL, formQuery, getJSON, gpuOptions, hideResult, linkOutputs, nav, newestOnly,
+  percent, setURLParam, showResult, shown, sig, status, urlParam, usd, usdShort,
 } from "./common.js";
 
 const FIELDS = ["gpu", "gpus", "utilization", "years", "life_years", "purchase_usd_per_gpu", "server_usd_per_gpu", "pue",
@@ -17,7 +17,7 @@ const form = $("#tco-form");
 let record = null;
 let byUtil = [];
 let byTime = [];
-let ticket = 0;
+const request = newestOnly();
 
 function rental() {
   const id = $("#rental").value;
@@ -80,9 +80,8 @@ async function compare(push) {
   if (urlParam("rental")) address.set("rental", urlParam("rental"));
   if (push === true) history.pushState(null, "", "?" + address);
   else if (push === "replace") history.replaceState(null, "", "?" + address);
-  const mine = ++ticket;
   status("comparing...");
-  try {
+  await request(async (current) => {
     const main = await getJSON("/api/tco?" + params);
     const at = (key, value) => {
       const p = new URLSearchParams(params);
@@ -93,13 +92,12 @@ async function compare(push) {
     const years = [1, 2, 3, 4, 5, 6, 7, 8].map((k) => Number((period * k / 8).toPrecision(6)));
     const [u, t] = await Promise.all([Promise.all(UTILIZATIONS.map((x) => at("utilization", x))),
       Promise.all(years.map((y) => at("years", y)))]);
-    if (mine !== ticket) return;
+    if (!current()) return;
     record = main;
     byUtil = u;
     byTime = t;
     if (!record.rentals.length) {
-      $("#result").hidden = true;
-      status(`No rental offer of ${record.gpu.id} in the catalog to compare with.`, true);
+      hideResult(`No rental offer of ${record.gpu.id} in the catalog to compare with.`);
       return;
     }
     const select = $("#rental");
@@ -114,13 +112,8 @@ async function compare(push) {
     $("#method").textContent = "Method: " + record.method;
     table();
     draw();
-    $("#result").hidden = false;
-    status("");
-  } catch (e) {
-    if (mine !== ticket) return;
-    $("#result").hidden = true;
-    status(e.message, true);
-  }
+    showResult();
+  });
 }
 
 async function start() {

@@ -6,7 +6,7 @@
 import { el } from "./chart.js";
 import {
   $, debounce, downloads, duration, fill, formFromURL, formQuery, getJSON, gib, gpuOptions, linkOutputs,
-  modelPicker, nav, number, status, tableRows, usd,
+  modelPicker, nav, newestOnly, number, showResult, status, tableRows, usd,
 } from "./common.js";
 
 const FIELDS = ["model", "gpu", "gpus", "tokens", "offer", "micro_batch", "tp", "pp", "zero", "seq_len", "global_batch",
@@ -16,7 +16,7 @@ const COLOURS = { weights: "#0072B2", gradients: "#E69F00", optimizer: "#009E73"
 const GROUPS = ["weights", "gradients", "optimizer", "activations", "other"];
 const form = $("#train-form");
 let record = null;
-let ticket = 0;
+const request = newestOnly();
 
 function drawMemory(memory) {
   const rows = GROUPS.map((g) => [g, memory[g + "_bytes"] || 0]);
@@ -74,11 +74,10 @@ async function plan(push) {
   if (!params.get("model") || !params.get("gpu")) return;
   if (push === true) history.pushState(null, "", "?" + params);
   else if (push === "replace") history.replaceState(null, "", "?" + params);
-  const mine = ++ticket;
   status("planning...");
-  try {
+  await request(async (current) => {
     const r = await getJSON("/api/train?" + params);
-    if (mine !== ticket) return;
+    if (!current()) return;
     record = r;
     const m = r.memory;
     $("#headline").textContent = `${r.model.id} on ${r.layout.gpus} x ${r.gpu.name}: ` +
@@ -87,13 +86,8 @@ async function plan(push) {
     drawMemory(m);
     showFigures(r);
     $("#json-link").href = "/api/train?" + params;
-    $("#result").hidden = false;
-    status("");
-  } catch (e) {
-    if (mine !== ticket) return;
-    $("#result").hidden = true;
-    status(e.message, true);
-  }
+    showResult();
+  });
 }
 
 async function start() {

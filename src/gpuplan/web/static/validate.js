@@ -4,14 +4,17 @@
 "use strict";
 
 import { scatter } from "./chart.js";
-import { $, downloads, formFromURL, formQuery, getJSON, nav, number, percent, shown, sig, status } from "./common.js";
+import {
+  $, downloads, formFromURL, formQuery, getJSON, hideResult, nav, newestOnly, number, percent, showResult, shown, sig,
+  status,
+} from "./common.js";
 
 const API_FIELDS = ["category"];
 const FIELDS = ["category", "quantity", "by"];
 const form = $("#validate-form");
 let record = null;
 let loadedFor = null;
-let ticket = 0;
+const request = newestOnly();
 
 function rows() {
   const q = form.elements.quantity.value;
@@ -32,12 +35,10 @@ function draw() {
   const by = form.elements.by.value;
   const shownRows = rows();
   if (!shownRows.length) {
-    $("#result").hidden = true;
-    status("No scored value of that quantity.", true);
+    hideResult("No scored value of that quantity.");
     return;
   }
-  status("");
-  $("#result").hidden = false;
+  showResult();
   const unit = shownRows[0].unit;
   const fmt = (x) => (unit === "bytes" ? sig(x / 2 ** 30, 3) + " GiB" : sig(x, 3));
   const groups = [...new Set(shownRows.map((r) => String(r[by])))].sort();
@@ -74,20 +75,15 @@ async function load(push) {
     return;
   }
   status("running every published figure through the API... (a few seconds)");
-  const mine = ++ticket;
-  try {
+  await request(async (current) => {
     const body = await getJSON("/api/validate?" + params);
-    if (mine !== ticket) return;
+    if (!current()) return;
     record = body;
     loadedFor = key;
     quantities();
     history.replaceState(null, "", "?" + formQuery(form, FIELDS));
     draw();
-  } catch (e) {
-    if (mine !== ticket) return;
-    $("#result").hidden = true;
-    status(e.message, true);
-  }
+  });
 }
 
 function start() {
