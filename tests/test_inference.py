@@ -307,3 +307,31 @@ def test_pipeline_parallel_does_not_cut_latency():
 def test_serve_rejects_tp_that_does_not_divide_heads():
     with pytest.raises(JobError, match="must divide"):
         serving_plan(MODELS.get("llama-3.1-8b"), ACCS.get("h100"), ServingLayout(tp=3), ServingJob())
+
+
+def test_cached_weight_bytes_follow_tp_pp_and_format():
+    """weight_bytes is cached on (spec, format, tp, pp): each of them still changes the answer once the cache is warm
+    (TP divides the whole; PP keeps the busier stage; int4 holds under half of bf16)."""
+    spec = BUNDLED_MODELS.get("llama-3.1-70b")
+    one = weight_bytes(spec, "bf16", ServingLayout()).total
+    assert weight_bytes(spec, "bf16", ServingLayout(tp=4)).total == pytest.approx(one / 4, rel=1e-12)
+    # 80 layers in two stages of 40, the embedding on the first and the (untied, same-size) LM head on the last
+    assert weight_bytes(spec, "bf16", ServingLayout(pp=2)).total == pytest.approx(one / 2, rel=1e-3)
+    assert weight_bytes(spec, "int4-awq", ServingLayout()).total < one / 2
+    assert weight_bytes(spec, "bf16", ServingLayout(replicas=3)).total == one  # replicas do not split a replica
+
+
+def test_step_s_matches_serving_plan_tpot():
+    """The step bound once per plan (serving_plan) and the public step_s agree: a continuous batch's unloaded TPOT
+    is one mixed step at the running sequences and the others' prompt tokens (serving_plan's docstring)."""
+    from gpuplan.estimate.inference import assumptions_for, step_s
+
+    spec = BUNDLED_MODELS.get("llama-3.1-70b")
+    gpu = BUNDLED_ACCELERATORS.get("h100-sxm")
+    layout = ServingLayout(tp=4)
+    job = ServingJob(engine="vllm", weights="fp8", concurrency=32)
+    r = serving_plan(spec, gpu, layout, job)
+    a = assumptions_for(job, None, gpu)
+    b = r.running_sequences
+    tpot, _ = step_s(spec, gpu, layout, job, a, b, 512 + 256 // 2, (b - 1) * 512 / 256, 512)
+    assert r.tpot_s == pytest.approx(tpot, rel=1e-12)

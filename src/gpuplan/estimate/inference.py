@@ -504,10 +504,17 @@ def weight_bytes(model: ModelSpec | ParamsOnlyModel, fmt: str, layout: ServingLa
     """Weights one GPU holds: linear layers at the format's bits (scales included); embeddings, norms and
     LM head in 16-bit where the format keeps them so. TP splits everything; PP splits layers, the first
     stage also holds the embedding and the last the LM head (the busier one is returned)."""
+    return _weight_bytes(model, fmt, layout.tp, layout.pp)
+
+
+@functools.lru_cache(maxsize=1024)
+def _weight_bytes(model: ModelSpec | ParamsOnlyModel, fmt: str, tp: int, pp: int) -> WeightBytes:
+    # cached on every input it reads (the spec, the format, tp and pp): a plan takes the step of one model
+    # thousands of times, and each would recount the parameters
     f = WEIGHT_FORMATS[fmt]
     q = bytes_per_param(fmt)
     if isinstance(model, ParamsOnlyModel):
-        return WeightBytes(model.params * q / layout.tp / layout.pp, 0.0, 0.0, 0)
+        return WeightBytes(model.params * q / tp / pp, 0.0, 0.0, 0)
     spec = model
     b = count_params(spec)
     shapes = linear_shapes(spec)
@@ -535,7 +542,7 @@ def weight_bytes(model: ModelSpec | ParamsOnlyModel, fmt: str, layout: ServingLa
         - b.parts["lm_head"]
         - b.parts.get("vision", 0)
     ) / spec.layers
-    layers_here = math.ceil(spec.layers / layout.pp)
+    layers_here = math.ceil(spec.layers / pp)
     body = layers_here * (per_layer_linear * dense_q + per_layer_other * 2.0)
     experts = (expert_params * q + expert_bias * 2.0) * layers_here / spec.layers
     # a vision-language model's vision tower (kept in 16-bit, like the embeddings) runs before the first layer
@@ -543,12 +550,12 @@ def weight_bytes(model: ModelSpec | ParamsOnlyModel, fmt: str, layout: ServingLa
         body
         + experts
         + (b.parts["embeddings"] + b.parts.get("vision", 0)) * rest_bytes
-        + (b.parts["lm_head"] * rest_bytes if layout.pp == 1 else 0)
+        + (b.parts["lm_head"] * rest_bytes if pp == 1 else 0)
     )
-    last = body + experts + (b.parts["lm_head"] or b.parts["embeddings"]) * rest_bytes if layout.pp > 1 else first
+    last = body + experts + (b.parts["lm_head"] or b.parts["embeddings"]) * rest_bytes if pp > 1 else first
     moe_here = round(spec.moe.layers * layers_here / spec.layers) if spec.moe else 0
     per_expert = (experts / (moe_here * spec.moe.experts)) if spec.moe and moe_here else 0.0
-    return WeightBytes(max(first, last) / layout.tp, experts / layout.tp, per_expert / layout.tp, moe_here)
+    return WeightBytes(max(first, last) / tp, experts / tp, per_expert / tp, moe_here)
 
 
 @dataclass(frozen=True)
@@ -669,7 +676,9 @@ def _allreduce_s(message_bytes: float, n: int, gpu: Accelerator, a: InferenceAss
     return latency + 2 * (n - 1) / n * message_bytes / (gpu.scale_up_bytes_per_s * a.link_efficiency)
 
 
+@functools.lru_cache(maxsize=256)
 def _active_matmul_params(model: ModelSpec | ParamsOnlyModel) -> float:
+    # cached on the spec: the step function asks for it twice a step
     return model.params if isinstance(model, ParamsOnlyModel) else matmul_params(model)
 
 
@@ -757,6 +766,13 @@ def tile_floor_s(
     is slower (a 64-row tile is ~4x below the bandwidth roof on an H100); it binds on parts whose tensor
     rate is cut but not their bandwidth (H20: 148 TFLOP/s against 4.0 TB/s), where batch-1 decode is
     compute-bound."""
+    return _tile_floor_fn(model, gpu, layout, fmt, share)(tokens)
+
+
+def _tile_floor_fn(
+    model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout: ServingLayout, fmt: str, share: float
+) -> Callable[[float], float]:
+    """``tile_floor_s`` as a function of the step's tokens, what does not depend on them worked out once."""
     rows = mma_min_rows(fmt, gpu)
 
     def padded(n: float) -> float:
@@ -764,14 +780,20 @@ def tile_floor_s(
 
     dtype = compute_dtype(fmt, gpu)
     rate = matmul_efficiency(gpu, dtype)[0] * gpu.peak_flops_per_s[dtype]
+    tp = layout.tp
     if not isinstance(model, ModelSpec) or model.moe is None:
-        return 2 * padded(tokens) * _active_matmul_params(model) * share / layout.tp / rate
+        n_params = _active_matmul_params(model)
+        return lambda tokens: 2 * padded(tokens) * n_params * share / tp / rate
     moe = model.moe
     active, per_expert = _matmul_split(model)
-    touched = moe.experts * (1 - (1 - moe.experts_per_token / moe.experts) ** float(tokens))
-    work = padded(tokens) * (active - per_expert * moe.experts_per_token * moe.layers)
-    work += touched * padded(tokens * moe.experts_per_token / touched) * per_expert * moe.layers
-    return float(2 * work * share / layout.tp / rate)
+
+    def floor_s(tokens: float) -> float:
+        touched = moe.experts * (1 - (1 - moe.experts_per_token / moe.experts) ** float(tokens))
+        work = padded(tokens) * (active - per_expert * moe.experts_per_token * moe.layers)
+        work += touched * padded(tokens * moe.experts_per_token / touched) * per_expert * moe.layers
+        return float(2 * work * share / tp / rate)
+
+    return floor_s
 
 
 @functools.lru_cache(maxsize=256)
@@ -833,51 +855,78 @@ def step_s(
     the stages in turn under PP (a token passes each stage; pipelining serves memory, not latency) and the
     engine's per-step overhead.
     """
+    return _step_fn(model, gpu, layout, job, a)(decodes, context, prefill_tokens, prompt)
+
+
+#: ``step_s`` with its replica, job and assumptions bound: (decodes, context, prefill_tokens, prompt) ->
+#: (seconds, bound).
+StepFn = Callable[[float, int, float, int], tuple[float, str]]
+
+
+def _step_fn(
+    model: ModelSpec | ParamsOnlyModel,
+    gpu: Accelerator,
+    layout: ServingLayout,
+    job: ServingJob,
+    a: InferenceAssumptions,
+) -> StepFn:
+    """``step_s`` as a function of the step's sequences and tokens: what depends only on the model, the GPU, the
+    layout, the job and the assumptions (weight bytes, bandwidth, peak, launches) is worked out once, the same
+    arithmetic in the same order, so a plan that takes hundreds of steps of one replica does not redo it."""
     w = weight_bytes(model, job.weights, layout)
     stage_layers, share = _stage_share(model, layout)
-    tokens = decodes + prefill_tokens
-    read = w.total
-    if w.moe_layers_here and isinstance(model, ModelSpec) and model.moe is not None:
-        moe = model.moe
-        touched = moe.experts * (1 - (1 - moe.experts_per_token / moe.experts) ** tokens)  # uniform routing
-        read = w.total - w.experts + w.per_expert * touched * w.moe_layers_here
+    tp, pp = layout.tp, layout.pp
+    spec = model if isinstance(model, ModelSpec) else None
+    moe = spec.moe if spec is not None and w.moe_layers_here else None
     bandwidth = a.memory_bandwidth_efficiency * gpu.memory_bandwidth_bytes_per_s
-    t_dequant = 0.0
-    if WEIGHT_FORMATS[job.weights].kernel == "gguf" and tokens > LLAMA_CPP_MMVQ_MAX_TOKENS:
-        # llama.cpp above its GEMV batch: each quantized matrix is expanded to an fp16 copy (read the quantized
-        # bytes, write 2 bytes a weight) and cuBLAS multiplies that copy (reads the 2 bytes again)
-        f16_bytes = read * 2.0 / bytes_per_param(job.weights)
-        t_dequant = (read + f16_bytes) / bandwidth
-        read = f16_bytes
-    else:
-        read *= _kernel_factor(job.weights, a, gpu)
+    gguf = WEIGHT_FORMATS[job.weights].kernel == "gguf"
+    q = bytes_per_param(job.weights)
+    kernel_factor = _kernel_factor(job.weights, a, gpu)
     peak = a.compute_efficiency * gemm_peak_flops_per_s(gpu, job)
-    t_mem = read / bandwidth
-    t_comp = max(
-        tokens * 2 * _active_matmul_params(model) * share / layout.tp / peak,
-        tile_floor_s(model, gpu, layout, job.weights, tokens, share),
-    )
-    t_attn = 0.0
-    if isinstance(model, ModelSpec):
-        kv_read = decodes * kv_cache_bytes(model, context, job.kv_cache, layout.tp) * share if decodes else 0.0
-        attn = decodes * decode_attention_flops(model, context) if decodes else 0.0
-        if prefill_tokens:
-            attn += prefill_tokens * attention_flops_forward(model, prompt, causal=True)
-        t_attn = max(kv_read / bandwidth, attn * share / layout.tp / peak)
-        if prefill_tokens and engine_profile(job.engine).materializes_scores:
-            span = attended_span(prompt, None, causal=True)
-            scores = prefill_tokens * span * model.attention_heads * model.layers * share / layout.tp
-            t_attn += scores * SCORE_BYTES_PER_ELEMENT / bandwidth
-    hidden = model.hidden_size if isinstance(model, ModelSpec) else 0
-    message = tokens * hidden * 2
-    comm = 2 * stage_layers * _allreduce_s(message, layout.tp, gpu, a)
+    n_params = _active_matmul_params(model)
+    floor_s = _tile_floor_fn(model, gpu, layout, job.weights, share)
+    materializes = engine_profile(job.engine).materializes_scores
+    hidden = spec.hidden_size if spec is not None else 0
     launches = stage_layers * a.layer_overhead_s
-    if isinstance(model, ModelSpec):
-        launches *= layer_kernels(model, stage_layers, w.moe_layers_here) / (stage_layers * DENSE_LAYER_KERNELS)
-    t_stage = max(t_mem, t_comp) + t_dequant + t_attn + launches + comm
+    if spec is not None:
+        launches *= layer_kernels(spec, stage_layers, w.moe_layers_here) / (stage_layers * DENSE_LAYER_KERNELS)
     overhead = engine_values(a, job, gpu).step_overhead_s
-    t = layout.pp * t_stage + (layout.pp - 1) * _p2p_s(message, gpu, a) + overhead
-    return t, "memory" if t_mem >= t_comp else "compute"
+
+    def step(decodes: float, context: int, prefill_tokens: float = 0.0, prompt: int = 0) -> tuple[float, str]:
+        tokens = decodes + prefill_tokens
+        read = w.total
+        if moe is not None:
+            touched = moe.experts * (1 - (1 - moe.experts_per_token / moe.experts) ** tokens)  # uniform routing
+            read = w.total - w.experts + w.per_expert * touched * w.moe_layers_here
+        t_dequant = 0.0
+        if gguf and tokens > LLAMA_CPP_MMVQ_MAX_TOKENS:
+            # llama.cpp above its GEMV batch: each quantized matrix is expanded to an fp16 copy (read the
+            # quantized bytes, write 2 bytes a weight) and cuBLAS multiplies that copy (reads the 2 bytes again)
+            f16_bytes = read * 2.0 / q
+            t_dequant = (read + f16_bytes) / bandwidth
+            read = f16_bytes
+        else:
+            read *= kernel_factor
+        t_mem = read / bandwidth
+        t_comp = max(tokens * 2 * n_params * share / tp / peak, floor_s(tokens))
+        t_attn = 0.0
+        if spec is not None:
+            kv_read = decodes * kv_cache_bytes(spec, context, job.kv_cache, tp) * share if decodes else 0.0
+            attn = decodes * decode_attention_flops(spec, context) if decodes else 0.0
+            if prefill_tokens:
+                attn += prefill_tokens * attention_flops_forward(spec, prompt, causal=True)
+            t_attn = max(kv_read / bandwidth, attn * share / tp / peak)
+            if prefill_tokens and materializes:
+                span = attended_span(prompt, None, causal=True)
+                scores = prefill_tokens * span * spec.attention_heads * spec.layers * share / tp
+                t_attn += scores * SCORE_BYTES_PER_ELEMENT / bandwidth
+        message = tokens * hidden * 2
+        comm = 2 * stage_layers * _allreduce_s(message, tp, gpu, a)
+        t_stage = max(t_mem, t_comp) + t_dequant + t_attn + launches + comm
+        t = pp * t_stage + (pp - 1) * _p2p_s(message, gpu, a) + overhead
+        return t, "memory" if t_mem >= t_comp else "compute"
+
+    return step
 
 
 def decode_step_s(
@@ -919,13 +968,19 @@ def chunked_prefill_s(
 ) -> float:
     """One prompt prefilled in chunks of the step's token budget left beside ``decodes`` running sequences
     (vLLM/SGLang chunked prefill, TRT-LLM max_num_tokens): each chunk is one mixed step."""
-    room = max(1.0, engine_values(a, job, gpu).token_budget - decodes)
+    step = _step_fn(model, gpu, layout, job, a)
+    return _chunked_prefill(step, engine_values(a, job, gpu).token_budget, prompt, decodes, context)
+
+
+def _chunked_prefill(step: StepFn, token_budget: int, prompt: int, decodes: float, context: int) -> float:
+    """``chunked_prefill_s`` on a bound step function (``_step_fn``)."""
+    room = max(1.0, token_budget - decodes)
     full, rest = divmod(prompt, room)
     t = 0.0
     if full:
-        t += full * step_s(model, gpu, layout, job, a, decodes, context, room, prompt)[0]
+        t += full * step(decodes, context, room, prompt)[0]
     if rest >= 1 or not full:
-        t += step_s(model, gpu, layout, job, a, decodes, context, max(1.0, rest), prompt)[0]
+        t += step(decodes, context, max(1.0, rest), prompt)[0]
     return t
 
 
@@ -1123,12 +1178,13 @@ def serving_plan(
         return max(1.0, min(float(batch), (ev.token_budget + ratio) / (1 + ratio)))
 
     mean_ctx = prompt + output // 2
+    step = _step_fn(model, gpu, layout, job, a)  # step_s of this replica, bound once (hundreds of calls under load)
 
     def at(b: float) -> tuple[float, float, float, str]:
         """(ttft, mean tpot, request latency, bound) with ``b`` sequences running (continuous batching)."""
         others = (b - 1) * prompt / output  # the other requests' prompt tokens in each step
-        tpot, bound = step_s(model, gpu, layout, job, a, b, mean_ctx, others, prompt)
-        ttft = chunked_prefill_s(model, gpu, layout, job, a, prompt, b - 1, mean_ctx) + a.request_overhead_s
+        tpot, bound = step(b, mean_ctx, others, prompt)
+        ttft = _chunked_prefill(step, ev.token_budget, prompt, b - 1, mean_ctx) + a.request_overhead_s
         return ttft, tpot, ttft + (output - 1) * tpot, bound
 
     def prefill_work(b: float) -> float:
@@ -1136,11 +1192,11 @@ def serving_plan(
         the prefill queue serves): its mixed steps less the same steps without it. A short prompt riding a
         memory-bound decode step adds little; a long one is its own compute-bound steps."""
         decodes = max(0.0, b - 1)
-        with_prompt = chunked_prefill_s(model, gpu, layout, job, a, prompt, decodes, mean_ctx)
+        with_prompt = _chunked_prefill(step, ev.token_budget, prompt, decodes, mean_ctx)
         if decodes < 1:
             return with_prompt
         chunks = math.ceil(prompt / max(1.0, ev.token_budget - decodes))
-        return max(0.0, with_prompt - chunks * step_s(model, gpu, layout, job, a, decodes, mean_ctx)[0])
+        return max(0.0, with_prompt - chunks * step(decodes, mean_ctx, 0.0, 0)[0])
 
     def latency(batch: int) -> tuple[float, float, float, str, float]:
         """(ttft, mean tpot, request latency, bound, running sequences) for a batch of ``batch``."""

@@ -67,8 +67,9 @@ from ..errors import GpuplanError, InputError
 from ..estimate.memory import MemoryAssumptions, busiest_total_bytes, training_memory, validate_layout
 from ..estimate.params import count_params
 from ..estimate.steptime import (
+    FINETUNE_GLOBAL_BATCH_SEQUENCES,
     StepAssumptions,
-    default_global_batch_tokens,
+    default_global_batch_sequences,
     global_batch_of,
     scale_out_bytes_per_s_per_gpu,
     training_step,
@@ -429,8 +430,13 @@ def search_train(
         "gpu_counts": "the --gpus count"
         if fixed_gpus
         else f"whole instances, 1-8 then x1/1.25/1.5/1.75 per doubling, <= {max_gpus}",
-        "tp": list(TP_CHOICES),
-        "tp_rule": "dividing the heads, within the instance and the offer's NVLink domain (scale_up_domain_gpus)",
+        "tp": list(grid.tps),
+        "tp_rule": "dividing the heads, within the instance and the offer's NVLink domain (scale_up_domain_gpus)"
+        + (
+            "; LoRA/QLoRA: data parallel only (tp = pp = 1), the layouts their launchers run"
+            if grid.tps == (1,)
+            else ""
+        ),
         "pp": grid.pps,
         "virtual_stages": {str(pp): virtual_stage_choices(model.layers, pp) for pp in grid.pps if pp > 1},
         "cp": grid.cps,
@@ -450,7 +456,11 @@ def search_train(
         "micro_batch": list(MICRO_BATCHES),
         "global_batch": base_job.global_batch
         if base_job.global_batch is not None
-        else "default rule (tokens per step by model size)",
+        else (
+            "default rule (tokens per step by model size)"
+            if base_job.method == "full"
+            else f"default rule ({FINETUNE_GLOBAL_BATCH_SEQUENCES} sequences per step for a fine-tune)"
+        ),
         "precision": list(precisions),
         "precision_rule": "each on the GPUs with a peak for it (fp8-mixed: an fp8 peak); the others not_supported",
         "method": base_job.method,
@@ -611,15 +621,19 @@ class _TrainGrid:
 
         self.model, self.job, self.mem_a, self.step_a = model, job, mem_a, step_a
         self.precision_i = 0  # the index of job.precision on the search's precision axis
+        self.refused: str | None = None  # why the job refuses the precision being searched (set_precision)
         self.fixed_gpus, self.max_gpus, self.deadline_s, self.budget_usd = fixed_gpus, max_gpus, deadline_s, budget_usd
         self.total_flops = training_compute(model, job.seq_len, tokens).total_flops
-        self.rule_sequences = default_global_batch_tokens(count_params(model).total) / job.seq_len
-        self.pps = pp_choices(model.layers)
+        self.rule_sequences = default_global_batch_sequences(model, job)  # pretraining, or LoRA/QLoRA's recipes
+        # LoRA/QLoRA: data parallel (FSDP/ZeRO) only, the layouts PEFT, torchtune and the HF Trainer run
+        # (_finetune_launch); tensor and pipeline parallel fine-tunes have no launcher here
+        self.tps = (1,) if job.method != "full" else TP_CHOICES
+        self.pps = [1] if job.method != "full" else pp_choices(model.layers)
         self.cps = cp_choices(job.seq_len, job.flash_attention)
         self.eps = [e for e in EP_CHOICES if model.moe is not None and model.moe.experts % e == 0] or [1]
         layouts = [
             (tp, pp, vs, cp, ep)
-            for tp in TP_CHOICES
+            for tp in self.tps
             for pp in self.pps
             for vs in virtual_stage_choices(model.layers, pp)
             for cp in self.cps
@@ -651,7 +665,11 @@ class _TrainGrid:
     def set_precision(self, index: int, precision: str) -> None:
         """Search the next GPUs at ``precision`` (``index`` on the precision axis): the job as ``train
         --precision`` gets it. The run's FLOPs, the batch rule and the layout axes do not depend on it."""
-        self.job, self.precision_i = replace(self.job, precision=precision), index
+        self.precision_i, self.refused = index, None
+        try:
+            self.job = replace(self.job, precision=precision)
+        except GpuplanError as e:  # the job refuses the precision (QLoRA's 4-bit base at fp8): not_supported
+            self.job, self.refused = replace(self.job, precision=self.job.precision), str(e)
 
     def search_gpu(self, gpu_index: int, gpu: Accelerator, classes: list[HardwareClass]) -> dict[str, Any] | None:
         """Count and evaluate every candidate on ``gpu``; the feasible ones as arrays (``_FOUND``), or None."""
@@ -663,6 +681,8 @@ class _TrainGrid:
             if job.precision == "fp8-mixed" and not gpu.supports("fp8"):
                 raise InputError("--precision", "no fp8")
         except GpuplanError:
+            peak = None
+        if self.refused is not None:
             peak = None
         sizes = sorted({c.per_instance for c in classes if c.per_instance > 1}) or [8]
         if self.fixed_gpus is not None:
@@ -1350,10 +1370,10 @@ def search_serve(
     output tokens (:func:`_serve_order`), the Pareto front of (cost, request latency) flagged.
 
     Two passes. Every candidate is planned at its own largest batch that fits and meets --max-tpot/--max-ttft
-    (no load: ``serving_plan`` without ``qps``, about 0.15 ms each): memory, the targets and the price per token,
+    (no load: ``serving_plan`` without ``qps``, about 0.2 ms each): memory, the targets and the price per token,
     which the load does not change (``cost_per_million`` prices a replica's capacity). Then, best first, the
     reported ones (the first ``top``, and with ``per_gpu`` each GPU's first) are planned again under ``qps`` as
-    ``serve --qps`` plans them (about 5 ms each: the fleet for the load within ``max_utilization``, Poisson
+    ``serve --qps`` plans them (about 1.6 ms each: the fleet for the load within ``max_utilization``, Poisson
     arrivals, the wait for a slot), which gives their replicas and their TTFT/TPOT at the load; one that misses
     the targets even with more replicas is pruned (misses_slo) and the next takes its place. Without ``qps`` an
     option is one replica at its full batch. ``searched`` counts the grid, ``evaluated`` the candidates planned
