@@ -104,6 +104,8 @@ def test_explain_outside_the_grid_is_estimated_and_said(plan8):
         ["--explain", "tp=two"],
         ["--explain", "recompute=most"],
         ["--explain", "tp=2"],  # no count
+        ["--explain", "tp=2,dp=4,precision=fp9"],
+        ["--precision", "any", "--explain", "tp=2,dp=4,precision="],
         ["--gpus", "16", "--explain", "tp=2,dp=4"],  # 8 GPUs against --gpus 16
         ["--utilization", "0.5"],  # only with --pricing owned
         ["--pricing", "owned", "--utilization", "2"],
@@ -196,3 +198,41 @@ def test_explain_names_deadline_and_budget_misses(plan8):
     assert dear["pruned"] == "over_budget"
     ok = gpuplan.plan_train("llama-3.1-8b", budget=f"{o['cost_usd'] * 1.1:.0f}", **kwargs).to_dict()["explain"]
     assert ok["status"] == "option" and ok["rank"] == 1
+
+
+def test_explain_precision_names_the_layouts_precision():
+    """With --precision any the layout's precision= picks which half of the search it is ranked in: fp8-mixed on an
+    H100 is an option at the search's cost for that layout at fp8, faster than the same layout at bf16-mixed; no key
+    means the first precision searched; a precision the search did not take is estimated and said outside the grid,
+    and one the GPU lacks is not_supported."""
+    kwargs = dict(tokens="100B", gpu="h100", max_gpus=16, catalog=CAT)
+    full = gpuplan.plan_train("llama-3.1-8b", precision="any", top=10_000, **kwargs)
+    fp8 = [o for o in full.search.options if o.candidate.precision == "fp8-mixed"]
+    assert fp8 and len(full.search.options) == full.search.feasible
+    c = fp8[0].candidate
+    text = (
+        f"gpus={c.gpus},tp={c.tp},pp={c.pp},virtual_stages={c.virtual_stages},zero={c.sharding.zero},"
+        f"fsdp={c.sharding.fsdp},micro_batch={c.micro_batch},recompute={c.recompute}"
+    )
+
+    def key(x):
+        return (x.gpus, x.tp, x.pp, x.virtual_stages, x.sharding, x.micro_batch, x.recompute)
+
+    cheapest = min(o.candidate.cost_usd for o in fp8 if key(o.candidate) == key(c))
+    run = lambda t, p="any": gpuplan.plan_train(  # noqa: E731
+        "llama-3.1-8b", precision=p, top=1, explain=t, **kwargs
+    ).to_dict()["explain"]
+    e8 = run(text + ",precision=fp8-mixed")
+    assert e8["status"] == "option" and e8["in_grid"] and e8["layout"]["precision"] == "fp8-mixed", e8
+    assert e8["rank"] is not None and _close(e8["estimate"]["cost_usd"], cheapest)
+    e16 = run(text + ",precision=bf16-mixed")
+    assert e16["layout"]["precision"] == "bf16-mixed" and e16["estimate"]["step_s"] > e8["estimate"]["step_s"]
+    default = run(text)
+    assert default["layout"]["precision"] == "bf16-mixed" and _close(default["estimate"]["step_s"],
+                                                                       e16["estimate"]["step_s"], 1e-12)  # fmt: skip
+    outside = run(text + ",precision=fp8-mixed", "bf16-mixed")
+    assert not outside["in_grid"] and any("precision=fp8-mixed" in w for w in outside["outside_grid"])
+    assert _close(outside["estimate"]["step_s"], e8["estimate"]["step_s"], 1e-12)
+    a100 = gpuplan.plan_train("llama-3.1-8b", tokens="100B", gpu="a100-sxm-80gb", max_gpus=16, precision="any", top=1,
+                              explain=text + ",precision=fp8-mixed", catalog=CAT).to_dict()["explain"]  # fmt: skip
+    assert a100["pruned"] == "not_supported" and a100["estimate"] is None

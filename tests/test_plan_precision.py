@@ -114,3 +114,43 @@ def test_finetune_is_cheaper_than_full_training():
 def test_bad_values_exit_2_with_one_line(run, args):
     code, out, err = run("plan", "train", "llama-3.1-8b", "--tokens", "1B", "--gpu", "h100", "--max-gpus", "8", *args)
     assert code == 2 and out == "" and err.startswith("gpuplan: error:") and err.count("\n") == 1, err
+
+
+def test_finetune_default_batch_is_the_recipe_rule_in_plan_and_train():
+    """LoRA without --global-batch: the search and train both take the fine-tuning rule (16 sequences, rounded to
+    whole micro-batch x dp groups), not the pretraining tokens-per-step rule, and agree to 1e-12 on it."""
+    from gpuplan.estimate.steptime import FINETUNE_GLOBAL_BATCH_SEQUENCES, default_global_batch_tokens
+    from gpuplan.plan.search import BATCH_RULE_SLACK
+
+    rule = FINETUNE_GLOBAL_BATCH_SEQUENCES
+    kw = dict(tokens="1B", gpu="h100-sxm-80gb", max_gpus=64, seq_len=2048, method="lora", top=300, catalog=CAT)
+    s = gpuplan.plan_train("llama-3.1-8b", **kw).search
+    assert s.options and s.pruned["batch_above_rule"] > 0
+    for o in s.options:
+        c = o.candidate
+        unit = c.micro_batch * c.dp
+        assert unit <= BATCH_RULE_SLACK * rule and c.global_batch == max(1, round(rule / unit)) * unit, c
+    # the pretraining rule would run ~244 sequences of 2048 tokens per step for an 8B model
+    assert default_global_batch_tokens(8e9) / 2048 > 10 * rule
+    flat = [o for o in s.options if o.candidate.pp == 1]
+    for opt in random.Random(16).sample(flat, min(5, len(flat))):
+        c = opt.candidate
+        args = {k: v for k, v in c.train_kwargs().items() if k != "global_batch"}
+        t = gpuplan.train("llama-3.1-8b", tokens=1e9, seq_len=2048, method="lora", catalog=CAT, **args).plan
+        assert t.step.global_batch == c.global_batch
+        assert t.step.global_batch_source.startswith(f"default: {rule} sequences per step for a lora fine-tune")
+        for got, want in ((c.time_s, t.time.seconds), (c.step_s, t.step.iteration_s), (c.cost_usd, t.usd)):
+            assert abs(got - want) <= 1e-12 * abs(want), (c, got, want)
+
+
+def test_global_batch_wins_over_the_finetune_rule():
+    kw = dict(tokens="1B", gpu="h100-sxm-80gb", max_gpus=32, seq_len=2048, method="qlora", global_batch=96, top=50)
+    s = gpuplan.plan_train("llama-3.1-8b", catalog=CAT, **kw).search
+    assert s.options and {o.candidate.global_batch for o in s.options} == {96}
+    assert s.grid["global_batch"] == 96 and s.pruned["batch_above_rule"] == 0
+    t = gpuplan.train("llama-3.1-8b", tokens=1e9, seq_len=2048, method="qlora", gpu="h100", gpus=8, global_batch=96,
+                      catalog=CAT)  # fmt: skip
+    assert t.plan.step.global_batch == 96 and t.plan.step.global_batch_source == "--global-batch"
+    # full training keeps the pretraining rule (the tool cannot tell a full fine-tune from pretraining)
+    full = gpuplan.train("llama-3.1-8b", tokens=1e9, seq_len=2048, gpu="h100", gpus=8, catalog=CAT).plan.step
+    assert full.global_batch >= 200 and "tokens per step" in full.global_batch_source

@@ -36,7 +36,8 @@ One iteration on the busiest GPU, by part:
 - MoE: the dispatch and combine all-to-all of each expert layer (forward and backward) over NVLink inside a
   node, the NICs across nodes; a token's hidden state travels once per routed expert, or once per destination
   rank under a deduplicating dispatcher such as DeepEP (``moe_dispatch_ranks_per_token``);
-- with no global batch, the batch of :func:`default_global_batch_tokens` (published recipes by model size);
+- with no global batch, the batch of :func:`default_global_batch_sequences`: published pretraining recipes by
+  model size, or the fine-tuning recipes' sequences per step for LoRA/QLoRA;
 - a power cap below the catalog TDP (``power_limit_w``) slows matmul and attention by (cap / TDP)^(1/3)
   (:func:`power_clock_factor`); FlashAttention-2's mma.sync kernels stop at ``fa2_ceiling_flops_per_s`` on
   Hopper and Blackwell alike;
@@ -243,11 +244,47 @@ def global_batch_of(sequences: float, unit: int) -> int:
     return xp.maximum(1, xp.rint(sequences / unit)) * unit
 
 
+#: Sequences per optimizer step of a LoRA/QLoRA fine-tune when no global batch is given. Fine-tuning recipes state
+#: their batch in examples (sequences), not tokens, and it does not grow with the model: the QLoRA paper's Guanaco
+#: runs on OASST1 (Dettmers et al. 2023, as released in artidoro/qlora scripts/finetune_guanaco_{7b,13b,33b,65b}.sh:
+#: per_device_train_batch_size 4 x gradient_accumulation_steps 4 on one GPU) take 16 at every size from 7B to 65B,
+#: and torchtune's Llama 3.1 70B LoRA recipe (pytorch/torchtune recipes/configs/llama3_1/70B_lora.yaml:
+#: batch_size 2 x gradient_accumulation_steps 1 x its 8 GPUs) is 16 as well. torchtune's other Llama 3.1 recipes
+#: span 32 (8B_qlora_single_device: 2 x 16 on one GPU) to 128 (8B_lora: 2 x 32 on its 2 GPUs), and 405B_qlora is
+#: 64 (1 x 8 on 8 GPUs): 16 is the batch the published fine-tuning comparison used, the low end of that range.
+FINETUNE_GLOBAL_BATCH_SEQUENCES = 16
+
+
+def default_global_batch_sequences(model: ModelSpec, job: TrainingJob) -> float:
+    """Sequences per step when ``--global-batch`` is not given, before rounding to the layout.
+
+    LoRA/QLoRA (``job.method``): :data:`FINETUNE_GLOBAL_BATCH_SEQUENCES` (QLoRA's Guanaco recipes, torchtune's
+    LoRA configs). Full training: the pretraining rule, :func:`default_global_batch_tokens` / seq_len (GPT-3
+    Table 2.1, Llama 2 section 2.2). The job does not say whether a full run pretrains or fine-tunes, so a full
+    fine-tune takes the pretraining rule too; ``--global-batch`` sets its batch."""
+    if job.method != "full":
+        return float(FINETUNE_GLOBAL_BATCH_SEQUENCES)
+    return default_global_batch_tokens(count_params(model).total) / job.seq_len
+
+
+def default_global_batch_source(model: ModelSpec, job: TrainingJob) -> str:
+    """Where :func:`default_global_batch_sequences` comes from, in words, for the report's ``global_batch_source``."""
+    if job.method != "full":
+        return (
+            f"default: {FINETUNE_GLOBAL_BATCH_SEQUENCES} sequences per step for a {job.method} fine-tune (QLoRA's "
+            "Guanaco recipes, torchtune's Llama 3.1 70B LoRA config), in whole micro-batch x dp groups; "
+            "--global-batch to change"
+        )
+    return (
+        f"default: {default_global_batch_tokens(count_params(model).total) / 1e6:g}M tokens per step for this "
+        "model size (GPT-3 Table 2.1, Llama 2), in whole micro-batch x dp groups; --global-batch to change"
+    )
+
+
 def default_global_batch(model: ModelSpec, job: TrainingJob, layout: Parallelism) -> int:
-    """Sequences per step when ``--global-batch`` is not given: :func:`default_global_batch_tokens` / seq_len,
-    rounded to a whole number of micro-batch x data-parallel groups (at least one)."""
-    sequences = default_global_batch_tokens(count_params(model).total) / job.seq_len
-    return global_batch_of(sequences, job.micro_batch * layout.dp)
+    """Sequences per step when ``--global-batch`` is not given: :func:`default_global_batch_sequences`, rounded to a
+    whole number of micro-batch x data-parallel groups (at least one)."""
+    return global_batch_of(default_global_batch_sequences(model, job), job.micro_batch * layout.dp)
 
 
 #: Fraction of the dense peak assumed for a GPU whose catalog entry has no ``matmul_efficiency`` (MAMF)
@@ -733,10 +770,7 @@ def training_step(
     global_batch, gb_source = job.global_batch, "--global-batch"
     if global_batch is None:
         global_batch = default_global_batch(model, job, layout)
-        gb_source = (
-            f"default: {default_global_batch_tokens(count_params(model).total) / 1e6:g}M tokens per step for this "
-            "model size (GPT-3 Table 2.1, Llama 2), in whole micro-batch x dp groups; --global-batch to change"
-        )
+        gb_source = default_global_batch_source(model, job)
         job_steps = replace(job, global_batch=global_batch)
     else:
         job_steps = job

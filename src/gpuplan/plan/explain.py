@@ -1,10 +1,12 @@
 """``plan train --explain "tp=8,pp=16,dp=128,micro_batch=1,recompute=full,zero=1"``: where one layout stands in a
 search, and what it loses to the best option, term by term.
 
-The layout is written with the keys of an option's ``layout`` in the JSON (plus ``gpu`` and ``gpus``, the option's
-own keys); the GPU and count come from those keys, else from ``--gpu`` (one GPU) and ``--gpus``, else from tp x pp
-x cp x dp. It is then put through the search's own steps for one candidate, in the search's order
-(``plan/search.py``), on every hardware class of its GPU at its count:
+The layout is written with the keys of an option's ``layout`` in the JSON (plus ``gpu``, ``gpus`` and
+``precision``, the option's own keys); the GPU and count come from those keys, else from ``--gpu`` (one GPU) and
+``--gpus``, else from tp x pp x cp x dp; the precision from ``precision=``, else the first one ``--precision``
+searched (a precision the search did not take is estimated and listed under ``outside_grid``). It is then put
+through the search's own steps for one candidate, in the search's order (``plan/search.py``), on every hardware
+class of its GPU at its count:
 
 1. whether the grid holds it (``in_grid``; what lies outside is listed under ``outside_grid``: a layout outside the
    grid is still estimated, and ranked where it *would* rank);
@@ -30,17 +32,16 @@ from typing import Any
 from ..errors import GpuplanError, InputError
 from ..estimate.machine import MachineAssumptions
 from ..estimate.memory import MemoryAssumptions, busiest_total_bytes, training_memory, validate_layout
-from ..estimate.params import count_params
 from ..estimate.steptime import (
     StepAssumptions,
-    default_global_batch_tokens,
+    default_global_batch_sequences,
     global_batch_of,
     resolve_stack,
     training_step,
 )
 from ..estimate.time import peak_for, time_to_train, training_compute
 from ..spec.accelerator import Accelerator
-from ..spec.choices import PlanPrune, Recompute, values
+from ..spec.choices import PlanPrune, Precision, Recompute, values
 from ..spec.model import ModelSpec
 from ..spec.offer import Offer
 from ..spec.training import Parallelism, TrainingJob
@@ -54,7 +55,7 @@ _INT_KEYS = (
     "grad_accumulation", "seq_len",
 )  # fmt: skip
 _BOOL_KEYS = ("fsdp", "sequence_parallel")
-_TEXT_KEYS = ("gpu", "recompute", "stack", "recipe", "offload")
+_TEXT_KEYS = ("gpu", "recompute", "stack", "recipe", "offload", "precision")
 KEYS = _INT_KEYS + _BOOL_KEYS + _TEXT_KEYS
 #: Relative tolerance of "as good as" when ranking: the search's arrays and one layout's plain numbers agree to
 #: 1e-12 (tests/test_plan_search.py), so a candidate does not outrank itself.
@@ -94,6 +95,8 @@ def parse_explain(text: str) -> dict[str, Any]:
             value = raw.lower() if key != "gpu" else raw
             if key == "recompute" and value not in values(Recompute):
                 raise InputError(FLAG, f"recompute must be one of {', '.join(values(Recompute))}, got {raw!r}")
+            if key == "precision" and value not in values(Precision):
+                raise InputError(FLAG, f"precision must be one of {', '.join(values(Precision))}, got {raw!r}")
         out[key] = value
     if not out:
         raise InputError(FLAG, "give a layout, e.g. tp=8,pp=16,dp=128")
@@ -154,6 +157,10 @@ def explain(
     """The ``explain`` record of one layout (module docstring)."""
     if "seq_len" in spec and spec["seq_len"] != base_job.seq_len:
         raise InputError(FLAG, f"seq_len={spec['seq_len']} differs from the run's {base_job.seq_len} (--seq-len)")
+    # the layout's precision: precision=, else the first one searched (base_job's: --precision's first)
+    searched_precisions = list(search.grid.get("precision") or [base_job.precision])
+    precision = str(spec.get("precision", searched_precisions[0]))
+    base_job = replace(base_job, precision=precision)
     tp, pp, cp, ep = (int(spec.get(k, 1)) for k in ("tp", "pp", "cp", "ep"))
     fsdp = bool(spec.get("fsdp", False))
     zero = int(spec.get("zero", 3 if fsdp else (1 if tp * pp * cp > 1 else 0)))
@@ -191,6 +198,8 @@ def explain(
         outside.append(f"offload={offload} is searched only where no candidate fits without offload")
     if seq_par != (tp > 1):
         outside.append(f"sequence_parallel={str(seq_par).lower()}: the search turns it on exactly when tp > 1")
+    if precision not in searched_precisions:
+        outside.append(f"precision={precision} is not searched ({', '.join(searched_precisions)}; --precision)")
 
     mine = S.hardware_classes(S._offers_of(offers, pricing, providers), {gpu.id}).get(gpu.id, [])
     classes = [replace(c, gpu=gpu) for c in mine]
@@ -201,8 +210,9 @@ def explain(
     if count not in counts:
         outside.append(f"{count} GPUs is not a searched count")
 
-    # ---- the batch: --global-batch, else the default rule rounded to micro-batch x dp (as the search)
-    rule_sequences = default_global_batch_tokens(count_params(model).total) / base_job.seq_len
+    # ---- the batch: --global-batch, else the default rule rounded to micro-batch x dp (as the search): the
+    # pretraining rule, or LoRA/QLoRA's fine-tuning batch (default_global_batch_sequences)
+    rule_sequences = default_global_batch_sequences(model, base_job)
     unit = mb * dp if dp else None
     reason: str | None = None
     why = ""
@@ -351,6 +361,7 @@ def explain(
             "seq_len": base_job.seq_len,
             "recompute": recompute,
             "offload": offload,
+            "precision": precision,
         },
         "offer": S._offer_dict(chosen["offer"]) if chosen and chosen["offer"].pricing != "owned" else None,
         "in_grid": not outside,

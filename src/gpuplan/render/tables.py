@@ -1684,6 +1684,8 @@ def _explain_lines(e: dict) -> list:
     lay = e["layout"]
     name = _layout_name(lay)
     name += f" mb{lay['micro_batch']} gbs{lay['global_batch'] or '?'} recompute {lay['recompute']}"
+    if lay.get("precision"):
+        name += f" {lay['precision']}"
     out: list = [Text(f"explain: {e['gpus']:,} x {e['gpu']} {name}", style="bold")]
     if e["pruned"]:
         out.append(Text(f"  pruned: {e['pruned']} ({e['pruned_why']})"))

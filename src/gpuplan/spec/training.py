@@ -167,6 +167,11 @@ class TrainingJob:
             raise JobError(f"--quant must be one of {', '.join(QUANT)}, got {self.quant!r}")
         if self.method == "qlora" and self.quant is None:
             object.__setattr__(self, "quant", "nf4")
+        if self.quant is not None and self.precision == "fp8-mixed":
+            raise JobError(
+                "a quantized frozen base (--quant, --method qlora) computes in bf16 (bitsandbytes dequantizes to its "
+                "compute dtype): --precision fp8-mixed does not apply; use bf16-mixed"
+            )
         if self.method == "full" and self.quant is not None:
             raise JobError(
                 "--quant quantizes the frozen base of --method lora/qlora; full training updates every "
