@@ -274,6 +274,15 @@ def test_healthy_only_when_nothing_else_holds():
     assert any(c["status"] == "no data" for c in d.checks)
 
 
+def test_no_verdict_when_nothing_could_be_checked():
+    """Samples with neither host nor GPU fields: every check says "no data", and diagnose gives no verdict (a
+    "healthy" would claim what nothing showed) but a note that says so."""
+    bare = [r if r["record"] != "sample" else {"record": "sample", "t_s": r["t_s"]} for r in trace()]
+    d = diagnose(bare)
+    assert all(c["status"] == "no data" for c in d.checks), d.checks
+    assert d.verdicts == () and any("no check had data" in n for n in d.notes)
+
+
 def test_verdicts_are_ranked():
     both = trace(
         host={"iowait_percent": 25},

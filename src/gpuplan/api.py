@@ -537,6 +537,7 @@ def plan_train(
             notes = []
         offers = owned_offers(accelerators, prices, step_a.gpus_per_node)
         ownership = {gid: p.to_dict(data) for gid, p in prices.items()}
+        notes.append("owned prices exclude staff (no sourced default; gpuplan tco --staff-usd-per-gpu-year adds it)")
     else:
         accelerators = _plan_gpus(cat, gpu, chosen_pricing)
     search = search_train(

@@ -903,13 +903,24 @@ def diagnose(
         if verdict is not None:
             verdicts.append(verdict)
     verdicts.sort(key=lambda v: -v.confidence)
-    if t.samples and not verdicts:
-        missing = [c["id"] for c in checks if c["status"] == "no data"]
+    missing = [c["id"] for c in checks if c["status"] == "no data"]
+    if t.samples and not verdicts and len(missing) == len(CHECKS):
+        # nothing could be checked (no GPU fields, no host fields): no verdict, rather than a hollow "healthy"
+        notes.append("no check had data in the trace (no GPU or host fields): no verdict; see checks")
+    elif t.samples and not verdicts:
         verdicts.append(
             Verdict(
                 "healthy",
                 round(0.9 - 0.5 * len(missing) / len(CHECKS), 2),
-                ({"metric": "checks that held", "value": 0, "threshold": 0, "unit": "checks", "source": JUDGMENT},),
+                (
+                    {
+                        "metric": "checks with data that found nothing",
+                        "value": len(CHECKS) - len(missing),
+                        "threshold": 1,
+                        "unit": "checks",
+                        "source": JUDGMENT,
+                    },
+                ),
                 tuple(f"{m}: no data in the trace, not checked" for m in missing),
                 "Nothing stands out; to go faster, compare with gpuplan train's predicted step time and MFU.",
             )

@@ -102,11 +102,12 @@ class OwnedPrice:
             "usd_per_used_gpu_hour": self.cost.per_used_hour,
             "capital_usd_per_gpu_year": self.cost.capital_per_year,
             "hosting_usd_per_gpu_year": self.cost.hosting_per_year,
-            "staff_usd_per_gpu_year": self.cost.staff_per_year,
+            # no sourced default exists for staff (data/ownership.toml): unknown, not zero, unless one was given
+            "staff_usd_per_gpu_year": self.cost.staff_per_year if self.case.staff_usd_per_year else None,
             "energy_usd_per_used_gpu_hour": self.cost.energy_per_used_hour,
             "utilization": self.case.utilization,
             "purchase_usd_per_gpu": self.case.purchase_usd,
-            "server_usd_per_gpu": self.case.server_usd,
+            "server_overhead_usd_per_gpu": self.case.server_usd,  # the server's share beyond the GPU itself
             "life_years": self.case.years,
             "purchase_source": row.model_dump() if row is not None else {"kind": "given"},
             "sources": {k: v.model_dump() for k, v in data.defaults_sources.items()},

@@ -1528,8 +1528,8 @@ MODEL_SHAPE_FACTOR = register_fitted_constant(
         quantity="tokens_per_s_per_gpu",
         fit=ratio_fit(0.05, 1.0),
         description="x best-shape MAMF for a model's GEMMs (estimate/steptime.py StepAssumptions); its default "
-        "is this fit on every bundled training record, rounded. Fit: the median of published / predicted tokens/s "
-        "per GPU over the training throughput records, three fixed-point passes.",
+        "0.77 is this fit as of 2026-11-27 (0.769); later mapping fixes move the fit shown here. Fit: the median of "
+        "published / predicted tokens/s per GPU over the training throughput records, three fixed-point passes.",
     )
 )
 
