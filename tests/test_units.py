@@ -130,3 +130,19 @@ def test_format_labels_units():
     assert format_bytes(80 * GB) == "80 GB"
     assert format_bytes(80 * GiB, binary=True) == "80 GiB"
     assert format_count(8_030_261_248) == "8.03B"
+
+
+@pytest.mark.parametrize(
+    "parse,text,what,example",
+    [
+        (parse_count, "0", "--qps", "like 20 or 0.5"),
+        (parse_count, "nan", "--mtbf-per-gpu-hours", "like 50000"),
+        (parse_duration, "0", "--interval", "like 1s or 500ms"),
+        (parse_duration, "soon", "--max-tpot", "like 50ms"),
+        (parse_count, "0", "token count", "like 7B or 1.5e9"),  # the parser's own example elsewhere
+    ],
+)
+def test_the_error_example_fits_the_flag(parse, text, what, example):
+    with pytest.raises(QuantityError) as e:
+        parse(text, what)
+    assert example in str(e.value)

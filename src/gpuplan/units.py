@@ -176,6 +176,22 @@ def _as_float(value: int | float) -> float:
         return math.inf
 
 
+#: Examples for the flags a generic parser reads whose usual values look nothing like the parser's own example
+#: (a count parser's "7B", a duration parser's "30d"): the error line shows one the user would write.
+_FLAG_EXAMPLES = {
+    "--qps": "20 or 0.5",
+    "--qpm": "600",
+    "--interval": "1s or 500ms",
+    "--max-ttft": "2s or 500ms",
+    "--max-tpot": "50ms",
+    "--mtbf-per-gpu-hours": "50000",
+}
+
+
+def _example(what: str, default: str) -> str:
+    return _FLAG_EXAMPLES.get(what, default)
+
+
 def _check(value: float, what: str, raw: str, example: str, allow_zero: bool) -> float:
     """Finite (no nan, no inf, no overflow) and not negative; -0 reads as 0."""
     if not math.isfinite(value):
@@ -192,14 +208,15 @@ def parse_count(text: str | int | float, what: str = "count", allow_zero: bool =
     ``G`` is read as 1e9 too (``7G``). Used for parameters and tokens.
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return _check(_as_float(text), what, str(text), "7B or 1.5e9", allow_zero)
+        return _check(_as_float(text), what, str(text), _example(what, "7B or 1.5e9"), allow_zero)
     m = _COUNT_RE.match(str(text))
     if not m:
         raise QuantityError(
-            f"can't read {what} '{text}': use a number with an optional K/M/B/T suffix, like 7B or 1.5e9"
+            f"can't read {what} '{text}': use a number with an optional K/M/B/T suffix, like "
+            f"{_example(what, '7B or 1.5e9')}"
         )
     value = _number(m.group(1)) * _COUNT_SUFFIX[m.group(2).lower()]
-    return _check(value, what, str(text), "7B or 1.5e9", allow_zero)
+    return _check(value, what, str(text), _example(what, "7B or 1.5e9"), allow_zero)
 
 
 def parse_params(text: str | int | float) -> float:
@@ -229,7 +246,7 @@ def parse_bytes(text: str | int | float, what: str = "size") -> int:
 def parse_duration(text: str | int | float, what: str = "duration") -> float:
     """A duration in seconds: ``30d``, ``12h``, ``90min``, ``1w``, ``1d12h``; a plain number is seconds."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return _check(_as_float(text), what, str(text), "30d or 12h", False)
+        return _check(_as_float(text), what, str(text), _example(what, "30d or 12h"), False)
     raw = str(text).strip()
     pos, total, parts = 0, 0.0, 0
     for m in _DURATION_PART_RE.finditer(raw):
@@ -242,9 +259,10 @@ def parse_duration(text: str | int | float, what: str = "duration") -> float:
         pos, parts = m.end(), parts + 1
     if parts == 0 or raw[pos:].strip():
         raise QuantityError(
-            f"can't read {what} '{text}': use a number with a unit (ms, s, min, h, d, w, y), like 30d, 12h or 50ms"
+            f"can't read {what} '{text}': use a number with a unit (ms, s, min, h, d, w, y), like "
+            f"{_example(what, '30d, 12h or 50ms')}"
         )
-    return _check(total, what, str(text), "30d or 12h", False)
+    return _check(total, what, str(text), _example(what, "30d or 12h"), False)
 
 
 def parse_usd_per_hour(text: str | int | float, what: str = "price") -> float:
