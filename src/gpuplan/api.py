@@ -540,25 +540,27 @@ def plan_train(
         notes.append("owned prices exclude staff (no sourced default; gpuplan tco --staff-usd-per-gpu-year adds it)")
     else:
         accelerators = _plan_gpus(cat, gpu, chosen_pricing)
-    search = search_train(
-        spec,
-        accelerators,
-        offers,
-        n_tokens,
-        job,
-        pricing=chosen_pricing,
-        providers=chosen_providers,
-        fixed_gpus=fixed,
-        max_gpus=most,
-        deadline_s=deadline_s,
-        budget_usd=budget_usd,
-        objective=chosen_objective,
-        top=k,
-        memory_assumptions=mem_a,
-        step_assumptions=step_a,
-        machine=(machine_options, machine_a),
-        precisions=precisions,
-    )
+
+    def run_search(**given: Any) -> Any:
+        """The search over this model, GPUs, offers and job; ``given``: the constraints and the objective."""
+        return search_train(
+            spec,
+            accelerators,
+            offers,
+            n_tokens,
+            job,
+            pricing=chosen_pricing,
+            providers=chosen_providers,
+            fixed_gpus=fixed,
+            max_gpus=most,
+            memory_assumptions=mem_a,
+            step_assumptions=step_a,
+            machine=(machine_options, machine_a),
+            precisions=precisions,
+            **given,
+        )
+
+    search = run_search(deadline_s=deadline_s, budget_usd=budget_usd, objective=chosen_objective, top=k)
     constraints = {
         "deadline_s": deadline_s,
         "budget_usd": budget_usd,
@@ -575,7 +577,7 @@ def plan_train(
     if owned:
         constraints["utilization"] = share
     if not search.options and (deadline_s is not None or budget_usd is not None):
-        notes += _plan_relaxed(search_train, locals())
+        notes += _plan_relaxed(run_search, deadline_s, budget_usd)
     if notes:
         search = replace(search, notes=(*search.notes, *notes))
     explained = None
@@ -614,34 +616,22 @@ def plan_train(
     )
 
 
-def _plan_relaxed(search_train: Any, ctx: Mapping[str, Any]) -> list[str]:
-    """When nothing meets --deadline or --budget: the smallest change that does, from the same search without that
-    constraint (the fastest run with failures for a deadline, the cheapest for a budget), as note lines."""
+def _plan_relaxed(run_search: Any, deadline_s: float | None, budget_usd: float | None) -> list[str]:
+    """When nothing meets --deadline or --budget: the smallest change that does, from the same search
+    (``run_search``) without that constraint (the fastest run with failures for a deadline, the cheapest for a
+    budget), as note lines."""
     import math
 
     def as_flag(seconds: float) -> str:  # a --deadline value rounded up: whole days, else whole hours
         return f"{math.ceil(seconds / 86400)}d" if seconds >= 86400 else f"{math.ceil(seconds / 3600)}h"
 
-    common = dict(
-        pricing=ctx["chosen_pricing"],
-        providers=ctx["chosen_providers"],
-        fixed_gpus=ctx["fixed"],
-        max_gpus=ctx["most"],
-        top=1,
-        memory_assumptions=ctx["mem_a"],
-        step_assumptions=ctx["step_a"],
-        machine=(ctx["machine_options"], ctx["machine_a"]),
-        precisions=ctx["precisions"],
-    )
-    args = (ctx["spec"], ctx["accelerators"], ctx["offers"], ctx["n_tokens"], ctx["job"])
     out: list[str] = []
-    deadline_s, budget_usd = ctx["deadline_s"], ctx["budget_usd"]
     # (the constraint, the search without it, what the best option of that search gives)
     for given, objective, kept in (
         (deadline_s, C.Objective.TIME, {"budget_usd": budget_usd}),
         (budget_usd, C.Objective.COST, {"deadline_s": deadline_s}),
     ):
-        best = search_train(*args, objective=objective, **kept, **common).options if given is not None else ()
+        best = run_search(objective=objective, top=1, **kept).options if given is not None else ()
         if not best:
             continue
         o = best[0].candidate
