@@ -20,6 +20,7 @@ from gpuplan.catalog import load_accelerators
 from gpuplan.catalog.accelerators import read_accelerator_file
 from gpuplan.errors import CatalogError
 from gpuplan.estimate.inference import gemm_peak_flops_per_s
+from gpuplan.estimate.mamf import DEFAULT_MATMUL_EFFICIENCY, matmul_efficiency
 from gpuplan.estimate.memory import (
     DEFAULT_CUBLAS_WORKSPACE_BYTES,
     cublas_workspace_bytes,
@@ -27,10 +28,8 @@ from gpuplan.estimate.memory import (
     training_memory,
 )
 from gpuplan.estimate.steptime import (
-    DEFAULT_MATMUL_EFFICIENCY,
     DEFAULT_SCALE_OUT_BYTES_PER_S_PER_GPU,
     StepAssumptions,
-    matmul_efficiency,
     scale_out,
     scale_out_bytes_per_s_per_gpu,
     training_step,

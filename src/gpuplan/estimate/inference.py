@@ -46,10 +46,10 @@ from ..units import (
 from .assumptions import Assumption, AssumptionSet, check_assumptions
 from .flops import attended_span, attention_flops_forward, matmul_params
 from .itemized import Itemized
+from .mamf import matmul_efficiency
 from .params import count_params, linear_shapes
 from .quant import FP4_FORMATS, WEIGHT_FORMATS, bytes_per_param
 from .queueing import closed_loop_wait, mean_wait, poisson_quantile, wait_quantile
-from .steptime import matmul_efficiency
 
 
 @dataclass(frozen=True)
@@ -760,7 +760,7 @@ def tile_floor_s(
 ) -> float:
     """Least time the weight GEMMs of one step take on the tensor cores: each GEMM multiplies its tokens
     padded up to the instruction's rows (``mma_min_rows``), at the GPU's best-shape matmul rate (MAMF,
-    ``steptime.matmul_efficiency``). The dense layers pad the step's tokens; each routed expert its own
+    ``mamf.matmul_efficiency``). The dense layers pad the step's tokens; each routed expert its own
     share of them (uniform routing: k x tokens spread over the experts touched; fused-MoE kernels pad every
     expert's rows to their block size: vLLM/SGLang moe_align_block_size). Invisible where the weight read
     is slower (a 64-row tile is ~4x below the bandwidth roof on an H100); it binds on parts whose tensor

@@ -3,7 +3,7 @@
 One iteration on the busiest GPU, by part:
 - matmuls at the fraction of dense peak the GPU reaches on large GEMMs: the accelerator's catalog figure
   ``matmul_efficiency`` (Bekman's "maximum achievable matmul FLOPS" table, stas00/ml-engineering
-  compute/accelerator), else :data:`DEFAULT_MATMUL_EFFICIENCY`;
+  compute/accelerator), else ``mamf.DEFAULT_MATMUL_EFFICIENCY``;
 - attention: flash attention at its own efficiency on the causal half of the score and context matmuls
   (the FLOPs FlashAttention's causal kernels execute, and the count ``flops.py`` uses with ``causal=True``
   for the MFU numerator, so both sides count attention the same way and MFU stays at most 1), or the
@@ -60,6 +60,7 @@ from . import xp
 from .assumptions import AssumptionSet, check_assumptions
 from .flops import attention_flops_forward, flops_per_token
 from .machine import MachineAssumptions, cpu_cores_per_gpu
+from .mamf import matmul_efficiency
 from .memory import micro_batches_per_step, resolve_recipe, stage_layers
 from .params import count_params, linear_shapes
 from .time import peak_for, training_dtype
@@ -287,33 +288,10 @@ def default_global_batch(model: ModelSpec, job: TrainingJob, layout: Parallelism
     return global_batch_of(default_global_batch_sequences(model, job), job.micro_batch * layout.dp)
 
 
-#: Fraction of the dense peak assumed for a GPU whose catalog entry has no ``matmul_efficiency`` (MAMF)
-#: figure: a round value inside the range Bekman's MAMF table spans (51 % MI300X to 87 % A100 SXM, BF16,
-#: stas00/ml-engineering compute/accelerator, 2025-07).
-DEFAULT_MATMUL_EFFICIENCY = 0.75
-
 #: Inter-node bandwidth per GPU and direction, in bytes/s, assumed for a GPU whose catalog entry has no
 #: ``scale_out_bytes_per_s_per_gpu``: one 200 Gb/s HDR InfiniBand NIC per GPU, ~24 GB/s of NCCL bus bandwidth
 #: (NVIDIA/nccl#412, 2023-04).
 DEFAULT_SCALE_OUT_BYTES_PER_S_PER_GPU = 24e9
-
-
-def matmul_efficiency(gpu: Accelerator, dtype: str = "bf16") -> tuple[float, str]:
-    """The fraction of the dense ``dtype`` peak this GPU reaches on the best GEMM shape (MAMF), and where it
-    comes from: the catalog's figure for ``dtype``, else its bf16 figure (the one the built-in catalog holds),
-    else :data:`DEFAULT_MATMUL_EFFICIENCY`, said so in the source."""
-    for d in dict.fromkeys((dtype, "bf16")):
-        value = gpu.matmul_efficiency.get(d)
-        if value is not None:
-            src = gpu.source_for(f"matmul_efficiency.{d}")
-            stand_in = "" if d == dtype else f" (no {dtype} measurement in the catalog: the {d} one)"
-            return value, (
-                f"MAMF {value:.1%} of the dense {d} peak on the best GEMM shape{stand_in}: {src.title} ({src.date})"
-            )
-    return DEFAULT_MATMUL_EFFICIENCY, (
-        f"no MAMF measurement for this GPU ({gpu.id}) in the catalog: default "
-        f"{DEFAULT_MATMUL_EFFICIENCY * 100:g} % (Bekman's table ranges 51-87 %)"
-    )
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ def matmul_ceilings(acc: Accelerator) -> dict[str, dict]:
     whether the catalog holds a measurement (MAMF) for that dtype, and the source; a figure that is not a
     measurement for this dtype (another dtype's, or the documented default) is marked "estimated, not
     measured"."""
-    from ..estimate.steptime import matmul_efficiency
+    from ..estimate.mamf import matmul_efficiency
 
     out: dict[str, dict] = {}
     for d in MATMUL_DTYPES:

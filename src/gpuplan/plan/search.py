@@ -956,7 +956,7 @@ def mfu_ceiling(gpu: Accelerator, precision: str, a: StepAssumptions) -> float:
     its kernels' efficiencies (GEMMs at the matmul efficiency, attention at the flash efficiency, both against
     their own peak), and every other part only adds time. Used to set aside deadline and budget misses before
     timing them; tests check it against training_step."""
-    from ..estimate.steptime import matmul_efficiency
+    from ..estimate.mamf import matmul_efficiency
     from ..estimate.time import training_dtype
 
     peak = peak_for(gpu, precision)

@@ -273,7 +273,7 @@ def gpu_show(record: dict) -> Group:
     sources = a["sources"]
     for label, value, key in _figure_rows(a):
         if key == "-":  # a figure the catalog does not have: gpuplan's documented default stands in
-            t.add_row(label, value, "gpuplan's default (estimate/steptime.py DEFAULT_MATMUL_EFFICIENCY)")
+            t.add_row(label, value, "gpuplan's default (estimate/mamf.py DEFAULT_MATMUL_EFFICIENCY)")
             continue
         s = sources.get(key) or sources.get(key.split(".")[0]) or next(iter(sources.values()), None)
         t.add_row(label, value, f"{s['title']} ({s['date']})" if s else _DASH)
