@@ -1,8 +1,10 @@
-"""Measure real peak training memory on a GPU and record it beside gpuplan's estimate.
+"""Measure real peak training memory and step time on a GPU and record them beside gpuplan's estimate.
 
-Trains a Llama-architecture model with random weights (default: the llama-3.2-1b config from gpuplan's
-catalog) for a few steps under several configurations, and records torch.cuda.max_memory_allocated and
-max_memory_reserved with gpuplan's estimate for the same job, into docs/measurements/.
+Trains Llama-architecture models with random weights (the llama-3.2-1b and llama-3.1-8b configs from
+gpuplan's catalog) for a few steps under several configurations, and records torch.cuda.max_memory_allocated
+and max_memory_reserved, and the time of each step after the warm-up ones (tokens/s), with gpuplan's
+memory estimate for the same job, into docs/measurements/. The model is eager Hugging Face transformers
+(SDPA attention, fused AdamW), one GPU.
 
     python scripts/measure_training_memory.py --out docs/measurements/training_memory_h100.json
     python scripts/measure_training_memory.py --device cpu --model tiny --steps 1   # smoke test, no numbers
@@ -47,6 +49,8 @@ class Case:
     lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
     lora_rank: int = 16
     needs: tuple[str, ...] = field(default=())
+    #: gpuplan model id; None: the --model given
+    model: str | None = None
 
     def job(self) -> TrainingJob:
         return TrainingJob(
@@ -72,6 +76,9 @@ CASES = [
     Case("amp-adamw8bit-b2-s2048", 2, 2048, optimizer="adamw-8bit", needs=("bitsandbytes",)),
     Case("lora-b4-s2048", 4, 2048, precision="bf16-mixed", method="lora", needs=("peft",)),
     Case("qlora-b4-s2048", 4, 2048, precision="bf16-mixed", method="qlora", needs=("peft", "bitsandbytes")),
+    Case("8b-bf16-b1-s4096-recompute", 1, 4096, precision="bf16", recompute="full", model="llama-3.1-8b"),
+    Case("8b-bf16-b2-s4096", 2, 4096, precision="bf16", model="llama-3.1-8b"),
+    Case("8b-lora-b4-s2048", 4, 2048, precision="bf16-mixed", method="lora", needs=("peft",), model="llama-3.1-8b"),
 ]
 
 
@@ -102,10 +109,14 @@ def build_model(config: dict, case: Case, device: str):
         import tempfile
 
         with tempfile.TemporaryDirectory() as d:
-            transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.bfloat16).save_pretrained(d)
+            with torch.device(device):
+                random_model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.bfloat16)
+            random_model.save_pretrained(d)
+            del random_model
             model = transformers.AutoModelForCausalLM.from_pretrained(d, device_map={"": device}, **kwargs)
-    else:
-        model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=dtype).to(device)
+    else:  # initialised where it runs: an 8B model's random init on the host takes minutes
+        with torch.device(device):
+            model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=dtype)
     if case.recompute == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if case.method in ("lora", "qlora"):
@@ -131,7 +142,10 @@ def make_optimizer(model, case: Case):
     return torch.optim.AdamW(params, lr=1e-5, fused=torch.cuda.is_available())
 
 
-def run_case(config: dict, case: Case, device: str, steps: int) -> dict:
+def run_case(config: dict, case: Case, device: str, steps: int, warmup: int) -> dict:
+    """Peak memory over warm-up and timed steps; the step time of each timed step (synchronised)."""
+    import statistics
+
     import torch
 
     model = build_model(config, case, device)
@@ -141,15 +155,30 @@ def run_case(config: dict, case: Case, device: str, steps: int) -> dict:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     autocast = case.precision == "bf16-mixed"
-    t0 = time.perf_counter()
-    for _ in range(steps):
+    step_s = []
+    for i in range(warmup + steps):
         ids = torch.randint(0, vocab, (case.micro_batch, case.seq_len), device=device)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
         with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=autocast):
             loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-    out = {"steps": steps, "seconds": time.perf_counter() - t0}
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if i >= warmup:
+            step_s.append(time.perf_counter() - t0)
+    tokens = case.micro_batch * case.seq_len
+    median = statistics.median(step_s)
+    out = {
+        "warmup_steps": warmup,
+        "steps": steps,
+        "step_s": step_s,
+        "median_step_s": median,
+        "tokens_per_s": tokens / median,
+    }
     if device == "cuda":
         torch.cuda.synchronize()
         out["max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated()
@@ -180,7 +209,8 @@ def main() -> None:
         "--gpu-id", help="gpuplan accelerator id of this GPU (default: detected, matched by PCI id and memory)"
     )
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=3, help="timed steps, after the warm-up ones")
+    ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--only", help="comma-separated case names")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
@@ -188,6 +218,7 @@ def main() -> None:
     import torch
     import transformers
 
+    raw = bundled_configs()
     if args.model == "tiny":
         model_id = "tiny"
         config = {
@@ -203,27 +234,51 @@ def main() -> None:
         }
     else:
         model_id = args.model
-        raw = bundled_configs()
         config = {k: v for k, v in raw[model_id].items() if k != "architectures"}
     gpu_name = torch.cuda.get_device_name(0) if args.device == "cuda" else platform.processor() or "cpu"
     gpu_id = args.gpu_id or (torch_gpu_catalog_id(load_accelerators()) if args.device == "cuda" else None)
     cases = [c for c in CASES if not args.only or c.name in args.only.split(",")]
     if args.device == "cpu":
-        cases = [c for c in cases if c.method == "full" and c.optimizer == "adamw"]  # bnb/peft paths need CUDA
+        # bnb/peft paths need CUDA; the CPU smoke test runs the tiny model only
+        cases = [c for c in cases if c.method == "full" and c.optimizer == "adamw" and c.model is None]
     rows = []
     for case in cases:
-        row = {"case": case.name, "job": case.job().__dict__ | {"lora_targets": list(case.lora_targets)}}
+        case_model = case.model or model_id
+        case_config = config
+        if case.model is not None:
+            case_config = {k: v for k, v in raw[case.model].items() if k != "architectures"}
+        row = {
+            "case": case.name,
+            "model": case_model,
+            "job": case.job().__dict__ | {"lora_targets": list(case.lora_targets)},
+        }
         missing = _missing(case.needs)
         if missing:
             row["skipped"] = f"not installed: {', '.join(missing)}"
         else:
             if args.device == "cpu":
                 case = Case(case.name, 1, 64, case.precision, case.optimizer, case.method, case.recompute)
-            row["measured"] = run_case(config, case, args.device, args.steps)
-            if gpu_id and model_id != "tiny":
-                row["estimate"] = estimate(model_id, gpu_id, case)
+            try:
+                row["measured"] = run_case(case_config, case, args.device, args.steps, args.warmup)
+            except Exception as exc:  # an out-of-memory or a library gap is a finding: record it, go on
+                row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+                gc.collect()
+                if args.device == "cuda":
+                    torch.cuda.empty_cache()
+            if gpu_id and case_model != "tiny":
+                try:
+                    row["estimate"] = estimate(case_model, gpu_id, case)
+                except Exception as exc:
+                    row["estimate_error"] = f"{type(exc).__name__}: {exc}"
         rows.append(row)
         print(json.dumps(row), flush=True)
+        if args.out:  # written after each case, so a run cut short keeps what it measured
+            _write(args.out, rows, model_id, gpu_name, gpu_id, torch, transformers)
+    if args.out:
+        _write(args.out, rows, model_id, gpu_name, gpu_id, torch, transformers)
+
+
+def _write(out: Path, rows: list, model_id: str, gpu_name: str, gpu_id: str | None, torch, transformers) -> None:
     record = {
         "schema_version": 1,
         "kind": "measurement.training_memory",
@@ -240,9 +295,8 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d"),
         "rows": rows,
     }
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(record, indent=2) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=2) + "\n")
 
 
 if __name__ == "__main__":
