@@ -570,7 +570,12 @@ def test_memory_invariants(mid, gpus, tp, pp, zero, mb, seq, recompute, recipe, 
             job,
             find_max_batch=False,
         )
-        assert more.total_bytes <= r.total_bytes
+        # more sharding never costs memory under one recipe; auto turns plain PyTorch AMP (gradients freed every
+        # step, not live at the activation peak) into DeepSpeed at --zero 1, whose gradient buffers persist
+        if more.recipe.name == r.recipe.name:
+            assert more.total_bytes <= r.total_bytes
+        else:
+            assert more.total_bytes <= r.total_bytes + r.parts.get("weights", 0) * 2  # at most the freed gradients
 
 
 def replace_job(job, **kw):

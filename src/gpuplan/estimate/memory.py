@@ -357,6 +357,7 @@ def layer_activation_terms(
     trainable: frozenset[str] | None = None,
     moe_layer: bool = False,
     linear_input_bytes: float | None = None,
+    norm_saved_bytes: float | None = None,
 ) -> list[ActivationTerm]:
     """Activations one decoder layer saves for backward, term by term (Korthikanti et al. 2022, section 4).
 
@@ -376,6 +377,8 @@ def layer_activation_terms(
     - ``linear_input_bytes``: bytes per element of the saved inputs of the linear layers (Q/K/V, output
       projection, MLP input, the down projection's input) where they differ from the activations' (Transformer
       Engine fp8 saves them cast to fp8); None: ``bytes_per_element``.
+    - ``norm_saved_bytes``: bytes per element each norm saves where it is not a fused kernel saving its input
+      (the eager RMSNorm of Hugging Face models: :func:`_stack_saving`); None: ``bytes_per_element``.
     """
     s = job.seq_len / layout.cp
     b = micro_batch
@@ -391,7 +394,16 @@ def layer_activation_terms(
     def add(name: str, elements: float, divisor: float, note: str, per_element: float = e) -> None:
         terms.append(ActivationTerm(name, elements * per_element / divisor, note))
 
-    add("norm_inputs", spec.norms_per_layer * s * b * h, rep, f"{spec.norms_per_layer} norms save their input")
+    if norm_saved_bytes is None:
+        add("norm_inputs", spec.norms_per_layer * s * b * h, rep, f"{spec.norms_per_layer} norms save their input")
+    else:
+        add(
+            "norm_inputs",
+            spec.norms_per_layer * s * b * h,
+            rep,
+            f"{spec.norms_per_layer} eager RMSNorms save their input upcast to fp32 and the normalized tensor",
+            per_element=norm_saved_bytes,
+        )
     if any(needs(n) for n in ("q_proj", "k_proj", "v_proj", "q_a_proj", "kv_a_proj")):
         add("qkv_input", s * b * h, rep, "input of the Q/K/V projections", per_element=lin)
     if spec.mla is not None:
@@ -470,27 +482,47 @@ def activation_bytes_per_layer(
         # each layer keeps its input, 2sbh; sequence parallelism splits it over the TP group (Korthikanti section 4.3)
         rep = xp.where(layout.sequence_parallel, layout.tp, 1)
         return {"layer_input": job.seq_len / layout.cp * job.micro_batch * spec.hidden_size * e / rep}
-    trainable = _trainable(spec, job)
-    gated, lin = _stack_saving(job, layout, a)
+    trainable = _saving_linears(spec, job)
+    gated, lin, norm_bytes = _stack_saving(job, layout, a, spec)
     out: dict[str, float] = {}
     for count, moe_layer in ((spec.dense_layers, False), (spec.layers - spec.dense_layers, True)):
         if not count:
             continue
-        for term in layer_activation_terms(spec, job, layout, job.micro_batch, e, gated, trainable, moe_layer, lin):
+        for term in layer_activation_terms(
+            spec, job, layout, job.micro_batch, e, gated, trainable, moe_layer, lin, norm_bytes
+        ):
             if job.recompute == "selective" and term.name in ("attention_scores", "attention_dropout"):
                 continue
             out[term.name] = out.get(term.name, 0.0) + term.bytes * count / spec.layers
     return out
 
 
-def _stack_saving(job: TrainingJob, layout: Parallelism, a: MemoryAssumptions) -> tuple[int, float | None]:
-    """(gated-MLP tensors saved, bytes per saved linear input or None) for the stack the recipe names:
-    Megatron-Core/Transformer Engine fuse SwiGLU and, in fp8, save fp8 linear inputs; eager PyTorch does neither."""
+def _stack_saving(
+    job: TrainingJob, layout: Parallelism, a: MemoryAssumptions, spec: ModelSpec | None = None
+) -> tuple[int, float | None, float | None]:
+    """(gated-MLP tensors saved, bytes per saved linear input or None, bytes per element a norm saves or None) for
+    the stack the recipe names: Megatron-Core/Transformer Engine fuse SwiGLU and, in fp8, save fp8 linear inputs;
+    eager PyTorch does neither.
+
+    Hugging Face's RMSNorm (LlamaRMSNorm and the Mistral/Qwen/Gemma copies of it) is eager Python: it upcasts its
+    input to fp32, which ``pow`` and the ``* rsqrt`` product save (4 bytes), and multiplies the weight by the
+    normalized tensor cast back to the input's dtype, which that product saves (the residual stream's dtype: fp32
+    when AMP keeps fp32 weights, else 2 bytes). Measured on an H200 (docs/measurements/training_memory_h200.json):
+    with a fused norm's 2 bytes the 1B/8B runs without recomputation come out 6-11 % under the measured peak, with
+    these bytes within 4 %. Applied on the plain data-parallel stack (``--stack hf``, or auto without FSDP and with
+    a PyTorch recipe); FSDP2/torchtitan (nn.RMSNorm) and the Megatron/DeepSpeed recipes keep the input only."""
     recipe, _ = resolve_recipe(job, layout)
+    norm_bytes: float | None = None
+    eager_hf = job.stack == "hf" or (job.stack == "auto" and not job.fsdp and recipe.name in ("amp", "bf16", "fp32"))
+    if eager_hf and spec is not None and spec.norm == "rmsnorm":
+        # fp32 embeddings (AMP's fp32 weights; QLoRA's embeddings cast by PEFT) make the residual stream fp32
+        fp32_residual = (job.method == "full" and recipe.weights == 4) or job.method == "qlora"
+        residual = 4.0 if fp32_residual else a.activation_bytes_per_element
+        norm_bytes = 4.0 + residual
     if not recipe.name.startswith("megatron") or job.method != "full":
-        return a.gated_mlp_saved_tensors, None
+        return a.gated_mlp_saved_tensors, None, norm_bytes
     lin = a.fp8_saved_input_bytes_per_element if job.precision == "fp8-mixed" else None
-    return a.fused_gated_mlp_saved_tensors, lin
+    return a.fused_gated_mlp_saved_tensors, lin, norm_bytes
 
 
 def per_op_sac_terms(
@@ -855,6 +887,12 @@ def _max_micro_batch(
     return candidates[lo - 1] if lo else 0
 
 
+def trainable_linears(spec: ModelSpec | None, job: TrainingJob) -> frozenset[str] | None:
+    """Names of the linear layers that receive gradients (None: all of them, full training); under LoRA/QLoRA
+    the targets, whose adapters train while the base weight stays frozen."""
+    return _trainable(spec, job)
+
+
 def _trainable(spec: ModelSpec | None, job: TrainingJob) -> frozenset[str] | None:
     """Names of the linear layers that receive gradients (None: all of them, full training)."""
     if job.method == "full" or spec is None:
@@ -870,6 +908,17 @@ def _trainable(spec: ModelSpec | None, job: TrainingJob) -> frozenset[str] | Non
         if target in ("k_proj", "v_proj") and spec.mla is not None:
             names.update(n for n in ("kv_a_proj", "kv_b_proj") if n in shapes)
     return frozenset(names)
+
+
+def _saving_linears(spec: ModelSpec | None, job: TrainingJob) -> frozenset[str] | None:
+    """Names of the linear layers that save their input for backward (None: all of them). A frozen nn.Linear
+    saves none (autograd keeps a matmul operand only when the other one needs a gradient), so LoRA saves the
+    inputs of its targets only; a QLoRA layer is bitsandbytes' Linear4bit, whose MatMul4Bit autograd function
+    saves its input whenever that input needs a gradient (bitsandbytes/autograd/_functions.py,
+    ``ctx.tensors = (A, B)``), as it does with trainable adapters below it: every quantized linear saves it."""
+    if job.method == "qlora" and job.quant == "nf4":
+        return None
+    return _trainable(spec, job)
 
 
 @dataclass(frozen=True)
@@ -985,7 +1034,8 @@ def _memory_at(
             base = {"frozen_base_quantized": quantizable * NF4_BYTES_PER_PARAM}
             notes.append(
                 "frozen base: NF4 with double quantization, 4.127 bits/param (QLoRA section 3); "
-                "embeddings, norms and LM head stay 16-bit"
+                "embeddings, norms and LM head unquantized, in fp32 as PEFT's prepare_model_for_kbit_training "
+                "casts them"
             )
         elif job.quant == "int8":
             rows = on_gpu({k: dout * n for k, (din, dout, n) in shapes.items() if k in linears})
@@ -996,8 +1046,10 @@ def _memory_at(
             )
         else:
             base, quantizable = {}, 0.0
-        base_16 = 4 if job.precision == "fp32" else 2
-        base["frozen_base_16bit" if job.quant else "frozen_base"] = (frozen_on_gpu - quantizable) * base_16
+        # PEFT's prepare_model_for_kbit_training casts every parameter that is not quantized (embeddings, norms,
+        # LM head) to fp32 (peft/utils/other.py), so a QLoRA model keeps them at 4 bytes
+        base_16 = 4 if job.precision == "fp32" or job.method == "qlora" else 2
+        base["frozen_base_unquantized" if job.quant else "frozen_base"] = (frozen_on_gpu - quantizable) * base_16
         if zero >= 3:  # FSDP/ZeRO-3 shards the frozen base too (FSDP-QLoRA); one layer is gathered at a time
             gathered = sum(base.values()) * xp.where(layers_here > 0, 1 / xp.maximum(1, layers_here), 0)
             base = {k: v / dense_shards for k, v in base.items()}
@@ -1028,7 +1080,7 @@ def _memory_at(
     if offload and recipe.name == "deepspeed":
         cpu += g * recipe.grads  # ZeRO-Offload streams the reduced 16-bit grads to the CPU, bucket by bucket
         g = 0.0
-    put("gradients", "gradients", g * recipe.grads)
+    grad_bytes = g * recipe.grads  # placed after the activations: whether they are live at the peak depends on them
     opt_params = trainable_sharded if zero >= 1 else trainable
     per_param = {
         "optimizer_states": _optimizer_bytes_per_param(job, recipe, spec),
@@ -1091,7 +1143,7 @@ def _memory_at(
             offloaded = layers_here if job.offload_layers is None else xp.minimum(job.offload_layers, layers_here)
         if job.recompute == "partial":
             # Megatron-LM --recompute-method block: the first N layers of each stage keep only their input
-            n = xp.minimum(job.recompute_layers or 0, layers_here)
+            n = xp.minimum(0 if job.recompute_layers is None else job.recompute_layers, layers_here)
             full_kept = sum(
                 activation_bytes_per_layer(
                     spec, replace(job, recompute="full", recompute_layers=None), layout, a
@@ -1127,6 +1179,32 @@ def _memory_at(
                 else a.logits_bytes_per_element_hf
             )
             put("logits_and_loss", "activations", s_b * spec.vocab_size * per_logit / tp)
+
+    # ---------------------------------------------------------------- gradients live at the peak
+    # A PyTorch optimizer frees the gradients every step (zero_grad(set_to_none=True), the default since PyTorch
+    # 2.0), so without gradient accumulation backward allocates them layer by layer while it frees the saved
+    # activations. The peak is then the larger of the two ends of backward: all activations (and the autocast
+    # weight copies they hold) at its start, all gradients at its end; the gradients count only what exceeds the
+    # activations. Measured on an H200 (docs/measurements/training_memory_h200.json): an 8B pure-bf16 run with full
+    # recompute peaks at weights + states + gradients (60.5 GiB) while the sum with its activations says 68.6.
+    # Megatron's and DeepSpeed's contiguous gradient buffers, FSDP and accumulated micro-batches keep them, and so
+    # do DDP's gradient buckets (the separate ddp_gradient_buckets part).
+    transient_grads = recipe.name in ("amp", "bf16", "fp32") and not job.fsdp and not offload and spec is not None
+    if transient_grads:
+        live_before = sum(v for k, v in parts.items() if groups[k] == "activations") + parts.get(
+            "autocast_weight_copies", 0.0
+        )
+        # (on a search grid the micro-batches per step are an array: element by element). The PyTorch recipes free
+        # them whatever the ZeRO stage (ZeroRedundancyOptimizer shards the states only; sharded grads are freed too)
+        one_pass = micro_batches_per_step(job, layout) == 1
+        live = xp.where(one_pass, xp.maximum(0.0, grad_bytes - live_before), grad_bytes)
+        if xp.nonzero(grad_bytes - live):
+            notes.append(
+                "gradients: freed every step and not accumulated, so backward allocates them as it frees the "
+                "activations; only the part above the activations adds to the peak"
+            )
+        grad_bytes = live
+    put("gradients", "gradients", grad_bytes)
 
     # ---------------------------------------------------------------- what the process also holds
     put("cuda_context", "other", a.cuda_context_bytes)
@@ -1166,7 +1244,8 @@ def _working_layer_bytes(spec: ModelSpec, job: TrainingJob, layout: Parallelism,
     """Full recomputation rebuilds one layer at a time: the largest layer kind's activations (MoE or dense)."""
     e = 4.0 if job.precision == "fp32" else a.activation_bytes_per_element
     no_recompute = replace(job, recompute="none", recompute_layers=None)
-    gated, lin = _stack_saving(job, layout, a)
+    gated, lin, norm_bytes = _stack_saving(job, layout, a, spec)
+    saving = _saving_linears(spec, job)
     kinds = [False] if spec.moe is None else ([True] + ([False] if spec.dense_layers else []))
     return functools.reduce(
         xp.maximum,
@@ -1174,7 +1253,7 @@ def _working_layer_bytes(spec: ModelSpec, job: TrainingJob, layout: Parallelism,
             sum(
                 t.bytes
                 for t in layer_activation_terms(
-                    spec, no_recompute, layout, job.micro_batch, e, gated, _trainable(spec, job), moe, lin
+                    spec, no_recompute, layout, job.micro_batch, e, gated, saving, moe, lin, norm_bytes
                 )
             )
             for moe in kinds

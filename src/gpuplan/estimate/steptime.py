@@ -61,7 +61,7 @@ from .assumptions import AssumptionSet, check_assumptions
 from .flops import attention_flops_forward, flops_per_token
 from .machine import MachineAssumptions, cpu_cores_per_gpu
 from .mamf import matmul_efficiency
-from .memory import micro_batches_per_step, resolve_recipe, stage_layers
+from .memory import NF4_BYTES_PER_PARAM, micro_batches_per_step, resolve_recipe, stage_layers, trainable_linears
 from .params import count_params, linear_shapes
 from .time import peak_for, training_dtype
 
@@ -827,6 +827,28 @@ def training_step(
     fwd = {"matmul": mm_f, "attention": attn_f, "elementwise": ew_f, "tp_comm": comm, "fp8_cast": fp8_f}
     bwd = {k: 2 * v if k not in ("tp_comm", "fp8_cast") else v for k, v in fwd.items()}
     bwd["fp8_cast"] = fp8_b
+    if job.method != "full":
+        # LoRA/QLoRA (Hu et al. 2021): the base weights are frozen, so backward computes the input gradients of
+        # every linear layer (to reach the adapters below) but no weight gradient: one GEMM of the forward's
+        # shape, not two. Each target adds its adapter, x A then (x A) B at rank r: two thin GEMMs forward, four
+        # backward (input and weight gradients of both), which the roofline prices by their bytes
+        targets = trainable_linears(model, job) or frozenset()
+        r = job.lora_rank
+        adapter_f = 0.0
+        for k, (din, dout, n) in shapes.items():
+            if k not in targets:
+                continue
+            rows = tokens_mb  # the same rows as the base GEMM above (an expert's: its routed tokens)
+            if k.startswith("expert_") and model.moe is not None:
+                rows = tokens_mb * model.moe.experts_per_token / model.moe.experts
+            adapter_f += n / L * (_gemm_s(rows, r, din, mm_peak, bw) + _gemm_s(rows, dout / tp, r, mm_peak, bw))
+        fwd["matmul"] = mm_f + adapter_f
+        bwd["matmul"] = mm_f + 2 * adapter_f
+        if job.method == "qlora" and job.quant == "nf4":
+            # bitsandbytes dequantizes every NF4 weight to 16 bits before each use (MatMul4Bit: forward, and again
+            # for the input gradient): read 4.127 bits, write 2 bytes per weight, each pass
+            fwd["nf4_dequant"] = weight_elements * (NF4_BYTES_PER_PARAM + 2) / bw
+            bwd["nf4_dequant"] = fwd["nf4_dequant"]
     if job.flash_attention:
         # the backward recomputes the scores: 2.5x the forward FLOPs at the same kernel rate
         bwd["attention"] = a.flash_backward_flops_ratio * attn_f
@@ -880,7 +902,8 @@ def training_step(
         recompute = full_layer
     elif job.recompute == "partial":
         # --recompute-layers N of the stage's layers re-run their forward (Megatron --recompute-method block)
-        recompute = full_layer * xp.minimum(job.recompute_layers or 0, layers_here) / layers_here
+        n_recomputed = xp.minimum(0 if job.recompute_layers is None else job.recompute_layers, layers_here)
+        recompute = full_layer * n_recomputed / layers_here
     elif job.recompute == "selective":
         # the attention core runs again, with its ring under context parallelism
         recompute = attn_f + score_traffic + fwd.get("cp_ring", 0.0)
@@ -895,7 +918,8 @@ def training_step(
     per_mb = {k: (fwd[k] + bwd.get(k, 0.0)) * layers_here for k in fwd}
     per_mb["recompute"] = recompute * layers_here
     head_dims = (model.vocab_size / tp, model.token_embedding_dim)
-    per_mb["matmul"] += 3 * _gemm_s(tokens_mb, head_dims[0], head_dims[1], eta16 * peak16 * clock, bw)
+    head_passes = 3 if job.method == "full" else 2  # a frozen head: forward and input gradient only
+    per_mb["matmul"] += head_passes * _gemm_s(tokens_mb, head_dims[0], head_dims[1], eta16 * peak16 * clock, bw)
     t_mb = sum(per_mb.values())
 
     parts = {k: v * m for k, v in per_mb.items()}
@@ -953,7 +977,7 @@ def training_step(
         if job.recompute in ("full", "selective"):
             rerun = 1.0
         elif job.recompute == "partial":
-            rerun = xp.minimum(job.recompute_layers or 0, layers_here) / layers_here
+            rerun = xp.minimum(0 if job.recompute_layers is None else job.recompute_layers, layers_here) / layers_here
         else:
             rerun = 0.0
         overlapped = overlapped + (ring_hidden + ring_rerun * rerun) * layers_here * m
@@ -962,6 +986,10 @@ def training_step(
         parts["comm_sm_contention"] = overlapped * min(1.0, a.collective_sms / gpu.sm_count)
     # ---- optimizer step: on the GPU, or on the host with ZeRO-Offload / ZeRO-Infinity
     opt_params = local_params / (dp_group if layout.zero >= 1 else 1)
+    if job.method != "full":  # the optimizer steps the adapters only
+        targets = trainable_linears(model, job) or frozenset()
+        adapters = sum(job.lora_rank * (din + dout) * n for k, (din, dout, n) in shapes.items() if k in targets)
+        opt_params = adapters / (tp * pp)
     if layout.offload in ("optimizer", "params"):
         parts.update(
             offload_step_s(
