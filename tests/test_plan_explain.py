@@ -157,7 +157,8 @@ def test_explain_agrees_with_the_search_on_random_layouts():
     cheapest: dict[tuple, float] = {}
     for o in full.search.options:
         c = o.candidate
-        key = (c.gpus, c.tp, c.pp, c.virtual_stages, c.sharding.zero, c.sharding.fsdp, c.micro_batch, c.recompute)
+        key = (c.gpus, c.tp, c.pp, c.virtual_stages, c.sharding.zero, c.sharding.fsdp, c.micro_batch, c.recompute,
+               c.recompute_layers)  # fmt: skip
         cheapest[key] = min(cheapest.get(key, float("inf")), c.cost_usd)
     grid = full.search.grid
     rng = random.Random(16)
@@ -177,7 +178,7 @@ def test_explain_agrees_with_the_search_on_random_layouts():
         e = gpuplan.plan_train("llama-3.1-8b", top=1, explain=text, **kwargs).to_dict()["explain"]
         rc = e["layout"]["recompute"]
         reasons[e["pruned"]] = reasons.get(e["pruned"], 0) + 1
-        key = (gpus, tp, pp, vs, sharding.zero, sharding.fsdp, mb, rc)
+        key = (gpus, tp, pp, vs, sharding.zero, sharding.fsdp, mb, rc, e["layout"]["recompute_layers"])
         assert e["in_grid"], (text, e["outside_grid"])
         if key in cheapest:
             assert e["status"] == "option", (text, e["pruned"], e["pruned_why"])

@@ -202,7 +202,10 @@ def test_searched_covers_the_documented_grid():
     }
     assert classes
     pps = sorted({d for d in range(1, layers + 1) if layers % d == 0} | {2**k for k in range(7) if 2**k <= layers})
-    rungs = {0: 3, 1: 6, 2: 6, 3: 9}  # (offload, recompute) pairs by ZeRO stage: none / + optimizer / + params
+    # memory rungs by ZeRO stage: without offload, and with the optimizer (ZeRO >= 1) or parameters (ZeRO-3)
+    # offloaded, six recomputes each (none, selective, partial at 1/4, 1/2 and 3/4 of the chunk's layers, full);
+    # with activations offloaded (any stage), three layer counts (1/4, 1/2, 3/4) without recompute
+    rungs = {0: 6 + 3, 1: 6 + 3 + 6, 2: 6 + 3 + 6, 3: 6 + 3 + 6 + 6}
     expected = 0
     for tp in (1, 2, 4, 8):
         for pp in pps:
@@ -290,12 +293,14 @@ def _random_group(rng: random.Random, spec) -> list[tuple[Parallelism, TrainingJ
     pipeline = rng.random() < 0.5
     model_parallel = pipeline or rng.random() < 0.6
     recompute = rng.choice(("none", "selective", "full", "per-op", "partial"))
+    # the search's new axes: each layout its own --recompute-layers (partial) and --offload-layers (activations)
+    own_offload_layers = offload == "activations" and rng.random() < 0.7
     job = TrainingJob(
-        seq_len=rng.choice((1024, 2048, 16384)),
+        seq_len=rng.choice([n for n in (1024, 2048, 16384) if n <= (spec.learned_positions or n)]),
         precision=rng.choice(("bf16-mixed", "fp8-mixed", "fp16-mixed")),
         recompute=recompute,
-        recompute_layers=rng.randint(0, 4) if recompute == "partial" else None,
-        offload_layers=rng.choice((None, 1, 3)) if offload == "activations" else None,
+        recompute_layers=1 if recompute == "partial" else None,
+        offload_layers=1 if own_offload_layers else None,
         fsdp=fsdp,
         flash_attention=rng.random() < 0.8,
         tp_comm_overlap=rng.random() < 0.3,
@@ -327,7 +332,13 @@ def _random_group(rng: random.Random, spec) -> list[tuple[Parallelism, TrainingJ
             offload=offload,
             virtual_stages=vs,
         )
-        one = replace(job, micro_batch=mb, global_batch=mb * dp * rng.choice((1, 3, 16)))
+        one = replace(
+            job,
+            micro_batch=mb,
+            global_batch=mb * dp * rng.choice((1, 3, 16)),
+            recompute_layers=rng.randint(1, 6) if recompute == "partial" else None,
+            offload_layers=rng.randint(1, 6) if own_offload_layers else None,
+        )
         group.append((layout, one, rng.choice((12.5e9, 50e9)), rng.choice((4, 8))))
     return group
 
@@ -336,7 +347,8 @@ def test_formulas_on_arrays_equal_plain_numbers():
     """The one formula source: training memory and step time on a grid of layouts (numpy arrays) equal, element by
     element, the same functions on each layout alone (plain numbers), for random layouts of every model shape, each
     sharding, recompute, offload and precision, with interleaved stages and context parallelism: 40 groups of 10
-    layouts, a group sharing the discrete choices."""
+    layouts, a group sharing the discrete choices. Partial recompute and activation offload pass their layer counts
+    as arrays, one per layout, as the search passes them."""
     import numpy as np
 
     from gpuplan.catalog import resolve_model
@@ -365,6 +377,12 @@ def test_formulas_on_arrays_equal_plain_numbers():
             micro_batch=np.array([m[1].micro_batch for m in group]),
             global_batch=np.array([m[1].global_batch for m in group]),
         )
+        if first_job.recompute == "partial":
+            values["recompute_layers"] = np.array([m[1].recompute_layers for m in group])
+            seen.add("partial")
+        if first_job.offload_layers is not None:
+            values["offload_layers"] = np.array([m[1].offload_layers for m in group])
+            seen.add("offload_layers")
         jobs = TrainingJobGrid(**values)
         net = StepAssumptions().grid(
             scale_out_bytes_per_s_per_gpu=np.array([m[2] for m in group]), gpus_per_node=np.array([m[3] for m in group])
@@ -381,17 +399,31 @@ def test_formulas_on_arrays_equal_plain_numbers():
             assert _close(step.mfu[i], single.mfu), (layout, job)
             compared += 1
     assert compared == 400
-    assert seen == {(False, False), (True, False), (False, True), (True, True)}  # the new dimensions are reached
+    # the new dimensions are reached
+    assert seen == {(False, False), (True, False), (False, True), (True, True), "partial", "offload_layers"}
 
 
 def test_lightest_recompute_that_fits_is_chosen(plan70):
-    """Memory is evaluated for every recompute: an option's lighter recomputations do not fit."""
-    order = ("none", "selective", "full")
+    """Memory is evaluated for every rung: an option's lighter rungs do not fit. No recompute is lighter than every
+    rung; fewer partial layers are lighter than more; selective and every partial are lighter than full (selective
+    beside a partial is timed, test_selective_and_partial_both_fit_the_faster_is_kept)."""
+    from gpuplan.plan.search import PARTIAL_QUARTERS, Rung
+
+    spec = _model70()
     for opt in plan70.search.options[:10]:
         c = opt.candidate
-        for lighter in order[: order.index(c.recompute)]:
-            job = replace(c.job(TrainingJob(seq_len=plan70.search.grid["seq_len"])), recompute=lighter)
-            assert not training_memory(_model70(), c.gpu, c.layout(), job, find_max_batch=False).fits
+        job = c.job(TrainingJob(seq_len=plan70.search.grid["seq_len"]))
+        chunk = -(-spec.layers // c.pp) // c.virtual_stages
+        quarters = [n for q in PARTIAL_QUARTERS if (n := Rung("none", "partial", q).layers(chunk, c.virtual_stages))]
+        lighter = {
+            "none": [],
+            "selective": [("none", None)],
+            "partial": [("none", None), *[("partial", n) for n in quarters if n < (c.recompute_layers or 0)]],
+            "full": [("none", None), ("selective", None), *[("partial", n) for n in quarters]],
+        }[c.recompute]
+        for rc, n in lighter:
+            light = replace(job, recompute=rc, recompute_layers=n)
+            assert not training_memory(spec, c.gpu, c.layout(), light, find_max_batch=False).fits, (c, rc, n)
 
 
 def test_pareto_front_mask_equals_the_definition():
@@ -433,7 +465,9 @@ def test_llama3_405b_meta_layout_ranks_top5(plan405):
     """Meta's layout (Llama 3 paper, section 3.3.2: TP8, PP16, DP128 on 16,384 H100, interleaved) under the default
     batch rule (4M tokens per step), and with Meta's own 16M-token batch (2,048 sequences of 8,192), where interleaved
     stages shrink its bubble; the model still prefers PP32 there (docs/plan.md): PP16 needs full recomputation. And
-    the long-context stage's TP8 CP16 PP16 DP8 (Table 4) in the top 5 at its own sequence length and batch."""
+    the long-context stage's TP8 CP16 PP16 DP8 (Table 4) in the top 10 at its own sequence length and batch: it was
+    third before partial recompute joined the grid, and is seventh since (with 4 of its 8 layers per stage
+    recomputed), behind PP32 without recompute and PP8 layouts that recompute half their layers (docs/plan.md)."""
     layouts = [(o.candidate.tp, o.candidate.pp, o.candidate.gpus // 128) for o in plan405.search.options[:5]]
     assert (8, 16, 128) in layouts
     meta = gpuplan.plan_train(
@@ -446,7 +480,7 @@ def test_llama3_405b_meta_layout_ranks_top5(plan405):
     # the long-context stage (Table 4): 131,072 tokens, 16M per step, TP8 CP16 PP16 DP8
     long = gpuplan.plan_train(
         "llama-3.1-405b", tokens="800B", gpus=16384, gpu="h100", seq_len=131072, global_batch=128, objective="time",
-        top=5, catalog=CAT,
+        top=10, catalog=CAT,
     )  # fmt: skip
     layouts = [(o.candidate.tp, o.candidate.pp, o.candidate.cp, o.candidate.dp) for o in long.search.options]
     assert (8, 16, 16, 8) in layouts
@@ -603,3 +637,125 @@ def test_cli_exit_codes(capsys):
 def test_unknown_provider_is_bad_input(run):
     code, _, err = run("plan", "train", "llama-3.1-8b", "--tokens", "1T", "--providers", "nosuch")
     assert code == 2 and "no offers from nosuch" in err and err.count("\n") == 1
+
+
+def test_partial_recompute_options_equal_train_and_are_the_smallest_that_fit():
+    """128k-token sequences on 8 H100: options recompute part of their layers (search.PARTIAL_QUARTERS of each chunk).
+    Each equals gpuplan.train --recompute partial --recompute-layers N on its layout to 1e-12; no recompute does not
+    fit; the next smaller quarter does not fit; where selective fits too, it is not faster (the search times both and
+    keeps the faster); and the Megatron line recomputes N / virtual_stages layers per chunk with the block method."""
+    from gpuplan.plan.search import PARTIAL_QUARTERS, Rung
+
+    spec = resolve_model_id("llama-3.1-8b")
+    seq = 131072
+    s = gpuplan.plan_train("llama-3.1-8b", tokens="10B", gpus=8, gpu="h100", seq_len=seq, top=60, catalog=CAT).search
+    partial = [o for o in s.options if o.candidate.recompute == "partial"]
+    assert len(partial) >= 5 and s.grid["recompute"] == ["none", "selective", "partial", "full"]
+    for opt in partial[:8]:
+        c = opt.candidate
+        _agrees_with_train(opt, "llama-3.1-8b", 10e9, seq)
+        job, lay = c.job(TrainingJob(seq_len=seq)), c.layout()
+        chunk = -(-spec.layers // c.pp) // c.virtual_stages
+        quarters = [Rung("none", "partial", q).layers(chunk, c.virtual_stages) for q in PARTIAL_QUARTERS]
+        assert c.recompute_layers in quarters and c.recompute_layers > 0
+        smaller = [n for n in quarters if 0 < n < c.recompute_layers]
+        for rc, n in [("none", None), *[("partial", n) for n in smaller]]:
+            lighter = replace(job, recompute=rc, recompute_layers=n)
+            assert not training_memory(spec, c.gpu, lay, lighter, find_max_batch=False).fits, (c, rc, n)
+        selective = replace(job, recompute="selective", recompute_layers=None)
+        if training_memory(spec, c.gpu, lay, selective, find_max_batch=False).fits:
+            other = gpuplan.train(
+                "llama-3.1-8b", tokens=10e9, seq_len=seq, catalog=CAT, **{**c.train_kwargs(), "recompute": "selective",
+                "recompute_layers": None},
+            )  # fmt: skip
+            assert other.plan.step.iteration_s >= c.step_s * (1 - REL)
+        mg = _megatron_args(opt.launch["megatron"])
+        assert mg["--recompute-granularity"] == "full" and mg["--recompute-method"] == "block"
+        assert int(mg["--recompute-num-layers"]) * c.virtual_stages == c.recompute_layers
+        if opt.launch["torchtitan"] is not None:  # layer SAC: every p-th block of the stage
+            tt = _megatron_args(opt.launch["torchtitan"])
+            every = int(tt["--activation_checkpoint.selective_ac_option"])
+            assert -(-spec.layers // c.pp) // every == c.recompute_layers
+        assert opt.launch["deepspeed"] is None or c.pp == 1
+
+
+def test_activation_offload_is_searched_where_nothing_fits_without_offload():
+    """70B on 8 H100: nothing fits without offload, so activation offload is searched first (no host time in the
+    step-time model, so the cheapest offload there), at 1/4, 1/2 and 3/4 of each chunk's layers. It cannot hold the
+    model states, so the options offload the optimizer; explain of the same layout with its activations offloaded
+    gives gpuplan.train's estimate and does_not_fit_memory. On 16 H100 (a layout fits without offload) the rungs are
+    counted as dominated, never evaluated: the grid is the same size."""
+    eight = gpuplan.plan_train("llama-3.1-70b", tokens="2T", gpus=8, gpu="h100", top=5, catalog=CAT)
+    s = eight.search
+    assert s.grid["offload"]["zero-0"] == ["none", "activations"] and s.options
+    c = s.options[0].candidate
+    assert c.offload in ("optimizer", "params")
+    seq = s.grid["seq_len"]
+    for n in (1, 10, 40):
+        lay = replace(c.layout(), offload="activations")
+        job = replace(c.job(TrainingJob(seq_len=seq)), offload_layers=n)
+        t = gpuplan.train("llama-3.1-70b", tokens=2e12, seq_len=seq, catalog=CAT,
+                          **{**c.train_kwargs(), "offload": "activations", "offload_layers": n})  # fmt: skip
+        mem = training_memory(_model70(), c.gpu, lay, job, find_max_batch=False)
+        assert not mem.fits and _close(t.memory.total_bytes, mem.total_bytes)
+    text = (f"tp={c.tp},pp={c.pp},dp={c.dp},virtual_stages={c.virtual_stages},zero={c.sharding.zero},"
+            f"fsdp={str(c.sharding.fsdp).lower()},micro_batch={c.micro_batch},offload=activations")  # fmt: skip
+    e = gpuplan.plan_train("llama-3.1-70b", tokens="2T", gpus=8, gpu="h100", top=1, explain=text,
+                           catalog=CAT).to_dict()["explain"]  # fmt: skip
+    assert e["pruned"] == "does_not_fit_memory" and e["layout"]["offload_layers"] >= 1
+    sixteen = gpuplan.plan_train("llama-3.1-70b", tokens="2T", gpus=16, gpu="h100", top=5, catalog=CAT).search
+    assert all(o.candidate.offload == "none" for o in sixteen.options) and sixteen.searched == s.searched
+
+
+def test_activation_offload_launch_hints():
+    """Megatron-Core / Transformer Engine offload N layers per chunk (--cpu-offloading-num-layers) and refuse
+    pipeline parallelism with it; torchtitan and DeepSpeed's config have no activation offload (null)."""
+    from gpuplan.plan.search import SHARDINGS, TrainCandidate, train_launch
+
+    plan = gpuplan.plan_train("llama-3.1-8b", tokens="10B", gpus=8, gpu="h100", top=1, catalog=CAT)
+    c = plan.search.options[0].candidate
+    job = TrainingJob(seq_len=4096, global_batch=c.global_batch)
+    for pp, want in ((1, True), (2, False)):
+        off = replace(c, tp=1, pp=pp, cp=1, virtual_stages=1, sharding=SHARDINGS[1], offload="activations",
+                      offload_layers=8,
+                      recompute="none", recompute_layers=None)  # fmt: skip
+        assert isinstance(off, TrainCandidate)
+        hint = train_launch(_model70(), off, job, 1)
+        assert hint["torchtitan"] is None and hint["deepspeed"] is None
+        if want:
+            mg = _megatron_args(hint["megatron"])
+            assert "--cpu-offloading" in hint["megatron"] and int(mg["--cpu-offloading-num-layers"]) == 8
+        else:
+            assert hint["megatron"] is None
+
+
+def resolve_model_id(name: str):
+    from gpuplan.catalog import resolve_model
+
+    return resolve_model(name, CAT.models())
+
+
+def test_selective_and_partial_both_fit_the_faster_is_kept():
+    """Without flash attention selective recompute saves the attention scores, so it and a partial recompute can both
+    fit: the search times both and keeps the faster for each layout and offer (never both), and where it kept a
+    partial recompute, train with selective on the same layout fits and is not faster."""
+    from gpuplan.catalog import resolve_model
+    from gpuplan.plan.search import search_train
+
+    spec = resolve_model("llama-3.1-8b", CAT.models())
+    job = TrainingJob(seq_len=8192, flash_attention=False)
+    s = search_train(spec, [CAT.accelerators().get("h100")], CAT.offers(), 1e10, job, max_gpus=16, top=5000)
+    assert len(s.options) == s.feasible
+    layouts = [(c.gpus, c.tp, c.pp, c.virtual_stages, c.sharding, c.micro_batch, c.offer.id)
+               for c in (o.candidate for o in s.options)]  # fmt: skip
+    assert len(layouts) == len(set(layouts))  # one recompute per layout and offer
+    partial = [o.candidate for o in s.options if o.candidate.recompute == "partial"]
+    assert partial and any(o.candidate.recompute == "selective" for o in s.options)
+    checked = 0
+    for c in partial[:: max(1, len(partial) // 5)]:
+        t = gpuplan.train("llama-3.1-8b", tokens=1e10, seq_len=8192, flash_attention=False, catalog=CAT,
+                          **{**c.train_kwargs(), "recompute": "selective", "recompute_layers": None})  # fmt: skip
+        if t.memory.fits:
+            assert t.plan.step.iteration_s >= c.step_s * (1 - REL)
+            checked += 1
+    assert checked >= 1

@@ -52,7 +52,7 @@ from .training import offer_accelerator, offer_network
 FLAG = "--explain"
 _INT_KEYS = (
     "gpus", "tp", "pp", "dp", "cp", "virtual_stages", "ep", "zero", "micro_batch", "global_batch",
-    "grad_accumulation", "seq_len",
+    "grad_accumulation", "seq_len", "recompute_layers", "offload_layers",
 )  # fmt: skip
 _BOOL_KEYS = ("fsdp", "sequence_parallel")
 _TEXT_KEYS = ("gpu", "recompute", "stack", "recipe", "offload", "precision")
@@ -285,10 +285,28 @@ def explain(
                 ),
             )
 
-    # ---- memory: the lightest recompute that fits; a given heavier one is dominated, a lighter one does not fit
+    # ---- memory: the search's rungs of the layout's offload level (search.rungs_of), in its order: no recompute;
+    # else selective and the first partial (fewest layers) or full that fits, both timed where selective and a
+    # partial fit; with activations offloaded, the fewest layers that fit. A given rung the search would not time
+    # is dominated, one that does not fit does_not_fit_memory
     lay = job = None
-    total_by: dict[str, float] = {}  # the busiest GPU's bytes by recompute
+    total_by: dict[S.Rung, float] = {}  # the busiest GPU's bytes by rung
     refused = ""
+    chunk = -(-model.layers // max(1, pp)) // max(1, vs)  # a model chunk's layers on the busiest stage
+
+    def job_at(rung: S.Rung, layers: int | None = None) -> TrainingJob:
+        n = rung.layers(chunk, vs) if layers is None else layers
+        return replace(
+            base_job,
+            micro_batch=mb,
+            global_batch=gb,
+            recompute=rung.recompute,
+            recompute_layers=n if rung.recompute == "partial" else None,
+            offload_layers=n if rung.offload == "activations" else None,
+            fsdp=fsdp,
+        )
+
+    rungs = S.rungs_of(offload) if offload in S.OFFLOAD_ORDER else ()
     try:
         lay = Parallelism(
             gpus=count,
@@ -301,38 +319,94 @@ def explain(
             virtual_stages=vs,
             offload=offload,
         )
-        for rc in S.RECOMPUTE_ORDER:
-            j = replace(base_job, micro_batch=mb, global_batch=gb, recompute=rc, fsdp=fsdp)
+        for rung in rungs:
             try:
+                j = job_at(rung)
                 validate_layout(model, lay, j)  # what training_memory refuses (the grid never holds it)
-                total_by[rc] = float(busiest_total_bytes(model, gpu, lay, j, mem_a))
+                total_by[rung] = float(busiest_total_bytes(model, gpu, lay, j, mem_a))
             except GpuplanError as err:
                 refused = str(err)
     except GpuplanError as err:
         if reason is None:
             reason, why = PlanPrune.LAYOUT_DOES_NOT_DIVIDE, str(err)
     usable = gpu.usable_memory_bytes
-    lightest = next((rc for rc in S.RECOMPUTE_ORDER if total_by.get(rc, math.inf) <= usable), None)
-    recompute = spec.get("recompute") or lightest or "full"
-    if reason is None and lay is not None and recompute not in total_by:
+    fitting = [r for r in rungs if total_by.get(r, math.inf) <= usable]
+    selective = next((r for r in fitting if r.recompute == "selective"), None)
+    if fitting and fitting[0].recompute == "none" and not fitting[0].quarter:
+        timed = [fitting[0]]  # no recompute fits: every other rung is dominated
+    else:
+        chain = next((r for r in fitting if r.recompute in ("partial", "full") or r.offload == "activations"), None)
+        if selective is not None and (chain is None or chain.recompute == "full"):
+            timed = [selective]
+        else:
+            timed = [r for r in (selective, chain) if r is not None]
+    lightest = timed[0] if timed else None
+    # the layout's own rung: recompute= (else the lightest the search times), with its layer counts
+    rc = spec.get("recompute") or (lightest or (rungs[-1] if rungs else S.Rung("none", "full"))).recompute
+    layers_given = spec.get("recompute_layers") if rc == "partial" else spec.get("offload_layers")
+    if spec.get("recompute_layers") is not None and rc != "partial":
+        raise InputError(FLAG, "recompute_layers goes with recompute=partial")
+    if spec.get("offload_layers") is not None and offload != "activations":
+        raise InputError(FLAG, "offload_layers goes with offload=activations")
+    if offload == "activations" and rc != "none":
+        outside.append(f"recompute={rc} with offload=activations is not searched (no recompute with it)")
+    # a quarter of a chunk shorter than 4 layers can be 0 layers: the same as without it (the search counts such a
+    # rung as not fitting, or as dominated where no recompute fits); a given count picks its rung, else the one the
+    # search times, else the fewest layers above 0
+    same = [r for r in rungs if r.recompute == rc]
+    if layers_given is not None:
+        same = [r for r in same if r.quarter and r.layers(chunk, vs) == layers_given]
+    elif any(r.quarter for r in same):
+        same = [r for r in same if r in timed] or [r for r in same if r.layers(chunk, vs) > 0] or same
+    given = same[0] if same else None
+    layers_of = layers_given if layers_given is not None else (given.layers(chunk, vs) if given else None)
+    if given is None and lay is not None:  # not a rung of the grid: estimated all the same
+        quarters = ", ".join(map(str, sorted({r.layers(chunk, vs) for r in rungs if r.quarter})))
+        if rc == "partial":
+            outside.append(f"recompute_layers={layers_given} is not searched here ({quarters}: quarters of a chunk)")
+        elif offload == "activations" and rc == "none":
+            outside.append(f"offload_layers={layers_given} is not searched here ({quarters}: quarters of a chunk)")
+        elif rc not in S.RECOMPUTE_ORDER:
+            outside.append(f"recompute={rc} is not searched ({', '.join(S.RECOMPUTE_ORDER)})")
+        given = S.Rung(offload, rc, 0)
+        try:
+            j = job_at(given, layers_of)
+            validate_layout(model, lay, j)
+            total_by[given] = float(busiest_total_bytes(model, gpu, lay, j, mem_a))
+        except GpuplanError as err:
+            refused = str(err)
+    if reason is None and lay is not None and given not in total_by:
         reason, why = PlanPrune.NOT_SUPPORTED, refused
-    if reason is None and lay is not None:
-        if total_by[recompute] > usable:
+    if reason is None and lay is not None and given is not None:
+        label = f"recompute {rc}" + (f" of {layers_of} layers" if rc == "partial" else "")
+        if offload == "activations":
+            label += f", {layers_of} layers' activations offloaded"
+        if total_by[given] > usable:
             reason, why = (
                 PlanPrune.DOES_NOT_FIT_MEMORY,
-                f"{total_by[recompute] / 2**30:,.1f} GiB on the busiest GPU > {usable / 2**30:,.1f} GiB usable, "
-                f"with recompute {recompute}",
+                f"{total_by[given] / 2**30:,.1f} GiB on the busiest GPU > {usable / 2**30:,.1f} GiB usable, "
+                f"with {label}",
             )
-        elif lightest != recompute:
-            reason, why = PlanPrune.DOMINATED, f"recompute {lightest} fits too and is never slower"
-    if lay is not None:
-        job = replace(base_job, micro_batch=mb, global_batch=gb, recompute=recompute, fsdp=fsdp)
+        elif given in rungs and given not in timed and lightest is not None:
+            lighter = f"recompute {lightest.recompute}" + (
+                f" of {lightest.layers(chunk, vs)} layers" if lightest.recompute == "partial" else ""
+            )
+            if lightest.offload == "activations":
+                lighter = f"{lightest.layers(chunk, vs)} layers' activations offloaded"
+            reason, why = PlanPrune.DOMINATED, f"{lighter} fits too and is never slower"
+    recompute = rc
+    rival = None  # selective and a partial recompute both fit: the search times both, the slower is dominated
+    if lay is not None and given is not None:
+        job = job_at(given, layers_of)
+        if reason is None and len(timed) == 2 and given in timed:
+            other = timed[1 - timed.index(given)]
+            rival = (job_at(other), timed.index(other) < timed.index(given), other)
 
     # ---- each hardware class at the count: budget at the ceiling, the estimate, the timed constraints, the rank
     tried = []
     for c in takes or here[:1] or classes[:1]:
         tried.append(_on_offer(c.offer, reason, why, model, gpu, lay, job, mem_a, step_a, total_flops, peak,
-                               floor_s, count, deadline_s, budget_usd, search, machine))  # fmt: skip
+                               floor_s, count, deadline_s, budget_usd, search, machine, rival))  # fmt: skip
     ranked = [t for t in tried if t["pruned"] is None and t["rank"] is not None]
     chosen = min(ranked, key=lambda t: t["rank"]) if ranked else (tried[0] if tried else None)
 
@@ -360,7 +434,9 @@ def explain(
             "global_batch": gb,
             "seq_len": base_job.seq_len,
             "recompute": recompute,
+            "recompute_layers": job.recompute_layers if job is not None else spec.get("recompute_layers"),
             "offload": offload,
+            "offload_layers": job.offload_layers if job is not None else spec.get("offload_layers"),
             "precision": precision,
         },
         "offer": S._offer_dict(chosen["offer"]) if chosen and chosen["offer"].pricing != "owned" else None,
@@ -384,9 +460,11 @@ def explain(
 
 
 def _on_offer(offer, reason, why, model, gpu, lay, job, mem_a, step_a, total_flops, peak, floor_s, count,
-              deadline_s, budget_usd, search, machine=None) -> dict[str, Any]:  # fmt: skip
+              deadline_s, budget_usd, search, machine=None, rival=None) -> dict[str, Any]:  # fmt: skip
     """The candidate on one hardware class: its reason (the earlier one, else budget, estimate, timed checks), its
-    estimate and rank."""
+    estimate and rank. ``rival``: (job, whether it comes first in the search's order, its rung) of the other rung
+    the search times beside this one (selective and a partial recompute): the slower of the two on this offer is
+    dominated, a tie going to the first."""
     price = offer.usd_per_gpu_hour
     if (
         reason is None
@@ -406,6 +484,18 @@ def _on_offer(offer, reason, why, model, gpu, lay, job, mem_a, step_a, total_flo
             est = None
     if est is None and reason is None:
         reason, why = PlanPrune.NOT_SUPPORTED, "the estimate refused the layout"
+    if reason is None and est is not None and rival is not None:
+        rival_job, first, rung = rival
+        linked = offer_accelerator(offer, gpu, lay.tp)
+        try:
+            rival_s = training_step(model, linked, lay, rival_job, offer_network(offer, step_a), lay.virtual_stages)
+        except GpuplanError:
+            rival_s = None
+        if rival_s is not None and (
+            rival_s.iteration_s < est["step_s"] or (first and rival_s.iteration_s == est["step_s"])
+        ):
+            name = f"recompute {rung.recompute}" + (f" of {rival_job.recompute_layers} layers" if rung.quarter else "")
+            reason, why = PlanPrune.DOMINATED, f"{name} fits too and is faster here"
     if reason is None and est is not None:
         # as the search: the run with failures must meet the deadline and the budget
         wall, dear = est["wall_time_with_failures_s"], est["cost_with_failures_usd"]

@@ -17,8 +17,13 @@ Training (:func:`search_train`). The grid, per accelerator:
   from CP_MIN_SEQ_LEN tokens on (:func:`cp_choices`); ep (MoE): 1, 2, 4, 8 dividing the experts;
 - sharding: pure data parallelism: DDP (zero 0), ZeRO-1/2/3 (DeepSpeed), FSDP2; with tp, pp or cp > 1: Megatron's
   distributed optimizer (zero 1, which is never slower and never larger than zero 0 in the model) or FSDP2;
-- recompute none, selective, full; micro-batch 1, 2, 4, 8, 16; offload (none, optimizer with ZeRO >= 1, params
-  with ZeRO-3) only on a GPU where nothing fits without it (:data:`OFFLOAD_ORDER`);
+- micro-batch 1, 2, 4, 8, 16; memory rungs (:func:`sharding_rungs`): recompute none, selective, partial, full, where
+  partial recomputes 1/4, 1/2 or 3/4 of each model chunk's layers (:data:`PARTIAL_QUARTERS`: whole quarters of a
+  chunk, floored, on every chunk, since Megatron-LM counts --recompute-num-layers per chunk; one layer count per
+  candidate, so the rung stays one array over the grid); offload only on a GPU where nothing fits without it
+  (:data:`OFFLOAD_ORDER`), in the order of its step-time cost: activations of 1/4, 1/2 or 3/4 of each chunk's
+  layers (:data:`OFFLOAD_QUARTERS`, without recompute, as Megatron-Core's CPU offload runs), then the optimizer
+  states with ZeRO >= 1 and the parameters too with ZeRO-3, each with the four recomputes;
 - the global batch: ``--global-batch``, else the default rule ``train`` uses (``estimate.steptime.
   default_global_batch``), passed explicitly so that memory and step time count the same micro-batches.
 - precision: ``--precision`` (one), a comma list, or ``any`` (``spec.training.PLAN_PRECISIONS_ANY``): the grid
@@ -29,7 +34,7 @@ Evaluation: numpy arrays, one GPU at a time (:class:`_TrainGrid`), through the v
 formulas take plain numbers or arrays (``estimate/xp.py``), so ``estimate.memory.busiest_total_bytes`` (the
 ``total_bytes`` of ``training_memory``) and ``estimate.steptime.training_step`` run once per group of candidates
 that share the discrete choices a formula branches on (sharding, recompute, offload, pipeline or not, tp x pp x cp
-> 1, the offer's interconnect), on a
+> 1, the offer's interconnect; a partial recompute's or activation offload's layer count is an array), on a
 :class:`~gpuplan.spec.training.ParallelismGrid` and a :class:`~gpuplan.spec.training.TrainingJobGrid`, with each
 offer's network (``offer_network``, as ``plan_training`` does) as arrays of assumptions; ``time_to_train`` gives
 the time and the cost follows. An option equals ``gpuplan.train`` on its layout to the last bits
@@ -40,11 +45,15 @@ the GPU lacks the precision (not_supported); no instance gives the count (no_off
 does not divide the count, tp the heads, or tp exceeds the instance or the offer's NVLink domain
 (layout_does_not_divide); the count misses the deadline even at the MFU ceiling (:func:`mfu_ceiling`:
 misses_deadline); the global batch is not whole micro-batch x dp groups (layout_does_not_divide) or micro-batch x dp
-is over twice the batch rule (batch_above_rule); memory for each recompute, lightest first, then with offload: the
-rungs that do not fit are does_not_fit_memory and, once one fits, the later ones are dominated (a heavier recompute
-is never faster in the step-time model, same GPUs and price; offload is not searched where a candidate of the GPU
-fits without it); per offer, the cost at the
-MFU ceiling is over budget (over_budget); the estimate refuses it (not_supported); the timed plan misses the
+is over twice the batch rule (batch_above_rule); memory, offload level by level: no recompute, and where it does
+not fit, selective and the chain partial (fewest layers first) -> full; the rungs that do not fit are
+does_not_fit_memory, and the rungs after the first that fits are dominated (no recompute is never slower than any
+rung; more recomputed layers are never faster; full re-runs every layer whole, so it is never faster than selective
+or a partial; same GPUs and price). Selective and partial are not ordered in time (selective re-runs every layer's
+attention core, partial N whole layers): where both fit both are timed and the slower is dominated (a tie keeps
+selective). Offload is not searched where a candidate of the GPU fits without it (its rungs dominated); a 1/4 of a
+chunk under 4 layers floors to 0 layers, the rung without it, and is counted as not fitting; per offer, the cost at
+the MFU ceiling is over budget (over_budget); the estimate refuses it (not_supported); the timed plan misses the
 deadline or the budget; the rest are options. Every memory and step-time estimate of the grid is computed: no
 ordering of memory by count or micro-batch is assumed.
 
@@ -86,14 +95,56 @@ R = PlanPrune
 TP_CHOICES = (1, 2, 4, 8)
 EP_CHOICES = (1, 2, 4, 8)
 MICRO_BATCHES = (1, 2, 4, 8, 16)
-RECOMPUTE_ORDER = ("none", "selective", "full")  # lighter first: never slower, never smaller in memory
-#: Optimizer and parameter offload (ZeRO-Offload, ``train --offload``), searched only on a GPU where no candidate
-#: (no count, layout or batch) fits without it: a candidate's memory rungs are (offload, recompute) in this order,
-#: the first that fits is timed and the rest are dominated. Offload moves the optimizer step to the host and the
-#: states over PCIe every step, a cost the step-time model does not count (nor does ``train``): its times are lower
-#: bounds, so the rule keeps offload out of every ranking where a plan without it exists (Ren et al. 2021,
-#: ZeRO-Offload, section 1: for when GPU memory cannot hold the model states). Activation offload is not searched.
-OFFLOAD_ORDER = ("none", "optimizer", "params")
+RECOMPUTE_ORDER = ("none", "selective", "partial", "full")  # the recompute names a rung takes
+#: Partial recompute (``train --recompute partial --recompute-layers N``, Megatron-LM's ``--recompute-method
+#: block``): N = q/4 of each model chunk's layers, floored, for q in PARTIAL_QUARTERS, times the chunks per rank
+#: (a chunk is the busiest stage's layers / virtual stages): a fixed, small set of N per layout, so that a rung
+#: is one value per candidate and the candidates that share it are one array. Megatron counts
+#: --recompute-num-layers per model chunk, hence whole chunk quarters. A quarter that floors to 0 layers is the
+#: same memory as no recompute and is counted as not fitting where that does not fit.
+PARTIAL_QUARTERS = (1, 2, 3)
+#: Activation offload (``train --offload activations --offload-layers N``; Megatron-Core / Transformer Engine
+#: ``--cpu-offloading --cpu-offloading-num-layers``): N = q/4 of each chunk's layers for q in OFFLOAD_QUARTERS,
+#: with no recompute. Megatron-Core's TransformerConfig refuses CPU offloading with activation recomputation
+#: and with pipeline parallelism, and takes fewer layers than the model has (the last layer's backward starts at
+#: once): hence no recompute rungs with it and no 4/4.
+OFFLOAD_QUARTERS = (1, 2, 3)
+#: What goes to host memory, in the order of its cost in the step-time model: activations (``train`` charges no
+#: host time for them: Megatron-Core's cpu_offloading overlaps their PCIe copies with the layers' compute, and the
+#: step-time model counts none of it, not even what a copy cannot hide, so their times are lower bounds), then the
+#: optimizer states with ZeRO >= 1 (ZeRO-Offload: CPU-Adam and the gradient copies, timed) and the parameters too with
+#: ZeRO-3 (ZeRO-Infinity's per-pass fetch, timed). Offload of any kind is searched only on a GPU where no
+#: candidate (no count, layout or batch) fits without it: the first level whose rungs fit a candidate is its
+#: level, and the later ones are dominated (Ren et al. 2021, ZeRO-Offload, section 1: for when GPU memory cannot
+#: hold the model states).
+OFFLOAD_ORDER = ("none", "activations", "optimizer", "params")
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One memory rung of a candidate: what is offloaded and what is recomputed; ``quarter``: with partial
+    recompute the quarters of each chunk's layers recomputed, with activation offload the quarters offloaded."""
+
+    offload: str
+    recompute: str
+    quarter: int = 0
+
+    def layers(self, layers_per_chunk: Any, chunks: Any) -> Any:
+        """``--recompute-layers`` / ``--offload-layers`` of this rung for a stage of ``chunks`` x
+        ``layers_per_chunk`` layers (numbers or arrays): whole quarters of a chunk, on every chunk."""
+        return self.quarter * layers_per_chunk // 4 * chunks
+
+
+def rungs_of(offload: str) -> tuple[Rung, ...]:
+    """The rungs of one offload level, lighter first. Without offload, or with the optimizer or parameters
+    offloaded: no recompute, selective, partial (PARTIAL_QUARTERS), full; with activations offloaded: the
+    OFFLOAD_QUARTERS, without recompute."""
+    if offload == "activations":
+        return tuple(Rung("activations", "none", q) for q in OFFLOAD_QUARTERS)
+    partial = tuple(Rung(offload, "partial", q) for q in PARTIAL_QUARTERS)
+    return (Rung(offload, "none"), Rung(offload, "selective"), *partial, Rung(offload, "full"))
+
+
 MAX_PP = 64
 #: Interleaved 1F1B: model chunks per pipeline rank (Megatron-LM --num-virtual-stages-per-pipeline-rank, ``train
 #: --virtual-stages``), searched where pp > 1 and the chunks are equal (:func:`virtual_stage_choices`).
@@ -156,9 +207,15 @@ def cp_choices(seq_len: int, flash_attention: bool) -> list[int]:
 
 
 def offload_choices(sharding: Sharding) -> tuple[str, ...]:
-    """The offload kinds ``train`` accepts with a sharding: none; the optimizer states with ZeRO >= 1; the
-    parameters too with ZeRO-3 / FSDP2 (``spec.training.Parallelism``'s checks)."""
-    return OFFLOAD_ORDER[: 1 + (sharding.zero >= 1) + (sharding.zero == 3)]
+    """The offload kinds ``train`` accepts with a sharding: none and activations with any; the optimizer states
+    with ZeRO >= 1; the parameters too with ZeRO-3 / FSDP2 (``spec.training.Parallelism``'s checks)."""
+    return OFFLOAD_ORDER[: 2 + (sharding.zero >= 1) + (sharding.zero == 3)]
+
+
+def sharding_rungs(sharding: Sharding) -> tuple[Rung, ...]:
+    """Every memory rung of a sharding, in search order: offload level by level (OFFLOAD_ORDER), each lighter
+    first (:func:`rungs_of`)."""
+    return tuple(r for o in offload_choices(sharding) for r in rungs_of(o))
 
 
 def pp_choices(layers: int) -> list[int]:
@@ -249,6 +306,10 @@ class TrainCandidate:
     virtual_stages: int = 1
     #: the training precision of this candidate (``train --precision``; searched with ``--precision any``)
     precision: str = "bf16-mixed"
+    #: with recompute partial: decoder layers per stage fully recomputed (``train --recompute-layers``)
+    recompute_layers: int | None = None
+    #: with offload activations: decoder layers per stage whose activations go to the host (``--offload-layers``)
+    offload_layers: int | None = None
     #: the run with failures, as ``train``'s machine block gives it (:func:`_with_failures`)
     goodput: float | None = None
     wall_time_with_failures_s: float | None = None
@@ -277,6 +338,8 @@ class TrainCandidate:
             micro_batch=self.micro_batch,
             global_batch=self.global_batch,
             recompute=self.recompute,
+            recompute_layers=self.recompute_layers,
+            offload_layers=self.offload_layers,
             fsdp=self.sharding.fsdp,
             precision=self.precision,
         )
@@ -298,6 +361,8 @@ class TrainCandidate:
             micro_batch=self.micro_batch,
             global_batch=self.global_batch,
             recompute=self.recompute,
+            recompute_layers=self.recompute_layers,
+            offload_layers=self.offload_layers,
             precision=self.precision,
             offer=self.offer.id,
         )
@@ -447,11 +512,22 @@ def search_train(
             "tp, pp or cp > 1": ["zero-1", "fsdp"],
         },
         "recompute": list(RECOMPUTE_ORDER),
+        "recompute_layers": {
+            "partial": [f"{q}/4 of each model chunk's layers (floored) x chunks" for q in PARTIAL_QUARTERS],
+            "rule": "no recompute if it fits; else selective, and the first of partial (fewest layers first) or "
+            "full that fits; where selective and a partial both fit, both are timed and the slower is dominated",
+        },
         "offload": {
-            "zero-0": ["none"],
-            "zero-1, zero-2": ["none", "optimizer"],
-            "zero-3, fsdp": ["none", "optimizer", "params"],
-            "rule": "only on a GPU where no candidate fits without offload (its host work timed: CPU optimizer, PCIe)",
+            "zero-0": ["none", "activations"],
+            "zero-1, zero-2": ["none", "activations", "optimizer"],
+            "zero-3, fsdp": ["none", "activations", "optimizer", "params"],
+            "rule": "only on a GPU where no candidate fits without offload, in this order, the first kind that fits "
+            "(optimizer and params: host work timed, CPU optimizer and PCIe; activations: no host time in the "
+            "step-time model, a lower bound)",
+        },
+        "offload_layers": {
+            "activations": [f"{q}/4 of each model chunk's layers (floored) x chunks" for q in OFFLOAD_QUARTERS],
+            "rule": "no recompute with it; the fewest layers that fit",
         },
         "micro_batch": list(MICRO_BATCHES),
         "global_batch": base_job.global_batch
@@ -500,6 +576,7 @@ _FOUND = (
     "offer",
     "recompute",
     "offload",
+    "layers",
     "gpus",
     "global_batch",
     "mfu",
@@ -643,8 +720,19 @@ class _TrainGrid:
             np.array(axis, dtype=np.int64) for axis in zip(*layouts, strict=True)
         )
         self.tp_i = np.searchsorted(np.array(TP_CHOICES), self.tp)  # the tp of each layout, as an index
-        #: memory rungs (offload x recompute) of each sharding
-        self.rungs = np.array([len(offload_choices(sh)) * len(RECOMPUTE_ORDER) for sh in SHARDINGS], dtype=np.int64)
+        #: memory rungs (offload x recompute, :func:`sharding_rungs`) of each sharding, and their choices as arrays
+        #: [sharding, rung]: the recompute and offload (indices into RECOMPUTE_ORDER / OFFLOAD_ORDER), the quarter
+        self.rung_table = [sharding_rungs(sh) for sh in SHARDINGS]
+        self.rungs = np.array([len(t) for t in self.rung_table], dtype=np.int64)
+        width = int(self.rungs.max())
+        self.rung_rc, self.rung_off, self.rung_q = (np.zeros((len(SHARDINGS), width), dtype=np.int64) for _ in "rcq")
+        self.rung_at: dict[Rung, Any] = {}  # rung -> its index in each sharding's table (-1: not there)
+        for i, table in enumerate(self.rung_table):
+            for j, rung in enumerate(table):
+                self.rung_rc[i, j] = RECOMPUTE_ORDER.index(rung.recompute)
+                self.rung_off[i, j] = OFFLOAD_ORDER.index(rung.offload)
+                self.rung_q[i, j] = rung.quarter
+                self.rung_at.setdefault(rung, np.full(len(SHARDINGS), -1, dtype=np.int64))[i] = j
         #: candidates of each (tp, pp, vs, cp, ep) at one GPU count and offer: shardings x rungs x micro-batches
         self.per_layout = np.array(
             [
@@ -776,7 +864,6 @@ class _TrainGrid:
         e["gpus"], e["width"] = count_axis[e["count"]], width_tp[self.tp_i[e["layout"]], e["count"]]
         e["mb"] = self.micro_batches[e["micro_batch"]]
         unit = e["mb"] * (e["gpus"] // (e["tp"] * e["pp"] * e["cp"]))  # micro-batch x dp
-        n_rc = len(RECOMPUTE_ORDER)
         rungs = self.rungs[e["sharding"]]  # (offload, recompute) pairs of each element
         if job.global_batch is not None:
             bad = job.global_batch % unit != 0
@@ -790,30 +877,59 @@ class _TrainGrid:
             # default_global_batch's rounding of the rule's sequences
             e["global_batch"] = np.asarray(global_batch_of(self.rule_sequences, unit[~bad]), dtype=np.int64)
 
-        # ---- memory: the first (offload, recompute) rung that fits; the later ones are dominated (a heavier
-        # recompute is never faster; offload only where nothing fits without it: OFFLOAD_ORDER)
+        # ---- memory, offload level by level (OFFLOAD_ORDER; offload only where nothing fits without it): no
+        # recompute first (never slower than any rung: it fits, the rest are dominated); else selective, and the
+        # chain partial (a quarter, a half, three quarters of each chunk) -> full, the first that fits. Selective
+        # and a partial recompute are not ordered in time (selective re-runs every layer's attention core, partial
+        # N whole layers), so where both fit both are timed and the slower is dominated after timing; full is
+        # never faster than either (it re-runs every layer whole). With activations offloaded: the fewest layers
+        # that fit (more only adds PCIe traffic).
+        n_el = len(e["gpus"])
         rungs = self.rungs[e["sharding"]]
-        chosen = rungs.copy()  # = rungs: none fits
-        tried = rungs.copy()  # rungs tried: without offload only, where some candidate fits without it
+        chunk = -(-self.model.layers // e["pp"]) // e["vs"]  # a model chunk's layers on the busiest stage
+        chosen = np.full(n_el, -1, dtype=np.int64)  # the first timed rung (index in the sharding's table)
+        paired = np.full(n_el, -1, dtype=np.int64)  # selective, timed beside a partial recompute that fits
+        nofit = np.zeros(n_el, dtype=np.int64)  # rungs evaluated that do not fit
         if self.memory_checks:
             recipe_key = e["sharding"] * 4 + (e["pp"] > 1) * 2 + (e["tp"] * e["pp"] * e["cp"] > 1)  # recipe, stages
-            for r in range(int(rungs.max(initial=0))):
-                if r == n_rc and (chosen < rungs).any():  # offload: only where nothing fits without it
-                    tried[:] = n_rc
-                offload, recompute = OFFLOAD_ORDER[r // n_rc], RECOMPUTE_ORDER[r % n_rc]
-                todo = (chosen == rungs) & (r < tried)
-                for idx in _groups(recipe_key, todo):
-                    try:
-                        total = busiest_total_bytes(
-                            self.model, gpu, *self._grid(e, idx, recompute, offload), self.mem_a
-                        )
-                    except GpuplanError:
-                        continue
-                    chosen[idx[total <= gpu.usable_memory_bytes]] = r
-        fits = chosen < rungs
-        tally.add(R.DOES_NOT_FIT_MEMORY, (np.where(fits, chosen, tried) * e["width"]).sum())
-        tally.add(R.DOMINATED, (np.where(fits, rungs - 1 - chosen, rungs - tried) * e["width"]).sum())
-        e = _select(fits, recompute=chosen % n_rc, offload=chosen // n_rc, **e)
+            full_i = RECOMPUTE_ORDER.index("full")
+            for level in offload_choices(SHARDINGS[-1]):
+                if level != "none" and (chosen >= 0).any():
+                    break  # offload: only on a GPU where nothing fits without it
+                selective = np.full(n_el, -1, dtype=np.int64)
+                for rung in rungs_of(level):
+                    at = self.rung_at[rung][e["sharding"]]
+                    todo = (chosen < 0) & (at >= 0)
+                    layers = rung.layers(chunk, e["vs"]) if rung.quarter else None
+                    if layers is not None:  # 0 layers: no recompute or offload, which did not fit
+                        nofit[todo & (layers == 0)] += 1
+                        todo &= layers > 0
+                    for idx in _groups(recipe_key, todo):
+                        try:
+                            total = busiest_total_bytes(self.model, gpu, *self._grid(e, idx, rung, layers), self.mem_a)
+                        except GpuplanError:
+                            nofit[idx] += 1
+                            continue
+                        ok = total <= gpu.usable_memory_bytes
+                        nofit[idx[~ok]] += 1
+                        (selective if rung.recompute == "selective" else chosen)[idx[ok]] = at[idx[ok]]
+                sel = selective >= 0
+                heavy = sel & ((chosen < 0) | (self.rung_rc[e["sharding"], np.maximum(chosen, 0)] == full_i))
+                paired = np.where(sel & ~heavy, selective, paired)  # a partial fits: both timed
+                chosen = np.where(heavy, selective, chosen)  # nothing lighter than full fits but selective
+        else:  # the job's sequence does not fit any layout: every rung is counted as not fitting
+            nofit = rungs.copy()
+        fits = chosen >= 0
+        slots = fits.astype(np.int64) + (paired >= 0)
+        tally.add(R.DOES_NOT_FIT_MEMORY, (nofit * e["width"]).sum())
+        tally.add(R.DOMINATED, ((rungs - nofit - slots) * e["width"]).sum())
+        e["elem"], e["chunk"] = np.arange(n_el), chunk
+        first, second = _select(fits, rung=chosen, **e), _select(paired >= 0, rung=paired, **e)
+        e = {k: np.concatenate((first[k], second[k])) for k in first}
+        e["recompute"] = self.rung_rc[e["sharding"], e["rung"]]
+        e["offload"] = self.rung_off[e["sharding"], e["rung"]]
+        quarter = self.rung_q[e["sharding"], e["rung"]]
+        e["layers"] = quarter * e["chunk"] // 4 * e["vs"]  # --recompute-layers or --offload-layers (0: neither)
 
         # ---- x offer: every hardware class at the count that holds the TP group, each with its network and price
         if not len(e["gpus"]):
@@ -841,10 +957,8 @@ class _TrainGrid:
         for idx in _groups(step_key, np.ones(n, dtype=bool)):
             net = self.step_a.grid(gpus_per_node=per_node[idx], scale_out_bytes_per_s_per_gpu=scale[idx])
             linked_gpu = variants[int(variant[idx[0]])]
-            first = idx[0]
-            layout, grid_job = self._grid(
-                e, idx, RECOMPUTE_ORDER[e["recompute"][first]], OFFLOAD_ORDER[e["offload"][first]]
-            )
+            rung = self.rung_table[int(e["sharding"][idx[0]])][int(e["rung"][idx[0]])]
+            layout, grid_job = self._grid(e, idx, rung, e["layers"])
             try:
                 step = training_step(self.model, linked_gpu, layout, grid_job, net, e["vs"][idx])
             except GpuplanError:
@@ -854,6 +968,14 @@ class _TrainGrid:
         ok = np.isfinite(mfu) & (mfu > 0) & (mfu <= 1)  # time_to_train's check
         tally.add(R.NOT_SUPPORTED, (~ok).sum())
         e, price = _select(ok, **e), price[ok]
+        # selective and a partial recompute of one candidate on one offer: the slower is dominated (same GPUs,
+        # batch and price; ties keep selective, the lighter)
+        pair = e["elem"] * max(1, len(classes)) + e["offer"]
+        order = np.lexsort((e["rung"], e["step_s"], pair))
+        slower = np.zeros(len(pair), dtype=bool)
+        slower[order[1:]] = pair[order[1:]] == pair[order[:-1]]
+        tally.add(R.DOMINATED, slower.sum())
+        e, price = _select(~slower, **e), price[~slower]
         t = time_to_train(self.total_flops, e["gpus"], peak, e["mfu"])
         e["time_s"], e["cost_usd"] = t.seconds, t.gpu_hours * price
         keep = np.ones(len(price), dtype=bool)
@@ -871,10 +993,10 @@ class _TrainGrid:
         e["precision"] = np.full(len(e["gpus"]), self.precision_i)
         return {k: e[k] for k in _FOUND}
 
-    def _grid(
-        self, e: dict[str, Any], idx: Any, recompute: str, offload: str
-    ) -> tuple[ParallelismGrid, TrainingJobGrid]:
-        """The layouts and jobs of the elements ``idx`` of ``e`` (one sharding: a ZeRO stage and FSDP or not)."""
+    def _grid(self, e: dict[str, Any], idx: Any, rung: Rung, layers: Any) -> tuple[ParallelismGrid, TrainingJobGrid]:
+        """The layouts and jobs of the elements ``idx`` of ``e`` (one sharding: a ZeRO stage and FSDP or not) at
+        ``rung``; ``layers``: the rung's layer count of every element of ``e``."""
+        recompute, offload = rung.recompute, rung.offload
         sharding = SHARDINGS[int(e["sharding"][idx[0]])]
         tp = e["tp"][idx]
         layout = ParallelismGrid(
@@ -893,6 +1015,8 @@ class _TrainGrid:
             micro_batch=e["mb"][idx],
             global_batch=e["global_batch"][idx],
             recompute=recompute,
+            recompute_layers=layers[idx] if recompute == "partial" else None,
+            offload_layers=layers[idx] if offload == "activations" else None,
             fsdp=sharding.fsdp,
         )
         return layout, job
@@ -943,6 +1067,8 @@ def _candidate(
         float(found["time_s"][i]),
         float(found["cost_usd"][i]),
         offload=OFFLOAD_ORDER[int(found["offload"][i])],
+        recompute_layers=int(found["layers"][i]) if RECOMPUTE_ORDER[int(found["recompute"][i])] == "partial" else None,
+        offload_layers=int(found["layers"][i]) if OFFLOAD_ORDER[int(found["offload"][i])] == "activations" else None,
         cp=int(found["cp"][i]),
         virtual_stages=int(found["vs"][i]),
         precision=precisions[int(found["precision"][i])],
@@ -1052,7 +1178,8 @@ def train_launch(model: ModelSpec, c: TrainCandidate, job: TrainingJob, accumula
         tt.append(f"--parallelism.expert_parallel_degree {c.ep}")
     if shard and c.sharding.zero < 3:
         tt.append("--parallelism.fsdp_reshard_after_forward never")
-    if c.offload != "none":  # FSDP2's CPUOffloadPolicy: parameters, gradients and optimizer states on the host
+    host_states = c.offload in ("optimizer", "params")
+    if host_states:  # FSDP2's CPUOffloadPolicy: parameters, gradients and optimizer states on the host
         tt.append("--training.enable_cpu_offload")
     if c.pp > 1:
         tt.append(f"--parallelism.pipeline_parallel_microbatch_size {c.micro_batch}")
@@ -1064,8 +1191,22 @@ def train_launch(model: ModelSpec, c: TrainCandidate, job: TrainingJob, accumula
         f"--training.local_batch_size {local}",
         f"--training.global_batch_size {c.global_batch}",
         f"--training.seq_len {job.seq_len}",
-        f"--activation_checkpoint.mode {c.recompute}",
     ]
+    stage_layers = -(-model.layers // c.pp)
+    titan: str | None = None  # torchtitan cannot express the layout: None
+    if c.recompute == "partial":
+        # torchtitan's layer-wise SAC checkpoints every p-th block of the rank (selective_ac_option p): the same
+        # layers per stage only where they divide the stage
+        n = c.recompute_layers or 0
+        if n and stage_layers % n == 0:
+            tt.append("--activation_checkpoint.mode selective")
+            tt.append(f"--activation_checkpoint.selective_ac_option {stage_layers // n}")
+            titan = ""
+    else:
+        tt.append(f"--activation_checkpoint.mode {c.recompute}")
+        titan = ""
+    if c.offload == "activations":  # no activation offload in torchtitan (FSDP2's CPU offload moves the states)
+        titan = None
     if fp8:
         tt.append("--model.converters float8")
     mg = [
@@ -1092,14 +1233,22 @@ def train_launch(model: ModelSpec, c: TrainCandidate, job: TrainingJob, accumula
         mg.append("--recompute-granularity selective")
     elif c.recompute == "full":
         mg.append("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1")
+    elif c.recompute == "partial":  # the first N layers of each model chunk (Megatron counts per chunk)
+        per_chunk = (c.recompute_layers or 0) // c.virtual_stages
+        mg.append(f"--recompute-granularity full --recompute-method block --recompute-num-layers {per_chunk}")
     if c.sharding.fsdp:
         mg.append("--use-torch-fsdp2")
     elif c.sharding.zero >= 1:
         mg.append("--use-distributed-optimizer")
-    if c.offload != "none":  # Megatron-Core's hybrid optimizer: the distributed optimizer's states on the host
+    if host_states:  # Megatron-Core's hybrid optimizer: the distributed optimizer's states on the host
         mg.append("--optimizer-cpu-offload --optimizer-offload-fraction 1.0")
+    if c.offload == "activations":  # Megatron-Core / Transformer Engine CPU offload of N layers per model chunk
+        per_chunk = (c.offload_layers or 0) // c.virtual_stages
+        mg.append(f"--cpu-offloading --cpu-offloading-num-layers {per_chunk}")
     ds: str | None = None
-    if c.pp == 1 and c.cp == 1:  # DeepSpeed's sequence parallelism (Ulysses) is not ring-attention CP
+    # DeepSpeed's sequence parallelism (Ulysses) is not ring-attention CP; its activation offload (cpu_checkpointing)
+    # moves only checkpointed layer inputs, not N layers' saved activations
+    if c.pp == 1 and c.cp == 1 and c.offload != "activations":
         config: dict[str, Any] = {
             "train_batch_size": c.global_batch,
             "train_micro_batch_size_per_gpu": c.micro_batch,
@@ -1107,7 +1256,7 @@ def train_launch(model: ModelSpec, c: TrainCandidate, job: TrainingJob, accumula
             "bf16": {"enabled": True},
             "zero_optimization": {"stage": c.sharding.zero},
         }
-        if c.offload != "none":
+        if host_states:
             config["zero_optimization"]["offload_optimizer"] = {"device": "cpu"}
         if c.offload == "params":
             config["zero_optimization"]["offload_param"] = {"device": "cpu"}
@@ -1121,7 +1270,10 @@ def train_launch(model: ModelSpec, c: TrainCandidate, job: TrainingJob, accumula
         ds = json.dumps(config, separators=(", ", ": "))
     if job.method != "full":
         return _finetune_launch(model, c, job, accumulation, run, ds)
-    return {"torchtitan": " ".join(tt), "megatron": " ".join(mg), "deepspeed": ds}
+    # Megatron-Core's CPU offload refuses pipeline parallelism (TransformerConfig: "no support for Pipeline
+    # parallelism with CPU offloading") and recomputation (the search offloads activations without it)
+    megatron = None if c.offload == "activations" and c.pp > 1 else " ".join(mg)
+    return {"torchtitan": None if titan is None else " ".join(tt), "megatron": megatron, "deepspeed": ds}
 
 
 #: PEFT's LoRA module names -> torchtune's ``lora_attn_modules`` (torchtune calls the attention output output_proj)
@@ -1222,7 +1374,9 @@ def train_option_record(o: TrainOption, seq_len: int, method: str = "full") -> d
             "grad_accumulation": o.grad_accumulation,
             "seq_len": seq_len,
             "recompute": c.recompute,
+            "recompute_layers": c.recompute_layers,
             "offload": c.offload,
+            "offload_layers": c.offload_layers,
             "stack": o.stack,
             "recipe": o.recipe,
         },

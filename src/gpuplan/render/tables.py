@@ -520,7 +520,7 @@ def train_report(record: dict) -> Group:
         ),
         Text(
             f"layout {layout}; {batch}; seq {job['seq_len']:,}; {job['precision']}; {job['optimizer']}; {method}; "
-            f"recompute {job['recompute']}; flash attention {'on' if job['flash_attention'] else 'off'}"
+            f"recompute {_recompute_text(job)}; flash attention {'on' if job['flash_attention'] else 'off'}"
         ),
         Text(f"recipe: {recipe['title']} [{recipe['why']}]", style="dim"),
     ]
@@ -1599,7 +1599,7 @@ def plan_train_report(record: dict) -> Group:
         lay = o["layout"]
         t.add_row(
             o["gpu"], f"{o['gpus']:,}", o["offer"]["provider"] if o["offer"] else o.get("pricing", "-"), layout,
-            lay["recompute"], str(lay["micro_batch"]), f"{lay['global_batch']:,}", f"{o['mfu']:.1%}", time, cost,
+            _recompute_text(lay), str(lay["micro_batch"]), f"{lay['global_batch']:,}", f"{o['mfu']:.1%}", time, cost,
             *_with_failures_cells(o), f"{o['peak_memory_bytes'] / GiB:.0f} GiB", "*" if o["pareto"] else "",
         )  # fmt: skip
     lines: list = [t, _pruned_line(record)]
@@ -1683,7 +1683,7 @@ def _explain_lines(e: dict) -> list:
     """``plan train --explain``: the layout's standing, and its losses to option 1 by term."""
     lay = e["layout"]
     name = _layout_name(lay)
-    name += f" mb{lay['micro_batch']} gbs{lay['global_batch'] or '?'} recompute {lay['recompute']}"
+    name += f" mb{lay['micro_batch']} gbs{lay['global_batch'] or '?'} recompute {_recompute_text(lay)}"
     if lay.get("precision"):
         name += f" {lay['precision']}"
     out: list = [Text(f"explain: {e['gpus']:,} x {e['gpu']} {name}", style="bold")]
@@ -1774,3 +1774,9 @@ def plan_serve_report(record: dict) -> Group:
     else:
         lines.append(Text("nothing meets the constraints: see the pruned counts"))
     return Group(*lines)
+
+
+def _recompute_text(record: dict) -> str:
+    """The recompute mode of a layout or job record, with its layer count when partial ("partial 20")."""
+    n = record.get("recompute_layers")
+    return f"{record['recompute']} {n}" if record.get("recompute") == "partial" and n else str(record["recompute"])
