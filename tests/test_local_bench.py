@@ -426,12 +426,12 @@ def test_bench_all_on_cpu_names_what_it_skipped(tmp_path, run):
     assert code == 0, err
     rec = json.loads(out)
     names = [r["name"] for r in rec["results"]]
-    assert names[:5] == [
+    assert names[:5] == [  # the copy first, on a GPU the matmul searches have not heated (suite.py)
+        "memory copy (cpu)",
         "matmul bf16 (cpu)",
         "matmul fp16 (cpu)",
         "matmul fp8 (cpu)",
         "matmul tf32 (cpu)",
-        "memory copy (cpu)",
     ]
     assert rec["results"][-2]["detail"]["bytes"] == 2 * 4 * 2**20 and rec["mode"] == "quick"
     assert any(s.startswith("pcie") for s in rec["skipped"]) and any("torchrun" in s for s in rec["skipped"])

@@ -101,8 +101,11 @@ def run_bench(
             f"under torchrun only the collectives run (every rank would share the {which} "
             "benchmark); run it once without torchrun",
         )
+    # the copy and PCIe runs go before the matmul runs: on an H200 the copy read 3.81 TB/s right after the fp8 matmul
+    # search had held the GPU at its power cap, and 4.25 TB/s on its own or after the bf16 runs alone
+    # (docs/measurements/copy_bandwidth_h200_rerun.json)
     todo = (
-        (["allreduce"] if world > 1 else ["matmul", "memory", "pcie", "allreduce", "disk"])
+        (["allreduce"] if world > 1 else ["memory", "pcie", "matmul", "allreduce", "disk"])
         if which == "all"
         else [which]
     )
