@@ -14,11 +14,21 @@ from itertools import pairwise
 from statistics import median
 from typing import Any
 
-from .detect import BUSY_UTILIZATION_PERCENT
+from .detect import BUSY_UTILIZATION_PERCENT, POWER_CAP_FRACTION
 from .progress import MfuReference
 
 JUDGMENT = "judgment (gpuplan's rule of thumb, not a published figure)"
 NVML_REASONS = "NVML API reference, nvmlClocksEventReasons (the clocks-event / throttle reason bits)"
+#: What the power bits mean, from NVML's nvmlClocksEventReasons (nvml.h): 0x4, SW power cap: "the SW power
+#: scaling algorithm is reducing the clocks below requested clocks" to hold the board at its power limit
+#: (nvmlDeviceGetPowerManagementLimit); 0x80, HW power brake: clocks cut by a factor of 2 or more on an external
+#: power-brake assertion (e.g. by the system's power supply). 0x4 is how a GPU runs a dense job at its TDP; it
+#: is a finding only when the limit was lowered or the clocks fall far.
+NVML_POWER_BITS = NVML_REASONS + ": 0x4 SW power cap holds the board at its power limit, 0x80 HW power brake"
+DCGM_SM_ACTIVE = (
+    "DCGM user guide, profiling metrics: SM_ACTIVE (GPM SM utilization) averages over all SMs, so a kernel of "
+    "one block on one SM gives 1/#SMs, while NVML's GPU utilization counts the time any kernel runs"
+)
 DCGM_DRAM = (
     "DCGM user guide, profiling metrics (DRAM_ACTIVE: about 0.8 is the most reached in practice), so 0.6 is "
     "three quarters of the achievable; the cut itself is judgment"
@@ -57,6 +67,18 @@ THRESHOLDS: dict[str, Threshold] = {
     ),
     "host_mem_fraction": Threshold(0.95, "of RAM", JUDGMENT),
     "power_throttle_fraction": Threshold(0.1, "share of busy samples", JUDGMENT + "; bits 0x4, 0x80: " + NVML_REASONS),
+    "power_limit_default_fraction": Threshold(
+        POWER_CAP_FRACTION,
+        "of the default power limit",
+        "as local detect: an enforced limit below this share of NVML's default "
+        "(nvmlDeviceGetPowerManagementDefaultLimit) was lowered on purpose (nvidia-smi -pl)",
+    ),
+    "power_cap_clock_ratio": Threshold(
+        0.85,
+        "of the maximum SM clock",
+        JUDGMENT + "; a GPU at its power limit trades clock for power (" + NVML_POWER_BITS + "): a few percent "
+        "below the maximum boost clock is how a dense job runs at TDP, more than 15 % is lost speed",
+    ),
     "thermal_throttle_fraction": Threshold(
         0.05, "share of samples", JUDGMENT + "; bits 0x8, 0x20, 0x40: " + NVML_REASONS
     ),
@@ -76,6 +98,14 @@ THRESHOLDS: dict[str, Threshold] = {
         JUDGMENT + "; NVLink: the catalog's figure for this GPU; PCIe: PCI-SIG's rate of the current gen and width",
     ),
     "sm_waiting": Threshold(0.5, "fraction of SMs active (GPM), below which the SMs mostly wait", JUDGMENT),
+    "kernel_sm_fill_low": Threshold(
+        0.25,
+        "share of the SMs",
+        "the SMs the running kernels fill: sum of GPM sm_active / sum of NVML utilization. "
+        + DCGM_SM_ACTIVE
+        + "; below it the kernels are tiny (launch overhead), above it they are real work the GPU "
+        "waits between (input); the cut is judgment",
+    ),
     "comm_fraction": Threshold(0.3, "share of busy samples", JUDGMENT),
     "xid_events": Threshold(1, "XID events", XID_GUIDE),
     "ecc_uncorrected_growth": Threshold(
@@ -88,7 +118,6 @@ THRESHOLDS: dict[str, Threshold] = {
     "checkpoint_episodes": Threshold(2, "separate write bursts with the GPUs idle", JUDGMENT + ": periodic"),
 }
 
-POWER_BITS = 0x4 | 0x80
 THERMAL_BITS = 0x8 | 0x20 | 0x40
 
 
@@ -188,6 +217,27 @@ def _mean_util(s: dict[str, Any]) -> float | None:
     return sum(us) / len(us) if us else None
 
 
+def _kernel_fill(samples: Sequence[dict[str, Any]]) -> float | None:
+    """How full the GPU's SMs are while a kernel runs: the sum of GPM ``sm_active`` (the share of SMs busy,
+    averaged over all SMs and the interval) over the sum of NVML utilization / 100 (the share of the interval any
+    kernel ran), over every GPU row of ``samples`` that has both (DCGM user guide, SM_ACTIVE vs. GPU
+    utilization). Summed rather than averaged per sample: NVML's utilization and GPM cover slightly different
+    windows, which a single near-idle sample magnifies. A stream of tiny kernels (a launch-bound loop) keeps
+    utilization up with almost no SM busy (fill near 0); real work the GPU waits for between steps fills the SMs
+    when it runs (fill near 1) however idle the GPU is on average. None: no GPM, or no kernel ran."""
+    active = busy = 0.0
+    for s in samples:
+        for g in s.get("gpus", []):
+            if "sm_active" in g and "util_percent" in g:
+                active += g["sm_active"]
+                busy += g["util_percent"] / 100
+    return active / busy if busy > 0 else None
+
+
+def _thread_saturated(s: dict[str, Any]) -> bool:
+    return bool(s.get("proc", {}).get("max_thread_cpu_percent", 0) >= THRESHOLDS["thread_busy_percent"].value)
+
+
 def _input_bound(t: _Trace) -> tuple[str, Verdict | None, str]:
     idle_thr = THRESHOLDS["gpu_idle_util_percent"].value
     rows = [(s, u) for s in t.samples if (u := _mean_util(s)) is not None]
@@ -195,6 +245,10 @@ def _input_bound(t: _Trace) -> tuple[str, Verdict | None, str]:
         return "no data", None, "no GPU utilization in the trace"
     idle = [s for s, u in rows if u < idle_thr]
     cpu_thr, io_thr = THRESHOLDS["cpu_busy_percent"].value, THRESHOLDS["iowait_percent"].value
+    # One saturated thread with an idle GPU is either a launch-bound loop or a data pipeline in the main
+    # process (DataLoader num_workers=0): how full the SMs are when a kernel does run tells them apart.
+    fill = _kernel_fill([s for s in idle if _thread_saturated(s)])
+    main_thread_loader = fill is not None and fill >= THRESHOLDS["kernel_sm_fill_low"].value
 
     def starved(s: dict[str, Any]) -> bool:
         h, p = s.get("host", {}), s.get("proc", {})
@@ -203,16 +257,22 @@ def _input_bound(t: _Trace) -> tuple[str, Verdict | None, str]:
             h.get("iowait_percent", 0) >= io_thr
             or h.get("cpu_percent", 0) >= cpu_thr
             or (proc_share is not None and proc_share >= cpu_thr)
+            or (main_thread_loader and _thread_saturated(s))
         )
 
     hits = [s for s in idle if starved(s)]
     frac = len(hits) / len(rows)
     if frac < THRESHOLDS["idle_fraction"].value:
-        return "not held", None, f"GPU idle with a busy CPU or high iowait in {frac:.0%} of samples"
+        return "not held", None, f"GPU idle with a busy CPU, input thread or high iowait in {frac:.0%} of samples"
     iowait = [s["host"]["iowait_percent"] for s in hits if "iowait_percent" in s.get("host", {})]
     cpu = [s["host"]["cpu_percent"] for s in hits if "cpu_percent" in s.get("host", {})]
     evidence = [
-        _ev("share of samples with GPU idle and the host CPU busy or iowait high", frac, "idle_fraction"),
+        _ev(
+            "share of samples with the GPU idle while the CPU side is busy (host CPU, the job's CPU, or one thread "
+            "preparing full-size GPU work) or iowait is high",
+            frac,
+            "idle_fraction",
+        ),
         _ev(
             "median GPU utilization in those samples (%)",
             median(_mean_util(s) or 0 for s in hits),
@@ -221,8 +281,26 @@ def _input_bound(t: _Trace) -> tuple[str, Verdict | None, str]:
     ]
     if iowait:
         evidence.append(_ev("median iowait in those samples (%)", median(iowait), "iowait_percent"))
-    if cpu:
+    if cpu and not (main_thread_loader and median(cpu) < cpu_thr):  # one busy thread is not a busy host
         evidence.append(_ev("median host CPU in those samples (%)", median(cpu), "cpu_busy_percent"))
+    one_thread = [s for s in hits if _thread_saturated(s)]
+    if main_thread_loader and fill is not None and one_thread:
+        evidence.append(
+            _ev(
+                "median busiest-thread CPU in those samples (% of one core)",
+                median(s["proc"]["max_thread_cpu_percent"] for s in one_thread),
+                "thread_busy_percent",
+                "one thread is the whole input pipeline: the data is prepared in the main process",
+            )
+        )
+        evidence.append(
+            _ev(
+                "share of the SMs the kernels fill when they run",
+                fill,
+                "kernel_sm_fill_low",
+                "the GPU's work is real (not a stream of tiny launches); it waits between steps",
+            )
+        )
     counter = []
     if iowait and median(iowait) < io_thr:
         counter.append("iowait stays low: the loader is CPU-bound (decoding, augmentation), not disk-bound")
@@ -233,8 +311,9 @@ def _input_bound(t: _Trace) -> tuple[str, Verdict | None, str]:
             round(min(1.0, frac / 0.6), 2),
             tuple(evidence),
             tuple(counter),
-            "Feed the GPU faster: more DataLoader workers (num_workers), pin_memory, prefetching, pre-decoded or "
-            "cached data on local NVMe, lighter CPU augmentation or moving it to the GPU (e.g. DALI).",
+            "Feed the GPU faster: more DataLoader workers (num_workers > 0, so batches are built beside the "
+            "training loop, not in it), pin_memory=True with non_blocking copies, prefetching (prefetch_factor), "
+            "pre-decoded or cached data on local NVMe, lighter CPU augmentation or moving it to the GPU (e.g. DALI).",
         ),
         "",
     )
@@ -259,20 +338,39 @@ def _cpu_launch_bound(t: _Trace) -> tuple[str, Verdict | None, str]:
     frac = len(hits) / len(rows)
     if frac < THRESHOLDS["launch_fraction"].value:
         return "not held", None, f"one saturated thread with an underused GPU in {frac:.0%} of samples"
+    fill, low = _kernel_fill(hits), THRESHOLDS["kernel_sm_fill_low"].value
+    if fill is not None and fill >= low:
+        return (
+            "not held",
+            None,
+            f"one thread saturated with an underused GPU in {frac:.0%} of samples, but the kernels fill "
+            f"{fill:.0%} of the SMs when they run: the thread prepares work (input-bound), it does not launch it",
+        )
+    evidence = [
+        _ev("share of samples with one thread saturated and the GPU under 70 %", frac, "launch_fraction"),
+        _ev(
+            "median busiest-thread CPU (% of one core)",
+            median(s["proc"]["max_thread_cpu_percent"] for s in hits),
+            "thread_busy_percent",
+        ),
+    ]
+    counter = ["GPU utilization only counts time a kernel runs, not how full the GPU is"]
+    if fill is not None:
+        evidence.append(
+            _ev("share of the SMs the kernels fill when they run", fill, "kernel_sm_fill_low", "tiny kernels")
+        )
+    else:
+        counter.append(
+            "no GPM SM activity in the trace: a data pipeline in the main process (DataLoader num_workers=0) "
+            "looks the same; GPM (Hopper and newer) tells them apart"
+        )
     return (
         "held",
         Verdict(
             "cpu-launch-bound",
             round(frac, 2),
-            (
-                _ev("share of samples with one thread saturated and the GPU under 70 %", frac, "launch_fraction"),
-                _ev(
-                    "median busiest-thread CPU (% of one core)",
-                    median(s["proc"]["max_thread_cpu_percent"] for s in hits),
-                    "thread_busy_percent",
-                ),
-            ),
-            ("GPU utilization only counts time a kernel runs, not how full the GPU is",),
+            tuple(evidence),
+            tuple(counter),
             "The Python thread launching kernels is the bottleneck: larger batches or fused kernels, CUDA graphs "
             "(torch.compile mode='reduce-overhead'), fewer host syncs (.item(), .cpu()) in the loop.",
         ),
@@ -368,6 +466,8 @@ def _busy_rows(t: _Trace) -> list[tuple[dict[str, Any], dict[str, Any]]]:
 
 
 def _throttle(kind: str, bits: int, frac_name: str, busy_only: bool) -> Check:
+    """The thermal check (the power bits need the limit and clocks beside them: _throttled_power)."""
+
     def check(t: _Trace) -> tuple[str, Verdict | None, str]:
         rows = _busy_rows(t) if busy_only else t.gpu_rows()
         rows = [(s, g) for s, g in rows if "throttle_mask" in g]
@@ -393,22 +493,13 @@ def _throttle(kind: str, bits: int, frac_name: str, busy_only: bool) -> Check:
             evidence[0]["note"] = f"median SM clock then {median(clocks):.0%} of its maximum"
             if median(clocks) > 0.95:
                 counter.append("the SM clock stayed within 5 % of its maximum: the throttling cost little")
-        if kind == "thermal":
-            temps = [g["temp_c"] for _, g in hits if "temp_c" in g]
-            if temps:
-                evidence[0]["note"] = evidence[0].get("note", "") + f"; peak {max(temps)} C"
-            advice = (
-                "Check cooling: fan curves, airflow, inlet temperature, blocked or failing fans; in a "
-                "cluster, report the node."
-            )
-        else:
-            power = [g["power_w"] / g["power_limit_w"] for _, g in hits if g.get("power_limit_w") and "power_w" in g]
-            if power:
-                evidence[0]["note"] = evidence[0].get("note", "") + f"; median power {median(power):.0%} of the limit"
-            advice = (
-                "The GPU runs at its power limit: check the limit against the default (gpuplan local detect; "
-                "nvidia-smi -q -d POWER); a capped limit (nvidia-smi -pl) or a weak PSU lowers clocks."
-            )
+        temps = [g["temp_c"] for _, g in hits if "temp_c" in g]
+        if temps:
+            evidence[0]["note"] = evidence[0].get("note", "") + f"; peak {max(temps)} C"
+        advice = (
+            "Check cooling: fan curves, airflow, inlet temperature, blocked or failing fans; in a cluster, report "
+            "the node."
+        )
         return (
             "held",
             Verdict(f"throttled-{kind}", round(min(1.0, 0.5 + frac / 2), 2), tuple(evidence), tuple(counter), advice),
@@ -416,6 +507,173 @@ def _throttle(kind: str, bits: int, frac_name: str, busy_only: bool) -> Check:
         )
 
     return check
+
+
+def _default_limits(t: _Trace) -> dict[Any, float]:
+    """Each GPU's default power limit (W) as the header records it; samples may carry their own."""
+    return {
+        g.get("index"): float(g["power_limit_default_w"])
+        for g in t.header.get("gpus") or []
+        if g.get("power_limit_default_w")
+    }
+
+
+@dataclass(frozen=True)
+class _PowerRows:
+    """The busy samples' power bits, sorted by what they mean (NVML nvmlClocksEventReasons)."""
+
+    rows: int  # busy GPU samples with a reason mask
+    capped: list[dict[str, Any]]  # 0x4 with the enforced limit below the default's share
+    slow: list[dict[str, Any]]  # 0x4 with the SM clock below its share of the maximum
+    brake: list[dict[str, Any]]  # 0x80
+    unjudged: list[dict[str, Any]]  # 0x4 with neither the default limit nor the clocks to judge it by
+    at_limit: list[dict[str, Any]]  # 0x4 otherwise: power management at the limit the GPU ships with
+    default_known: bool
+
+
+def _clock_ratio(g: dict[str, Any]) -> float | None:
+    return g["sm_clock_mhz"] / g["sm_clock_max_mhz"] if g.get("sm_clock_max_mhz") and "sm_clock_mhz" in g else None
+
+
+def _power_rows(t: _Trace) -> _PowerRows | None:
+    rows = [g for _, g in _busy_rows(t) if "throttle_mask" in g]
+    if not rows:
+        return None
+    defaults = _default_limits(t)
+    cap_share = THRESHOLDS["power_limit_default_fraction"].value
+    clock_share = THRESHOLDS["power_cap_clock_ratio"].value
+    capped, slow, brake, unjudged, at_limit = [], [], [], [], []
+    known = False
+    for g in rows:
+        mask = g["throttle_mask"]
+        if mask & 0x80:
+            brake.append(g)
+        if not mask & 0x4:
+            continue
+        default = g.get("power_limit_default_w") or defaults.get(g.get("index"))
+        known = known or bool(default)
+        ratio = _clock_ratio(g)
+        if default and g.get("power_limit_w") and g["power_limit_w"] < cap_share * default:
+            capped.append(g)
+        elif ratio is not None and ratio < clock_share:
+            slow.append(g)
+        elif mask & 0x80:
+            continue
+        elif ratio is None and not default:
+            unjudged.append(g)
+        else:
+            at_limit.append(g)
+    return _PowerRows(len(rows), capped, slow, brake, unjudged, at_limit, known)
+
+
+def _throttled_power(t: _Trace) -> tuple[str, Verdict | None, str]:
+    """A finding only when the power cap costs speed the GPU is built to have: a limit lowered below the
+    default, clocks far below the maximum at the limit, or the hardware power brake. The SW power cap bit alone
+    is how a GPU runs a dense job at its TDP (NVML: the power scaling keeps the board at its limit)."""
+    p = _power_rows(t)
+    if p is None:
+        return "no data", None, "no throttle reasons in the trace while the GPU was busy"
+    judged = {id(g) for g in p.capped + p.slow}
+    found = p.capped + p.slow + p.unjudged + [g for g in p.brake if id(g) not in judged]
+    frac = len(found) / p.rows
+    if frac < THRESHOLDS["power_throttle_fraction"].value:
+        reason = f"a lowered limit, far-down clocks or the power brake in {frac:.0%} of busy samples"
+        if note := _power_note(t, p):
+            reason += "; " + note
+        return "not held", None, reason
+    names = sorted({n for g in found for n in g.get("throttle_reasons", [])})
+    evidence = [_ev(f"share of busy samples throttled by power ({', '.join(names)})", frac, "power_throttle_fraction")]
+    counter = []
+    advice = []
+    if p.capped:
+        limit = median(g["power_limit_w"] for g in p.capped)
+        default = median(g.get("power_limit_default_w") or _default_limits(t)[g.get("index")] for g in p.capped)
+        evidence.append(
+            _ev(
+                "enforced power limit / the default limit",
+                limit / default,
+                "power_limit_default_fraction",
+                f"{limit:.0f} W of {default:.0f} W",
+            )
+        )
+        advice.append(
+            f"The power limit was lowered to {limit:.0f} W of the default {default:.0f} W: raise it back "
+            "(nvidia-smi -pl, or ask who set it: a site power budget, a datacenter cap)."
+        )
+    slow_or_all = p.slow or p.capped
+    clocks = [r for g in slow_or_all if (r := _clock_ratio(g)) is not None]
+    if clocks:
+        evidence.append(
+            _ev("median SM clock / its maximum then", median(clocks), "power_cap_clock_ratio", "at the power limit")
+        )
+    if p.slow and not p.capped:
+        if p.default_known:
+            counter.append(
+                "the limit is the GPU's default: a dense job can be power-bound at its TDP by design; compare the "
+                "clocks with another GPU of the same model on the same job"
+            )
+        else:
+            counter.append(
+                "the trace does not record the default power limit (local watch writes power_limit_default_w): "
+                "judged by the clocks alone; check nvidia-smi -q -d POWER"
+            )
+        advice.append(
+            "The GPU loses clock at its power limit: check the limit against the default (gpuplan local detect; "
+            "nvidia-smi -q -d POWER,PERFORMANCE), the node's power delivery and cooling (hot GPUs draw more)."
+        )
+    if p.unjudged:
+        counter.append(
+            "the trace has neither the default power limit nor the maximum SM clock: a lowered cap cannot be told "
+            "from a GPU at its TDP (where the SW power cap reason is normal)"
+        )
+        advice.append(
+            "The GPU ran at its power limit: check that limit against the default (gpuplan local detect; "
+            "nvidia-smi -q -d POWER); a lowered limit (nvidia-smi -pl) or a weak PSU costs clock."
+        )
+    if p.brake:
+        evidence.append(
+            _ev(
+                "share of busy samples with the HW power brake (0x80)",
+                len(p.brake) / p.rows,
+                "power_throttle_fraction",
+                "NVML: clocks cut by 2x or more on an external power-brake signal",
+            )
+        )
+        advice.append(
+            "The hardware power brake fired: the system (power supply, chassis power budget) told the GPU to slow "
+            "down; check PSU redundancy and the node's power budget, and report the node."
+        )
+    confidence = min(1.0, 0.5 + frac / 2)
+    if not (p.capped or p.slow or p.brake):
+        confidence = min(confidence, 0.6)  # only the bit, nothing to judge it by
+    return (
+        "held",
+        Verdict("throttled-power", round(confidence, 2), tuple(evidence), tuple(counter), " ".join(advice)),
+        "",
+    )
+
+
+def _power_note(t: _Trace, p: _PowerRows | None = None) -> str | None:
+    """Information, not a finding: the SW power cap bit set on a busy GPU at its own limit with clocks near the
+    maximum (NVML: the power scaling holding the board at its limit, as at TDP)."""
+    p = p if p is not None else _power_rows(t)
+    if p is None or len(p.at_limit) / p.rows < THRESHOLDS["power_throttle_fraction"].value:
+        return None
+    limits = [g["power_limit_w"] for g in p.at_limit if g.get("power_limit_w")]
+    clocks = [r for g in p.at_limit if (r := _clock_ratio(g)) is not None]
+    power = [g["power_w"] for g in p.at_limit if "power_w" in g]
+    parts = [f"SW power cap reason in {len(p.at_limit) / p.rows:.0%} of busy samples"]
+    if limits:
+        parts.append(f"at a {median(limits):.0f} W limit" + (" (the default)" if p.default_known else ""))
+    if power:
+        parts.append(f"drawing {median(power):.0f} W")
+    if clocks:
+        parts.append(f"SM clock {median(clocks):.0%} of its maximum")
+    return (
+        ", ".join(parts)
+        + ": the GPU holding its power limit, as a dense job at TDP does; not a finding"
+        + ("" if p.default_known else " (the trace has no default limit to check the limit against)")
+    )
 
 
 def _pcie_downtrained(t: _Trace) -> tuple[str, Verdict | None, str]:
@@ -752,7 +1010,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("cpu-launch-bound", _cpu_launch_bound),
     ("host-swapping", _host_swapping),
     ("near-oom", _near_oom),
-    ("throttled-power", _throttle("power", POWER_BITS, "power_throttle_fraction", busy_only=True)),
+    ("throttled-power", _throttled_power),
     ("throttled-thermal", _throttle("thermal", THERMAL_BITS, "thermal_throttle_fraction", busy_only=False)),
     ("pcie-downtrained", _pcie_downtrained),
     ("straggler", _straggler),
@@ -903,6 +1161,8 @@ def diagnose(
         if verdict is not None:
             verdicts.append(verdict)
     verdicts.sort(key=lambda v: -v.confidence)
+    if t.samples and "throttled-power" not in [v.id for v in verdicts] and (note := _power_note(t)):
+        notes.append(note)
     missing = [c["id"] for c in checks if c["status"] == "no data"]
     if t.samples and not verdicts and len(missing) == len(CHECKS):
         # nothing could be checked (no GPU fields, no host fields): no verdict, rather than a hollow "healthy"

@@ -109,6 +109,9 @@ class NvmlWatchBackend(PynvmlBackend):
                     "pcie_gen_max": q(nv.nvmlDeviceGetMaxPcieLinkGeneration, h),
                     "pcie_width_max": q(nv.nvmlDeviceGetMaxPcieLinkWidth, h),
                 }
+                default = q(nv.nvmlDeviceGetPowerManagementDefaultLimit, h)  # milliwatts
+                if default:  # what diagnose tells a lowered power cap from the GPU at its own TDP by
+                    self._static[i]["power_limit_default_w"] = default / 1000
             util = q(nv.nvmlDeviceGetUtilizationRates, h)
             mem = q(nv.nvmlDeviceGetMemoryInfo, h)
             power = q(nv.nvmlDeviceGetPowerUsage, h)  # milliwatts
