@@ -335,3 +335,58 @@ def test_step_s_matches_serving_plan_tpot():
     b = r.running_sequences
     tpot, _ = step_s(spec, gpu, layout, job, a, b, 512 + 256 // 2, (b - 1) * 512 / 256, 512)
     assert r.tpot_s == pytest.approx(tpot, rel=1e-12)
+
+
+def test_hf_engine_moves_the_kv_cache_nine_times_per_decode_step():
+    """--engine hf (transformers + StaticCache): each extra sequence adds its whole static cache times
+    (1 + 2 g) to a memory-bound step (repeat_kv: read, write the g-fold copy, read it), g = 4 for Llama 3 8B;
+    the engines that read grouped K/V in place add it once, at the mean context."""
+    from gpuplan.estimate.inference import InferenceAssumptions, decode_step_s
+
+    spec, gpu = MODELS.get("llama-3.1-8b"), ACCS.get("h200-sxm-141gb")
+    a = InferenceAssumptions()
+    bandwidth = a.memory_bandwidth_efficiency * gpu.memory_bandwidth_bytes_per_s
+    job = ServingJob(prompt_tokens=2048, output_tokens=88, batch=64, engine="hf")
+    t64, bound = decode_step_s(spec, gpu, ServingLayout(), job, a, 64, 2048 + 44)
+    t1, _ = decode_step_s(spec, gpu, ServingLayout(), job, a, 1, 2048 + 44)
+    assert bound == "memory"
+    kv = kv_cache_bytes(spec, 2048 + 88, "bf16")  # the whole cache, not the mean context
+    assert t64 - t1 == pytest.approx(63 * 9 * kv / bandwidth, rel=1e-9)
+    vllm = ServingJob(prompt_tokens=2048, output_tokens=88, batch=64, engine="vllm")
+    v64 = decode_step_s(spec, gpu, ServingLayout(), vllm, a, 64, 2048 + 44)[0]
+    v1 = decode_step_s(spec, gpu, ServingLayout(), vllm, a, 1, 2048 + 44)[0]
+    assert v64 - v1 == pytest.approx(63 * kv_cache_bytes(spec, 2048 + 44, "bf16") / bandwidth, rel=1e-9)
+
+
+def test_hf_prefill_runs_the_head_once_and_every_masked_score():
+    """A compute-bound prefill: transformers keeps the last position's logits (the LM head runs once per
+    sequence, not per token) but attends the whole static cache under a mask (every score, no causal half);
+    gpt-fast's profile (compiled) runs the head on every token and counts the causal half."""
+    from gpuplan.estimate.flops import attention_flops_forward
+    from gpuplan.estimate.inference import (
+        DENSE_LAYER_KERNELS,
+        GQA_EXPAND_KERNELS,
+        HF_EXTRA_KERNELS,
+        InferenceAssumptions,
+        gemm_peak_flops_per_s,
+        prefill_s,
+    )
+
+    spec, gpu = MODELS.get("llama-3.2-1b"), ACCS.get("h200-sxm-141gb")
+    a = InferenceAssumptions()
+    batch, prompt, output = 64, 2048, 88
+    jobs = {
+        e: ServingJob(prompt_tokens=prompt, output_tokens=output, batch=batch, engine=e) for e in ("hf", "compiled")
+    }
+    t = {e: prefill_s(spec, gpu, ServingLayout(), j, a, batch, prompt) for e, j in jobs.items()}
+    peak = a.compute_efficiency * gemm_peak_flops_per_s(gpu, jobs["hf"])
+    head = spec.vocab_size * spec.hidden_size
+    tokens = batch * prompt
+    extra_attention = tokens * (
+        attention_flops_forward(spec, prompt + output) - attention_flops_forward(spec, prompt, causal=True)
+    )
+    # and its layers run 4 + 2 more kernels of the fixed per-layer latency (layer_kernels)
+    launches = spec.layers * a.layer_overhead_s * (HF_EXTRA_KERNELS + GQA_EXPAND_KERNELS) / DENSE_LAYER_KERNELS
+    expected = (extra_attention - (tokens - batch) * 2 * head) / peak + launches
+    assert t["hf"] - t["compiled"] == pytest.approx(expected, rel=1e-6)
+    assert t["hf"] < t["compiled"]  # for this 1B model the tied 262M-parameter head outweighs the masked scores

@@ -135,7 +135,7 @@ def test_token_budget_limits_the_running_batch():
 
 
 def test_engine_choices_come_from_the_enum():
-    assert set(values(Engine)) == {"server", "vllm", "sglang", "trtllm", "tgi", "llama.cpp", "compiled"}
+    assert set(values(Engine)) == {"server", "vllm", "sglang", "trtllm", "tgi", "llama.cpp", "compiled", "hf"}
     assert set(ENGINE_PROFILES) | {"server"} == set(values(Engine))
     assert engine_profile("server") is ENGINE_PROFILES["vllm"]
 
@@ -434,6 +434,12 @@ def test_layer_kernels_scale_the_fixed_latency():
     assert layer_kernels(dense, 32, 0) == 32 * DENSE_LAYER_KERNELS
     assert layer_kernels(moe, 48, 48) == 48 * 13
     assert layer_kernels(mla, 61, 58) / (61 * DENSE_LAYER_KERNELS) == pytest.approx((61 * 14 + 58 * 4) / (61 * 9))
+    # transformers (--engine hf): 4 more kernels per layer (separate q/k/v and gate/up projections, the cache
+    # writes), and the two repeat_kv copies of a GQA model; the engines that read grouped K/V in place run neither
+    assert layer_kernels(dense, 32, 0, "hf") == 32 * (DENSE_LAYER_KERNELS + 4 + 2)
+    assert layer_kernels(MODELS.get("llama-2-7b"), 32, 0, "hf") == 32 * (DENSE_LAYER_KERNELS + 4)
+    for engine in ("compiled", "vllm", "sglang", "trtllm", "tgi", "llama.cpp"):
+        assert layer_kernels(dense, 32, 0, engine) == 32 * DENSE_LAYER_KERNELS
     # the batch-1 step grows by exactly the extra kernels' share of layer_overhead_s
     from dataclasses import replace
 

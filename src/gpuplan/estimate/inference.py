@@ -12,7 +12,9 @@ Quantized weights are read through dequantizing kernels that reach a lower effec
 (a per-kernel factor). The weight GEMMs never take less than their tokens padded to the tensor-core tile
 (``tile_floor_s``: 64 rows on Hopper and Blackwell), which binds on parts with cut compute (H20); the fixed
 per-layer latency scales with the kernels a layer runs (``layer_kernels``); llama.cpp's prompt path expands
-quantized weights to fp16, accumulates in fp16 and writes the attention scores (``EngineProfile``).
+quantized weights to fp16, accumulates in fp16 and writes the attention scores; transformers (``--engine hf``)
+attends its whole static cache under a mask, copies grouped K/V heads out to every query head first and keeps only
+the last prompt position's logits (``EngineProfile``; measured on an H200: docs/measurements/inference.md).
 Every constant is a named assumption with its source (``InferenceAssumptions``), or a module constant with its own.
 """
 
@@ -245,6 +247,14 @@ def _sglang_limits(gpu: Accelerator) -> tuple[int, int]:
     return 0, budget
 
 
+#: Kernels a decode step of a Llama layer in transformers (modeling_llama under torch.compile) runs beyond the
+#: 9 of DENSE_LAYER_KERNELS: q_proj, k_proj and v_proj are three GEMMs where the count has one fused QKV (+2),
+#: gate_proj and up_proj two where it has one (+1), and StaticCache.update writes keys and values with one
+#: index_copy_ each (+1). Counted from the code, not profiled; the repeat_kv copies come on top
+#: (GQA_EXPAND_KERNELS).
+HF_EXTRA_KERNELS = 4
+
+
 @dataclass(frozen=True)
 class EngineProfile:
     """A serving engine's defaults: how it batches, how it packs a step, what it costs per step.
@@ -286,6 +296,26 @@ class EngineProfile:
     #: prompt: TensorRT pre-computes an engine's activation memory at build time from the profile's max tensor
     #: shapes (TensorRT-LLM docs, reference/memory.md "Activation size"; max_num_tokens bounds them)
     workspace_at_budget: bool = False
+    #: the KV cache is one static buffer per sequence of prompt + output tokens and attention runs over all of
+    #: it under an explicit mask, not over the tokens written so far (transformers StaticCache: update() hands
+    #: SDPA the whole max_cache_len buffer and the mask hides the unwritten tail; gpt-fast's model.py KVCache
+    #: and causal_mask do the same): a decode step reads the whole cache, and the prompt's attention, given a
+    #: mask instead of is_causal, computes every score of prompt x cache (no causal skip)
+    static_kv_cache: bool = False
+    #: grouped K/V heads are copied out to every query head before an attention kernel that cannot take them
+    #: grouped (transformers: repeat_kv ahead of SDPA whenever a mask is passed, which a static cache always
+    #: does), so a decode step reads the cache, writes the g-fold copy and reads that copy back: (1 + 2 g) x the
+    #: cache bytes (``gqa_expansion``), in two more kernels per layer (GQA_EXPAND_KERNELS). Paged engines (vLLM,
+    #: SGLang, TensorRT-LLM, TGI) and llama.cpp read each K/V head once for its group of query heads; gpt-fast
+    #: also calls repeat_interleave, but under coordinate_descent_tuning Inductor turns its one-query attention
+    #: matmuls into reductions that index the grouped cache (torch/_inductor/decomposition.py bmm), so no copy
+    expands_gqa: bool = False
+    #: its prefill computes logits for each sequence's last prompt position only (transformers generate passes
+    #: logits_to_keep=1), so the LM head's FLOPs count once per sequence, not once per prompt token. The other
+    #: profiles count them for every prompt token (gpt-fast's prefill returns every position's logits)
+    prefill_last_logits: bool = False
+    #: kernels per dense decoder layer beyond the 9 that ``layer_overhead_s`` was calibrated on (DENSE_LAYER_KERNELS)
+    extra_layer_kernels: int = 0
 
     def limits(self, gpu: Accelerator | None) -> tuple[int, int]:
         """(max_num_seqs, token budget) on ``gpu`` (None: the profile's listed values)."""
@@ -385,7 +415,32 @@ ENGINE_PROFILES: Mapping[str, EngineProfile] = MappingProxyType(
                 "total",
                 False,
                 "one compiled stream (gpt-fast: torch.compile + CUDA graphs): no scheduler, the "
-                "whole prompt prefilled in one call, the batch as given",
+                "whole prompt prefilled in one call, the batch as given; grouped K/V read in place (gpt-fast's "
+                "repeat_interleave is indexed, not copied, by the reductions Inductor generates for its one-query "
+                "attention: generate.py sets coordinate_descent_tuning and the math SDPA backend). Its static "
+                "cache is attended in full (model.py KVCache), which static_kv_cache would model; left off: on the "
+                "bundled gpt-fast rows (5-token prompts) it moves TPOT +0.3 points the wrong way "
+                "(docs/measurements/inference.md)",
+            ),
+            EngineProfile(
+                "hf",
+                0.0,
+                0,
+                10**7,
+                1.0,
+                "total",
+                False,
+                "Hugging Face transformers with a static cache and torch.compile(mode='reduce-overhead', "
+                "fullgraph=True) of the forward (the transformers docs' recipe for fast generate): the batch as "
+                "given, its prompts prefilled in one call with logits for the last position only (logits_to_keep); "
+                "attention through SDPA over the whole StaticCache under an explicit mask, so repeat_kv copies the "
+                "grouped K/V out to every query head first (transformers sdpa_attention_forward: enable_gqa only "
+                "without a mask); separate q/k/v and gate/up projections (modeling_llama). Eager generate (no "
+                "compile) is bound by Python dispatch and is not modelled. Step overhead 0: not measured",
+                static_kv_cache=True,
+                expands_gqa=True,
+                prefill_last_logits=True,
+                extra_layer_kernels=HF_EXTRA_KERNELS,
             ),
         )
     }
@@ -740,11 +795,45 @@ MOE_EXTRA_KERNELS = 4
 MLA_EXTRA_KERNELS = 5
 
 
-def layer_kernels(spec: ModelSpec, layers: int, moe_layers: int) -> float:
+#: Kernels an engine that repeats grouped K/V heads to every query head (``EngineProfile.expands_gqa``) runs
+#: beyond the 9: one copy for K and one for V (transformers repeat_kv, called on each). The layer_overhead_s
+#: calibration (gpt-fast Llama-2-7B, 32 heads and 32 KV heads) ran neither.
+GQA_EXPAND_KERNELS = 2
+
+
+def gqa_group(spec: ModelSpec) -> float:
+    """Query heads per K/V head (g): 1 for MHA and for MLA (whose latent is not split into K/V heads)."""
+    if spec.mla is not None or not spec.kv_heads:
+        return 1.0
+    return spec.attention_heads / spec.kv_heads
+
+
+def gqa_expansion(spec: ModelSpec, engine: str) -> float:
+    """Bytes a decode step moves per byte of KV cache it attends: 1 where the attention kernel reads each K/V
+    head once for its group of query heads (paged engines); 1 + 2 g where the engine first copies the cache out
+    to every query head (``EngineProfile.expands_gqa``): the cache read once, the g-fold copy written, then read
+    by the attention (9x for Llama 3 8B, g = 4). MHA (g = 1) copies nothing."""
+    g = gqa_group(spec)
+    return 1.0 + 2.0 * g if engine_profile(engine).expands_gqa and g > 1 else 1.0
+
+
+def static_cache_tokens(job: ServingJob) -> int:
+    """Tokens of a static KV cache (``EngineProfile.static_kv_cache``): the sequence, --context or else prompt +
+    output (transformers generate sizes its StaticCache to max_length, the prompt plus max_new_tokens)."""
+    return job.sequence_tokens
+
+
+def layer_kernels(spec: ModelSpec, layers: int, moe_layers: int, engine: str | None = None) -> float:
     """Kernels ``layers`` decoder layers run per step (``moe_layers`` of them MoE): the fixed per-layer latency
     (``layer_overhead_s``, launches and small-kernel tails) scales with them, so an MLA + MoE layer of
-    DeepSeek-V3 costs (9 + 5 + 4) / 9 = 2x a Llama layer's."""
+    DeepSeek-V3 costs (9 + 5 + 4) / 9 = 2x a Llama layer's. With ``engine``, the profile's own extra kernels
+    (``EngineProfile.extra_layer_kernels``), and GQA_EXPAND_KERNELS more per layer of a GQA model where the engine
+    repeats grouped K/V heads (``gqa_expansion``)."""
     per_layer = DENSE_LAYER_KERNELS + (MLA_EXTRA_KERNELS if spec.mla is not None else 0)
+    if engine is not None:
+        per_layer += engine_profile(engine).extra_layer_kernels
+        if gqa_expansion(spec, engine) > 1:
+            per_layer += GQA_EXPAND_KERNELS
     return float(layers * per_layer + moe_layers * MOE_EXTRA_KERNELS)
 
 
@@ -853,7 +942,10 @@ def step_s(
     halved as FlashAttention counts it). The two run as separate kernels one after the other, so their
     times add. Plus a fixed latency per layer, two all-reduces per layer under TP (Megatron-LM section 3),
     the stages in turn under PP (a token passes each stage; pipelining serves memory, not latency) and the
-    engine's per-step overhead.
+    engine's per-step overhead. Engine mechanisms (``EngineProfile``): a static cache is attended in full,
+    decode and prompt alike (``static_kv_cache``); a GQA copy multiplies the KV bytes a decode step moves
+    (``gqa_expansion``) and adds its kernels to the per-layer latency (``layer_kernels``); a prefill that keeps
+    the last position's logits runs the LM head once per prompt (``prefill_last_logits``).
     """
     return _step_fn(model, gpu, layout, job, a)(decodes, context, prefill_tokens, prompt)
 
@@ -885,12 +977,21 @@ def _step_fn(
     peak = a.compute_efficiency * gemm_peak_flops_per_s(gpu, job)
     n_params = _active_matmul_params(model)
     floor_s = _tile_floor_fn(model, gpu, layout, job.weights, share)
-    materializes = engine_profile(job.engine).materializes_scores
+    # the LM head's parameters, which a prefill with last-position logits runs once per sequence, not per token
+    head_params = 0.0
+    if isinstance(model, ModelSpec) and engine_profile(job.engine).prefill_last_logits:
+        head_params = float(model.vocab_size * model.hidden_size)
+    profile = engine_profile(job.engine)
+    materializes = profile.materializes_scores
     hidden = spec.hidden_size if spec is not None else 0
     launches = stage_layers * a.layer_overhead_s
     if spec is not None:
-        launches *= layer_kernels(spec, stage_layers, w.moe_layers_here) / (stage_layers * DENSE_LAYER_KERNELS)
+        kernels = layer_kernels(spec, stage_layers, w.moe_layers_here, job.engine)
+        launches *= kernels / (stage_layers * DENSE_LAYER_KERNELS)
     overhead = engine_values(a, job, gpu).step_overhead_s
+    expansion = gqa_expansion(spec, job.engine) if spec is not None else 1.0
+    # a static cache is attended in full whatever the step's position (EngineProfile.static_kv_cache)
+    static_tokens = static_cache_tokens(job) if profile.static_kv_cache else 0
 
     def step(decodes: float, context: int, prefill_tokens: float = 0.0, prompt: int = 0) -> tuple[float, str]:
         tokens = decodes + prefill_tokens
@@ -908,13 +1009,20 @@ def _step_fn(
         else:
             read *= kernel_factor
         t_mem = read / bandwidth
-        t_comp = max(tokens * 2 * n_params * share / tp / peak, floor_s(tokens))
+        gemm_flops = tokens * 2 * n_params
+        if head_params and prefill_tokens and prompt:
+            gemm_flops -= (prefill_tokens - prefill_tokens / prompt) * 2 * head_params
+        t_comp = max(gemm_flops * share / tp / peak, floor_s(tokens))
         t_attn = 0.0
         if spec is not None:
-            kv_read = decodes * kv_cache_bytes(spec, context, job.kv_cache, tp) * share if decodes else 0.0
-            attn = decodes * decode_attention_flops(spec, context) if decodes else 0.0
+            attended = max(context, static_tokens)
+            kv_read = decodes * kv_cache_bytes(spec, attended, job.kv_cache, tp) * share * expansion if decodes else 0.0
+            attn = decodes * decode_attention_flops(spec, attended) if decodes else 0.0
             if prefill_tokens:
-                attn += prefill_tokens * attention_flops_forward(spec, prompt, causal=True)
+                if static_tokens:  # a mask over the whole cache: every score computed, none skipped
+                    attn += prefill_tokens * attention_flops_forward(spec, max(prompt, static_tokens))
+                else:
+                    attn += prefill_tokens * attention_flops_forward(spec, prompt, causal=True)
             t_attn = max(kv_read / bandwidth, attn * share / tp / peak)
             if prefill_tokens and materializes:
                 span = attended_span(prompt, None, causal=True)
@@ -1138,7 +1246,13 @@ def serving_plan(
     per_seq_kv = kv_cache_bytes(model, occupancy, job.kv_cache, layout.tp) * share
     chunk = ev.token_budget if profile.workspace_at_budget else min(ev.token_budget, max(seq, prompt))
     ffn = max(model.ffn_size, model.moe.expert_ffn_size * model.moe.experts_per_token if model.moe else 0)
-    act = chunk * (4 * model.hidden_size + 3 * ffn / layout.tp) * 2  # hidden states and the MLP's widest tensors
+    act_per_token = (4 * model.hidden_size + 3 * ffn / layout.tp) * 2  # hidden states and the MLP's widest tensors
+    act = chunk * act_per_token
+    # an engine without a scheduler prefills a static batch in one call (prefill_s: one step of batch x prompt
+    # tokens), so its workspace holds the activations of every prompt at once: each sequence beyond
+    # max(seq, prompt) / prompt adds its prompt's share (measured: Llama 3.1 8B, batch 64 x 2048 on an H200,
+    # peak allocated 49.6 GB against weights 16.1 + KV 17.9 + 15.6 GB of prefill activations; inference.md)
+    whole_batch = not job.continuous and job.engine in STATIC_ENGINES and prompt * act_per_token > 0
     parts: dict[str, float] = {"weights": w.total, "activations_workspace": act, "cuda_context": a.cuda_context_bytes}
     groups = {"weights": "weights", "activations_workspace": "activations", "cuda_context": "other"}
     if profile.logits_bytes and ev.max_num_seqs:
@@ -1158,6 +1272,10 @@ def serving_plan(
         planning = capacity * ev.gpu_memory_utilization
         free_for_kv = planning - sum(parts.values())
     max_seqs = max(0, int(free_for_kv // per_seq_kv)) if per_seq_kv else 0
+    if whole_batch and per_seq_kv and max_seqs * prompt > chunk:
+        # past the batch whose prompts fit the one-sequence workspace, each sequence costs its KV and its
+        # prompt's activations: B (kv + P a) <= free + chunk a
+        max_seqs = max(chunk // prompt, int((free_for_kv + act) // (per_seq_kv + prompt * act_per_token)))
     if job.continuous and job.context is None and not profile.reserves_output:
         notes.append(
             f"KV cache planned at mean occupancy (paged KV): {occupancy:,} tokens per sequence (prompt + half "
@@ -1244,6 +1362,8 @@ def serving_plan(
     else:
         batch = 1
     parts["kv_cache"] = per_seq_kv * batch
+    if whole_batch:
+        parts["activations_workspace"] = max(chunk, min(ev.token_budget, batch * prompt)) * act_per_token
     groups["kv_cache"] = "kv_cache"
     ttft, tpot, total, bound, live = latency(batch)
     if job.continuous and live < batch:

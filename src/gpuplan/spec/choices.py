@@ -139,12 +139,13 @@ class Engine(StrEnum):
     TGI = "tgi"
     LLAMA_CPP = "llama.cpp"
     COMPILED = "compiled"
+    HF = "hf"
 
 
 #: Engine names that are another profile's alias.
 ENGINE_ALIASES = {Engine.SERVER.value: Engine.VLLM.value}
 #: Engines that run one static batch (no scheduler); every other profile batches continuously.
-STATIC_ENGINES = frozenset({Engine.COMPILED.value})
+STATIC_ENGINES = frozenset({Engine.COMPILED.value, Engine.HF.value})
 
 
 class Storage(StrEnum):
