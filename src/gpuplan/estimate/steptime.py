@@ -61,7 +61,15 @@ from .assumptions import AssumptionSet, check_assumptions
 from .flops import attention_flops_forward, flops_per_token
 from .machine import MachineAssumptions, cpu_cores_per_gpu
 from .mamf import matmul_efficiency
-from .memory import NF4_BYTES_PER_PARAM, micro_batches_per_step, resolve_recipe, stage_layers, trainable_linears
+from .memory import (
+    NF4_BYTES_PER_PARAM,
+    MemoryAssumptions,
+    activation_bytes_per_layer,
+    micro_batches_per_step,
+    resolve_recipe,
+    stage_layers,
+    trainable_linears,
+)
 from .params import count_params, linear_shapes
 from .time import peak_for, training_dtype
 
@@ -325,9 +333,28 @@ class StepAssumptions(AssumptionSet):
     host_cores_per_gpu: float | None = None  # None: the machine block's cores per GPU (default_host_cores_per_gpu)
     host_core_bytes_per_s: float = 10e9
     moe_dispatch_ranks_per_token: float | None = None  # None: one copy per routed expert (experts_per_token)
+    eager_host_s_per_layer: float = 5.05e-3
+    eager_loss_bytes_per_logit: float = 46.0
 
     SOURCES = MappingProxyType(
         {
+            "eager_loss_bytes_per_logit": (
+                "bytes of HBM traffic per token per vocabulary entry, forward + backward",
+                "the eager loss path counted from its code (transformers ForCausalLMLoss: logits.float(), "
+                "cross_entropy = log_softmax + nll_loss): forward writes the 16-bit logits (2), upcasts them (read 2, "
+                "write 4), log_softmax reads twice and writes (12); backward writes the dense nll gradient (4), "
+                "log_softmax's backward reads gradient twice and output once and writes (16), the cast back reads 4 "
+                "and writes 2: 46 bytes; fused stacks (Megatron's vocab-parallel cross-entropy, --compile) are not "
+                "charged it",
+            ),
+            "eager_host_s_per_layer": (
+                "seconds per decoder layer and micro-batch, forward + backward + optimizer",
+                "the host's time to dispatch one eager PyTorch training step of a Hugging Face Llama layer, measured "
+                "where the host sets the pace: Llama 3.2 1B, pure bf16, batch 1 x 2048, one H200 with a Xeon host, "
+                "torch 2.11: 80.8 ms a step for 16 layers (7,624 aten ops) while its kernels kept the GPU busy "
+                "52.9 ms (docs/measurements/kernel_counts_h200.json); dispatch does not grow with the tensors, so "
+                "it is the floor of an eager step whatever the model's width",
+            ),
             "matmul_efficiency": (
                 "fraction of dense peak",
                 "unset: the GPU's matmul_efficiency in the catalog (Bekman, "
@@ -518,6 +545,8 @@ class StepAssumptions(AssumptionSet):
                 "collective_sms": (0, 1024),
                 "host_cores_per_gpu": (0, 4096),
                 "moe_dispatch_ranks_per_token": (1, 4096),
+                "eager_host_s_per_layer": (0, 1),
+                "eager_loss_bytes_per_logit": (0, 1024),
             },
             positive=(
                 "flash_attention_efficiency",
@@ -920,6 +949,19 @@ def training_step(
     head_dims = (model.vocab_size / tp, model.token_embedding_dim)
     head_passes = 3 if job.method == "full" else 2  # a frozen head: forward and input gradient only
     per_mb["matmul"] += head_passes * _gemm_s(tokens_mb, head_dims[0], head_dims[1], eta16 * peak16 * clock, bw)
+    if not (stack.fused_elementwise or job.compile):
+        # the loss as eager PyTorch runs it over the logits (transformers' ForCausalLMLoss, torchtitan's
+        # cross_entropy on .float() logits): memory-bound passes over every vocabulary entry of every token
+        per_mb["loss"] = tokens_mb * model.vocab_size / tp * a.eager_loss_bytes_per_logit / bw
+    if layout.offload == "activations":
+        # --offload activations (Megatron-Core cpu_offloading, torch.autograd.graph.save_on_cpu): each offloaded
+        # layer's saved tensors cross PCIe to the host during the next layer's forward and back during its
+        # backward, on a side stream; only what a layer's compute cannot cover waits
+        n_off = layers_here if job.offload_layers is None else xp.minimum(job.offload_layers, layers_here)
+        kept = sum(activation_bytes_per_layer(model, job, layout, MemoryAssumptions()).values())
+        copy_s = kept / host_link_bytes_per_s(gpu, a)
+        exposed = xp.maximum(0.0, copy_s - sum(fwd.values())) + xp.maximum(0.0, copy_s - sum(bwd.values()))
+        per_mb["activation_offload"] = n_off * exposed
     t_mb = sum(per_mb.values())
 
     parts = {k: v * m for k, v in per_mb.items()}
@@ -1008,6 +1050,14 @@ def training_step(
         )
     else:
         parts["optimizer"] = opt_params * a.optimizer_bytes_per_param / bw
+
+    # ---- an eager stack launches every kernel from Python: the host's dispatch is a floor under the step. The GPU
+    # runs behind the host's queue, so the step is the longer of the two; with little work per kernel (small
+    # models, short micro-batches) the host sets the pace
+    if not (stack.fused_elementwise or job.compile):
+        host_s = a.eager_host_s_per_layer * layers_here * m
+        gpu_s = sum(parts.values())
+        parts["host_dispatch_wait"] = xp.maximum(0.0, host_s - gpu_s)
 
     tokens_iter = m * micro * job.seq_len * dp
     per_token = flops_per_token(model, job.seq_len, causal=True)

@@ -1,0 +1,81 @@
+"""What an eager PyTorch step costs beyond its GEMMs (issue #20, from the H200 recordings): the host's dispatch as
+a floor, the loss's passes over the logits, LoRA's missing weight gradients and activation offload's PCIe copies.
+Each against the formula's own terms, so a change in one of them shows here."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from conftest import BUNDLED_ACCELERATORS, BUNDLED_MODELS
+from gpuplan.estimate.memory import MemoryAssumptions, activation_bytes_per_layer
+from gpuplan.estimate.steptime import StepAssumptions, host_link_bytes_per_s, training_step
+from gpuplan.spec.training import Parallelism, TrainingJob
+
+A = StepAssumptions()
+ONE = Parallelism(gpus=1)
+
+
+def _gpu():
+    return BUNDLED_ACCELERATORS.get("h200-sxm-141gb")
+
+
+def _model(mid="llama-3.2-1b"):
+    return BUNDLED_MODELS.get(mid)
+
+
+def test_host_dispatch_is_a_floor_under_a_small_eager_step():
+    """A 1B model at 256 tokens does little GPU work per kernel: the step is the host's 5.05 ms per layer, and the
+    wait is exactly what the GPU's parts leave of it. Compiled (or a fused stack), there is no such floor."""
+    model, gpu = _model(), _gpu()
+    job = TrainingJob(micro_batch=1, seq_len=256, global_batch=1, precision="bf16", stack="hf")
+    s = training_step(model, gpu, ONE, job)
+    host = A.eager_host_s_per_layer * model.layers
+    assert s.iteration_s == pytest.approx(host, rel=1e-12)
+    assert s.parts["host_dispatch_wait"] == pytest.approx(
+        host - (s.iteration_s - s.parts["host_dispatch_wait"]), rel=1e-9
+    )
+    compiled = training_step(model, gpu, ONE, replace(job, compile=True))
+    assert "host_dispatch_wait" not in compiled.parts and compiled.iteration_s < host
+    big = training_step(model, gpu, ONE, replace(job, micro_batch=8, seq_len=8192, global_batch=8))
+    assert "host_dispatch_wait" not in big.parts  # the GPU's work covers the host's
+
+
+def test_eager_loss_traffic_per_logit():
+    """46 bytes per token and vocabulary entry at the GPU's effective bandwidth, on the eager stacks only."""
+    model, gpu = _model(), _gpu()
+    job = TrainingJob(micro_batch=4, seq_len=2048, global_batch=4, precision="bf16", stack="hf")
+    s = training_step(model, gpu, ONE, job)
+    bw = gpu.memory_bandwidth_bytes_per_s * A.hbm_efficiency
+    assert s.parts["loss"] == pytest.approx(4 * 2048 * model.vocab_size * 46 / bw, rel=1e-12)
+    fused = training_step(model, gpu, ONE, replace(job, stack="megatron"))
+    assert "loss" not in fused.parts
+
+
+def test_lora_backward_has_no_frozen_weight_gradients():
+    """LoRA's backward runs one GEMM per base linear (the input gradient) where full training runs two, plus the
+    adapters' thin GEMMs; the optimizer steps the adapters only (tens of MB, not the model)."""
+    model, gpu = _model("llama-3.1-8b"), _gpu()
+    full = TrainingJob(micro_batch=4, seq_len=2048, global_batch=4, precision="bf16", stack="hf")
+    lora = replace(full, method="lora")
+    f, q = training_step(model, gpu, ONE, full), training_step(model, gpu, ONE, lora)
+    # matmul: full = 3 x forward, LoRA = 2 x forward + adapters: between 2/3 and 3/4 of full's
+    assert 0.66 < q.parts["matmul"] / f.parts["matmul"] < 0.75
+    assert q.parts["optimizer"] < f.parts["optimizer"] / 100
+
+
+def test_activation_offload_pays_what_compute_cannot_hide():
+    """Each offloaded layer's saved activations go to the host in forward and come back in backward over PCIe;
+    per layer the exposed time is max(0, copy - forward) + max(0, copy - backward)."""
+    model, gpu = _model("llama-3.1-8b"), _gpu()
+    job = TrainingJob(micro_batch=4, seq_len=4096, global_batch=4, precision="bf16", stack="hf", offload_layers=8)
+    lay = Parallelism(gpus=1, offload="activations")
+    s = training_step(model, gpu, lay, job)
+    kept = sum(activation_bytes_per_layer(model, job, lay, MemoryAssumptions()).values())
+    copy = kept / host_link_bytes_per_s(gpu, A)
+    assert copy > 0.01  # gigabytes per layer over ~51 GB/s: tens of ms, more than a layer's compute here
+    on = training_step(model, gpu, Parallelism(gpus=1), job)
+    assert s.parts["activation_offload"] > 0 and s.iteration_s > on.iteration_s
+    fewer = training_step(model, gpu, lay, replace(job, offload_layers=4))
+    assert fewer.parts["activation_offload"] == pytest.approx(s.parts["activation_offload"] / 2, rel=1e-12)
