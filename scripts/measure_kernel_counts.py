@@ -22,17 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from gpuplan.catalog.models import bundled_configs  # noqa: E402
-
-TINY = {
-    "model_type": "llama",
-    "vocab_size": 512,
-    "hidden_size": 64,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "intermediate_size": 128,
-    "max_position_embeddings": 4096,
-}
+from measure_inference import TINY  # noqa: E402  (scripts/ is on the path of a script run from it)
 
 
 def _kernels(prof) -> tuple[int, float]:

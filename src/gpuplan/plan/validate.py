@@ -45,7 +45,12 @@ FILES: Mapping[str, str] = {
     "training_memory": "memory",
     "inference": "inference",
     "inference_modern": "inference",
+    "measured_gpu": "mixed",
 }
+
+#: The category of a file whose records are of several kinds (``measured_gpu``: our own training and decoding
+#: runs, each record naming its kind in ``record_type``); every category reads it.
+MIXED = "mixed"
 
 #: Bundled files validate does not score, and why (named in every report, so nothing is dropped silently).
 NOT_SCORED: Mapping[str, str] = {
@@ -184,9 +189,14 @@ def source_key(record: Mapping[str, Any]) -> str:
     - an arXiv URL: ``arxiv:ID`` (one paper);
     - any other URL: its host and path, without query or fragment (``pytorch.org/blog/maximizing-training``:
       one blog post is one measurement campaign);
+    - gpuplan's own recordings (``source.campaign``): the campaign, one lease's recordings on one GPU
+      (``measured_gpu.json``: "gpuplan H200 recordings 2026-11-27"), whatever raw file a record came from;
     - no URL: the source title.
     """
     src = record.get("source") or {}
+    campaign = str(src.get("campaign") or "").strip()
+    if campaign:
+        return campaign
     url = str(src.get("url") or "").strip()
     repo = str(src.get("repo") or "").strip()
     m = re.match(r"https?://(?:www\.)?github\.com/([^/#?]+)/([^/#?]+)", url)
@@ -393,6 +403,13 @@ def _config_from_architecture(m: Mapping[str, Any], seq_len: int) -> tuple[dict[
             "rotary_pct": 1.0,
             "tie_word_embeddings": False,
         }, "gpt_neox (4h MLP, grouped-query attention)"
+    # tied or untied embeddings: whichever parameter count is nearer the one the record states (Megatron-LM's
+    # 2021 Table 1 counts the embedding once, Megatron-Core's 2024 weak-scaling table twice: 12Lh^2 + 2Vh)
+    blocks = 12 * layers * hidden * hidden + 13 * layers * hidden
+    stated = m.get("params")
+    tied = True
+    if isinstance(stated, (int, float)) and stated > 0:
+        tied = abs(blocks + vocab * hidden - stated) <= abs(blocks + 2 * vocab * hidden - stated)
     return {
         "model_type": "gpt2",
         "n_embd": hidden,
@@ -401,7 +418,8 @@ def _config_from_architecture(m: Mapping[str, Any], seq_len: int) -> tuple[dict[
         "n_inner": ffn,
         "vocab_size": vocab,
         "n_positions": context,
-    }, "gpt2 (4h GELU MLP, learned positions, tied embeddings)"
+        "tie_word_embeddings": tied,
+    }, f"gpt2 (4h GELU MLP, learned positions, {'tied' if tied else 'untied'} embeddings)"
 
 
 def map_model(
@@ -1319,6 +1337,214 @@ def _map_inference(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> 
         return skip(f"no metric gpuplan predicts ({', '.join(dict.fromkeys(unscored)) or 'none'})")
 
 
+# ------------------------------------------------------------------------- gpuplan's own recordings
+
+#: Memory that a gpuplan report counts but PyTorch's caching allocator does not hand out: the CUDA context and
+#: NCCL's buffers live outside the allocator, and ``allocator_reserve`` is the allocator's own slack (reserved,
+#: not allocated). ``max_memory_allocated`` is compared with the report's total less these parts.
+OUTSIDE_ALLOCATED = ("cuda_context", "nccl_buffers", "allocator_reserve")
+
+#: The engine labels of the decoding recordings (scripts/measure_inference.py) whose decode step no engine
+#: profile describes: their TPOT is skipped with this reason; their TTFT and memory are scored (the prefill is the
+#: same eager transformers forward in every row, and the memory peak is that prefill's).
+_NO_DECODE_PROFILE = (
+    "decode replayed from a CUDA graph of transformers' eager kernels (or run eagerly): no engine profile "
+    "describes it (--engine hf is torch.compile, compiled is gpt-fast's fused kernels); TTFT and memory scored"
+)
+
+#: The TPOT metric of a decoding recording that its ``serve --engine`` profile predicts.
+_MEASURED_TPOT = {"hf": "tpot_compiled_s"}
+
+
+def _measured_dims(rec: Mapping[str, Any], acc: Any, stack: str) -> dict[str, Any]:
+    return dict(
+        source=source_key(rec),
+        gpu_generation=acc.architecture,
+        precision="bf16",
+        stack=stack,
+        architecture="dense",
+    )
+
+
+_BNB_STEP = (
+    "step time with bitsandbytes (8-bit Adam or QLoRA's NF4 layers): their per-call cost is not modelled; the "
+    "memory of the run is scored"
+)
+#: the recording's prefill is eager transformers: below this many prompt tokens per call the host's dispatch of its
+#: kernels, not the GPU, sets the time to first token (a 1B model: 22 ms for 128 tokens and 13 ms for 8 x 128)
+_MIN_TTFT_PROMPT_TOKENS = 16384
+_EAGER_PREFILL = (
+    "TTFT of an eager prefill under 16,384 prompt tokens: paced by the host's kernel dispatch, which the hf "
+    "profile (a compiled engine) does not have"
+)
+
+
+def _map_measured(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> None:
+    """A record of gpuplan's own recordings (``measured_gpu.json``, distilled from docs/measurements/ by
+    scripts/distill_measurements.py). Its ``gpuplan`` block gives the catalog ids and the job exactly, so the
+    case is the ``api.train`` / ``api.serve`` call tests/test_measurements*.py make:
+
+    - a training run (one GPU, global batch = micro-batch): the median step time as tokens/s per GPU (category
+      training), and ``max_memory_allocated`` against the report's total less :data:`OUTSIDE_ALLOCATED`
+      (category memory);
+    - a decoding run: TTFT and, where the engine has a profile, TPOT (category inference), and
+      ``max_memory_allocated`` the same way (category memory)."""
+    rid = str(rec["id"])
+    kind = str(rec.get("record_type") or "")
+    category = "inference" if kind == "inference_run" else "training"
+    g = rec.get("gpuplan")
+    if not isinstance(g, Mapping) or not isinstance(g.get("job"), Mapping):
+        out.skipped.append(Skip(rid, stem, category, "no gpuplan block (model, GPU and job) in the record"))
+        return
+    if not cat.accelerators().matches(str(g.get("gpu"))):
+        out.skipped.append(Skip(rid, stem, category, f"GPU '{g.get('gpu')}' is not in the accelerator catalog"))
+        return
+    acc = cat.accelerators().get(str(g["gpu"]))
+    model = str(g.get("model") or "")
+    if len(cat.models().matches(model)) != 1:
+        out.skipped.append(Skip(rid, stem, category, f"model '{model}' is not in the model catalog"))
+        return
+    job: Mapping[str, Any] = g["job"]
+    confidence = {str(v.get("metric")): str(v.get("confidence") or "") for v in rec.get("values") or ()}
+    measured = {str(v.get("metric")): _number(v) for v in rec.get("values") or ()}
+    allocated = measured.get("max_memory_allocated_bytes")
+    memory_note = (
+        "max_memory_allocated against gpuplan's total less the CUDA context, NCCL buffers and the allocator's "
+        "slack (memory the caching allocator does not hand out)"
+    )
+    if kind == "training_run":
+        micro, seq = _int(job.get("micro_batch")), _int(job.get("seq_len"))
+        if not (micro and seq):
+            out.skipped.append(Skip(rid, stem, "training", "micro-batch or sequence length missing from the job"))
+            return
+        targets = job.get("lora_targets")
+        kwargs: dict[str, Any] = dict(
+            model=model,
+            gpu=acc.id,
+            gpus=1,
+            micro_batch=micro,
+            global_batch=micro,
+            seq_len=seq,
+            tokens=float(micro * seq * PLANNED_STEPS),
+        )
+        for k in ("precision", "recompute", "optimizer", "method", "quant", "lora_rank", "flash_attention"):
+            if k in job:
+                kwargs[k] = job[k]
+        for k in ("recipe", "stack"):
+            if job.get(k) not in (None, "auto"):
+                kwargs[k] = job[k]
+        if isinstance(targets, (list, tuple)):
+            kwargs["lora_targets"] = ",".join(str(t) for t in targets)
+        dims = _measured_dims(rec, acc, "hf")
+        step = measured.get("median_step_s")
+        bnb = job.get("optimizer") == "adamw-8bit" or job.get("method") == "qlora"
+        if step and bnb:
+            # bitsandbytes' 8-bit Adam and NF4 layers spend host and kernel time per call far above the memory
+            # traffic the step model charges (docs/measurements/README.md): scored, they would only pull the
+            # fitted model_shape_factor of every other run
+            out.skipped.append(Skip(rid, stem, "training", _BNB_STEP))
+        elif step:
+            notes: tuple[str, ...] = ("median step time as tokens/s per GPU (micro-batch x sequence / step)",)
+            out.cases.append(
+                Case(
+                    id=rid,
+                    record=rid,
+                    file=stem,
+                    category="training",
+                    metric="median_step_s",
+                    quantity="tokens_per_s_per_gpu",
+                    unit="tokens/s/GPU",
+                    published=micro * seq / step,
+                    call="train",
+                    kwargs=kwargs,
+                    confidence=confidence.get("median_step_s", ""),
+                    notes=notes,
+                    **dims,
+                )
+            )
+        else:
+            out.skipped.append(Skip(rid, stem, "training", "no step time recorded"))
+        if allocated:
+            out.cases.append(
+                Case(
+                    id=f"{rid}#memory",
+                    record=rid,
+                    file=stem,
+                    category="memory",
+                    metric="max_memory_allocated_bytes",
+                    quantity="allocated_bytes_per_gpu",
+                    unit="bytes",
+                    published=allocated,
+                    call="train",
+                    kwargs=kwargs,
+                    confidence=confidence.get("max_memory_allocated_bytes", ""),
+                    notes=(memory_note,),
+                    **dims,
+                )
+            )
+        return
+    if kind != "inference_run":
+        out.skipped.append(Skip(rid, stem, "training", f"record type '{kind}' is not scored"))
+        return
+    engine = job.get("engine")
+    batch, prompt, output = (_int(job.get(k)) for k in ("batch", "prompt_tokens", "output_tokens"))
+    if not (batch and prompt and output):
+        out.skipped.append(Skip(rid, stem, "inference", "batch, prompt or output length missing from the job"))
+        return
+    # the decode step of an engine with no profile is not scored, but the prefill and memory are the same
+    # eager forward: they are planned with the hf profile (torch.compile decode, eager prefill)
+    kw = dict(
+        model=model,
+        gpu=acc.id,
+        tp=1,
+        pp=1,
+        replicas=1,
+        weights=str(job.get("weights") or "bf16"),
+        kv_cache=str(job.get("kv_cache") or "bf16"),
+        prompt_tokens=prompt,
+        output_tokens=output,
+        batch=batch,
+        engine=str(engine or "hf"),
+    )
+    notes = (
+        f"output_tokens {output}: the recording's StaticCache length less the prompt (prompt + 3 x decode "
+        "steps + 16), attended in full",
+    )
+    dims = _measured_dims(rec, acc, "hf" if engine else str((rec.get("engine") or {}).get("name") or "unstated"))
+    wanted: list[tuple[str, str, str, str, tuple[str, ...]]] = []
+    if batch * prompt >= _MIN_TTFT_PROMPT_TOKENS:
+        wanted.append(("ttft_s", "ttft_s", "s", "inference", ()))
+    else:
+        out.skipped.append(Skip(rid, stem, "inference", _EAGER_PREFILL))
+    tpot_metric = _MEASURED_TPOT.get(str(engine)) if engine else None
+    if tpot_metric:
+        wanted.append((tpot_metric, "tpot_s", "s", "inference", ()))
+    else:
+        out.skipped.append(Skip(rid, stem, "inference", _NO_DECODE_PROFILE))
+    wanted.append(("max_memory_allocated_bytes", "allocated_bytes_per_gpu", "bytes", "memory", (memory_note,)))
+    for metric, quantity, unit, cat_name, extra in wanted:
+        x = measured.get(metric)
+        if not x:
+            continue
+        out.cases.append(
+            Case(
+                id=f"{rid}#{metric}",
+                record=rid,
+                file=stem,
+                category=cat_name,
+                metric=metric,
+                quantity=quantity,
+                unit=unit,
+                published=x,
+                call="serve",
+                kwargs=kw,
+                confidence=confidence.get(metric, ""),
+                notes=notes + extra,
+                **dims,
+            )
+        )
+
+
 # ---------------------------------------------------------------------------------------------- mapping
 
 _MAPPERS: Mapping[str, Callable[[str, Mapping[str, Any], Any, Mapped], None]] = {
@@ -1327,6 +1553,7 @@ _MAPPERS: Mapping[str, Callable[[str, Mapping[str, Any], Any, Mapped], None]] = 
     "training_memory": _map_memory,
     "inference": _map_inference,
     "inference_modern": _map_inference,
+    "measured_gpu": _map_measured,
 }
 
 
@@ -1340,7 +1567,10 @@ def map_records(cat: Any, files: Mapping[str, Mapping[str, Any]]) -> Mapped:
             try:
                 _MAPPERS[stem](stem, rec, cat, out)
             except GpuplanError as e:  # a catalog lookup that failed: say so, never drop the record
-                out.skipped.append(Skip(str(rec.get("id")), stem, FILES[stem], f"gpuplan error while mapping: {e}"))
+                category = FILES[stem]
+                if category == MIXED:
+                    category = "inference" if rec.get("record_type") == "inference_run" else "training"
+                out.skipped.append(Skip(str(rec.get("id")), stem, category, f"gpuplan error while mapping: {e}"))
     return out
 
 
@@ -1360,6 +1590,11 @@ Runner = Callable[[str, Mapping[str, Any], Mapping[str, Any]], Any]
 def _read(case: Case, report: Any) -> tuple[float, bool]:
     """The predicted value of ``case.quantity`` from the API's report, and whether the run fits."""
     q = case.quantity
+    if q == "allocated_bytes_per_gpu":
+        # what the caching allocator hands out: the total less the parts outside it and its slack
+        mem = report.memory if case.call == "train" else report.serving
+        outside = sum(float(mem.parts.get(k, 0.0)) for k in OUTSIDE_ALLOCATED)
+        return float(mem.total_bytes) - outside, bool(mem.fits if case.call == "serve" else report.fits)
     if case.call == "train":
         fits = bool(report.fits)
         if q == "tokens_per_s_per_gpu":
@@ -1752,7 +1987,7 @@ def validate(
     read = {
         stem: n
         for stem, n in mapped.records_read.items()
-        if category is None or FILES[stem] == category or (category == "memory" and FILES[stem] == "training")
+        if category is None or FILES[stem] in (category, MIXED) or (category == "memory" and FILES[stem] == "training")
     }
     return ValidateReport(
         category=category,
