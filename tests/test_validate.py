@@ -259,3 +259,48 @@ def test_unstated_settings_come_from_the_sources_configs(report):
     oss = _mapped_case(report, "automodel-h100-gpt-oss-120b-64gpu-bf16")
     assert oss.kwargs["recompute"] == "none" and oss.kwargs["ep"] == 64
     assert any("benchmark config" in n for n in oss.notes)
+
+
+def test_same_dtype_loss_is_derived_like_the_upcast_defaults():
+    """Without the fp32 upcast the loss keeps three logits-sized tensors at the start of backward (logits,
+    log_softmax output, its gradient) and moves nine over HBM, all in the logits' dtype: 6 B and 18 B for bf16,
+    against the upcast defaults' 12 B and 46 B."""
+    from gpuplan.estimate.memory import MemoryAssumptions
+    from gpuplan.estimate.steptime import StepAssumptions
+
+    bf16 = v.same_dtype_loss_assumptions()
+    assert bf16 == {"logits_bytes_per_element_hf": 6.0, "eager_loss_bytes_per_logit": 18.0}
+    assert bf16["logits_bytes_per_element_hf"] < MemoryAssumptions().logits_bytes_per_element_hf
+    assert bf16["eager_loss_bytes_per_logit"] < StepAssumptions().eager_loss_bytes_per_logit
+    # per element of the logits' dtype: fp32 logits double both
+    fp32 = v.same_dtype_loss_assumptions(4.0)
+    assert all(fp32[k] == pytest.approx(2 * bf16[k]) for k in bf16)
+
+
+def test_automodel_loss_upcast_follows_the_benchmark_config(report):
+    """The MoE benchmark configs run MaskedCrossEntropy with fp32_upcast: false; the Llama 3.1 70B config keeps
+    the default upcast (no loss assumption passed)."""
+    for rid in (
+        "automodel-h100-gpt-oss-120b-64gpu-bf16",
+        "automodel-h100-gpt-oss-20b-8gpu-bf16",
+        "automodel-h100-qwen3-30b-a3b-8gpu-bf16",
+        "automodel-h100-deepseek-v3-256gpu-bf16",
+    ):
+        case = _mapped_case(report, rid)
+        assert case.kwargs["assume"]["logits_bytes_per_element_hf"] == 6.0, rid
+        assert case.kwargs["assume"]["eager_loss_bytes_per_logit"] == 18.0, rid
+        assert any("fp32_upcast: false" in n for n in case.notes), rid
+    llama = _mapped_case(report, "automodel-h100-llama3-70b-64gpu-bf16")
+    assert "logits_bytes_per_element_hf" not in llama.kwargs.get("assume", {})
+
+
+def test_nemo_2407_recomputation_from_the_launcher_recipes(report):
+    """NeMo 24.07's recipes: Nemotron-4 340B recomputes core attention (selective); the others recompute nothing,
+    now said from the recipe rather than assumed."""
+    nemotron = _mapped_case(report, "nemo-2407-h100-nemotron4-340b-128gpu-fp8")
+    assert nemotron.kwargs["recompute"] == "selective"
+    assert any("nemotron/nemotron_340b.yaml" in n for n in nemotron.notes)
+    gpt = _mapped_case(report, "nemo-2407-h100-gpt3-175b-512gpu-fp8")
+    assert gpt.kwargs["recompute"] == "none"
+    assert any("gpt3/175b.yaml" in n for n in gpt.notes)
+    assert not any("none assumed" in n for n in gpt.notes)

@@ -524,16 +524,55 @@ def _stack(rec: Mapping[str, Any], source: str) -> str:
 #: The MoE rows were added with the table (89e3a9fd, 2025-10-06) and never re-measured, so their configs are read
 #: as of that date (79d0ccfd, 2025-10-02): gpt-oss-20b then had ``activation_checkpointing: true`` (turned off
 #: later, 8df18da3 2025-11-10, with the row's 10.04 s step left unchanged); the others read the same at both.
-_AUTOMODEL_CONFIGS: dict[str, tuple[str, int, str]] = {
+#: The last field is the loss's ``fp32_upcast``: the MoE configs set ``loss_fn: MaskedCrossEntropy`` with
+#: ``fp32_upcast: false`` (at 79d0ccfd and still at 36044ad3), the Llama config names MaskedCrossEntropy without it
+#: (its default, True: ``logits.float()`` before ``F.cross_entropy``, components/loss/masked_ce.py).
+_AUTOMODEL_CONFIGS: dict[str, tuple[str, int, str, bool]] = {
     "meta-llama/Llama-3.1-70B": (
         "full",
         1,
         "examples/llm_pretrain/llama3_1_70b_pretrain_benchmark_8nodes_tp1cp2pp1_0410.yaml",
+        True,
     ),
-    "deepseek-ai/DeepSeek-V3": ("full", 64, "examples/benchmark/configs/deepseek_v3_te_deepep.yaml"),
-    "Qwen/Qwen3-30B-A3B": ("full", 8, "examples/benchmark/configs/qwen3_moe_30b_te_deepep.yaml"),
-    "openai/gpt-oss-20b": ("full", 8, "examples/benchmark/configs/gptoss_20b_te_deepep.yaml"),
-    "openai/gpt-oss-120b": ("none", 64, "examples/benchmark/configs/gptoss_120b_te_deepep.yaml"),
+    "deepseek-ai/DeepSeek-V3": ("full", 64, "examples/benchmark/configs/deepseek_v3_te_deepep.yaml", False),
+    "Qwen/Qwen3-30B-A3B": ("full", 8, "examples/benchmark/configs/qwen3_moe_30b_te_deepep.yaml", False),
+    "openai/gpt-oss-20b": ("full", 8, "examples/benchmark/configs/gptoss_20b_te_deepep.yaml", False),
+    "openai/gpt-oss-120b": ("none", 64, "examples/benchmark/configs/gptoss_120b_te_deepep.yaml", False),
+}
+
+
+def same_dtype_loss_assumptions(logit_bytes: float = 2.0) -> dict[str, float]:
+    """``--assume`` overrides for a loss computed on the logits in their own dtype (no fp32 upcast), derived term
+    by term as the defaults are for transformers' upcast loss (MemoryAssumptions.logits_bytes_per_element_hf, 12 B;
+    StepAssumptions.eager_loss_bytes_per_logit, 46 B), in bytes per token and vocabulary entry.
+
+    Without ``logits.float()`` there is no fp32 copy and no cast back: ``F.cross_entropy`` is log_softmax +
+    nll_loss in the logits' dtype (NeMo AutoModel's MaskedCrossEntropy with ``fp32_upcast: false``). Memory at the
+    start of backward: the logits, log_softmax's saved output and the gradient log_softmax's backward writes, one
+    element each (12 B = 2 + 4 + 4 + 2 with the upcast): 3 x 2 = 6 B for bf16. HBM traffic: forward writes the logits
+    (1 element), log_softmax reads them twice and writes (3); backward writes the dense nll gradient (1) and
+    log_softmax's backward reads the gradient twice and its output once and writes (4): 9 elements, 18 B for bf16
+    (46 B with the upcast's extra read, fp32 write and cast back).
+    """
+    return {
+        "logits_bytes_per_element_hf": 3 * logit_bytes,
+        "eager_loss_bytes_per_logit": (1 + 3 + 1 + 4) * logit_bytes,
+    }
+
+
+#: NeMo 24.07's recipes for the models of its performance summary (NVIDIA/NeMo-Framework-Launcher, tag 24.07,
+#: 8325688d: launcher_scripts/conf/training/<yaml>, ``activations_checkpoint_granularity``; the H100 fp8 examples,
+#: examples/training/{gpt,llama}/h100/*_fp8*.sh, change batch and layout only): record -> (recomputation, yaml). The
+#: table states neither; every recipe is null (none; the Llama 2 ones with ``activations_checkpoint_num_layers: 0``)
+#: except Nemotron-4 340B's, ``selective`` (Megatron-Core's core-attention recomputation).
+_NEMO_2407_RECOMPUTE: dict[str, tuple[str, str]] = {
+    "nemo-2407-h100-gpt3-5b-64gpu-fp8": ("none", "gpt3/5b.yaml"),
+    "nemo-2407-h100-gpt3-175b-512gpu-fp8": ("none", "gpt3/175b.yaml"),
+    "nemo-2407-h100-llama2-7b-8gpu-fp8": ("none", "llama/llama2_7b.yaml"),
+    "nemo-2407-h100-llama2-70b-64gpu-fp8": ("none", "llama/llama2_70b.yaml"),
+    "nemo-2407-h100-llama3-8b-8gpu-fp8": ("none", "llama/llama3_8b.yaml"),
+    "nemo-2407-h100-llama3-70b-64gpu-fp8": ("none", "llama/llama3_70b.yaml"),
+    "nemo-2407-h100-nemotron4-340b-128gpu-fp8": ("selective", "nemotron/nemotron_340b.yaml"),
 }
 
 
@@ -835,8 +874,12 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
     assume_extra: dict[str, Any] = {}
     fake_gate_config: str | None = None
     automodel = _AUTOMODEL_CONFIGS.get(str(m.get("hf_id") or "")) if stack == "nemo-automodel" else None
+    if rid in _NEMO_2407_RECOMPUTE and notes_r and "not stated" in notes_r[0]:
+        notes.remove(notes_r[0])
+        recompute, yaml = _NEMO_2407_RECOMPUTE[rid]
+        notes.append(f"recomputation not stated: NeMo 24.07's recipe (launcher conf/training/{yaml}), {recompute}")
     if automodel is not None:
-        ac, cfg_ep, path = automodel
+        ac, cfg_ep, path, loss_upcast = automodel
         if notes_r and "not stated" in notes_r[0]:
             notes.remove(notes_r[0])
             recompute = ac
@@ -851,6 +894,14 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
             notes.append(f"pure bf16 (bf16 weights and torch.optim.Adam states): the benchmark config's ({path})")
         if cfg_ep > 1:
             fake_gate_config = path
+        if not loss_upcast:
+            # MaskedCrossEntropy(fp32_upcast=False): the loss runs on the bf16 logits as they are
+            lossy = same_dtype_loss_assumptions()
+            assume_extra.update(lossy)
+            notes.append(
+                f"loss on the bf16 logits, no fp32 upcast (the benchmark config's ({path}), fp32_upcast: false): "
+                + ", ".join(f"--assume {k}={v:g}" for k, v in lossy.items())
+            )
     if stack == "torchtitan" and virtual == 1 and "interleaved" in str(par.get("schedule") or "").lower():
         # torchtitan (9dec370, parallelisms/pipelining_utils.py generate_split_points): a multi-stage schedule
         # without split points gets 2 stages per rank
