@@ -45,34 +45,22 @@ FIXED = (
     # 6 B per token and vocabulary entry, not transformers' upcast 12 B (validate passes --assume
     # logits_bytes_per_element_hf=6, derived in validate.same_dtype_loss_assumptions): 79.8 -> 70.1 GiB
     "automodel-h100-gpt-oss-120b-64gpu-bf16",
+    # the sources' launch settings give a bf16 gradient buffer (--grad-reduce-in-bf16, grad_sync_dtype=bf16) and,
+    # for the Megatron examples, fp8 parameters (--fp8-param-gather): validate passes --main-grads bf16 and
+    # --fp8-params (plan/validate.py _SOURCE_MEMORY_SETTINGS)
+    "megatron-examples-llama3-8b-8gpu-fp8",
+    "megatron-examples-llama3-405b-1024gpu-fp8",
+    "nemo-2407-h100-gpt3-175b-512gpu-fp8",
+    "nemo-2407-h100-llama3-8b-8gpu-fp8",
 )
 
 #: Measured runs still called "does not fit", and why (each a known gap, not a tuned record). Their sources' settings
-#: were read (recomputation is mapped where they state it); what is left needs memory-model terms gpuplan lacks:
-#: a 16-bit gradient buffer, fp8 parameters, Apex's 16-bit parameter remainders and bf16 optimizer states.
+#: were read (recomputation, the gradient buffer's dtype and fp8 parameters are mapped where they state them); what is
+#: left needs a memory-model term gpuplan lacks: Apex's bf16 optimizer states without a master copy.
 REMAINING = {
-    "megatron-examples-llama3-8b-8gpu-fp8": (
-        "92 GiB: train_llama3_8b_h100_fp8.sh (Megatron-LM bf6e9985) runs no recomputation, with --grad-reduce-in-bf16 "
-        "(2 B main grads, gpuplan counts 4) and --fp8-param-gather (fp8 parameters, gpuplan keeps bf16 ones + fp8 "
-        "copies); neither is expressible"
-    ),
-    "megatron-examples-llama3-405b-1024gpu-fp8": (
-        "90 GiB: no 405B script in Megatron-LM; its table follows NeMo's scripts/performance (NeMo 30e6820d, "
-        "model_configs_h100.csv: recompute_layers 0), which train with bf16_with_fp8_mixed (fp8_param_gather=True) "
-        "and grad_reduce_in_fp32=False: fp8 parameters and bf16 grads, not expressible"
-    ),
-    "nemo-2407-h100-gpt3-175b-512gpu-fp8": (
-        "85 GiB: recipe gpt3/175b.yaml recomputes nothing; the fp8 example sets optim.grad_sync_dtype=bf16 (bf16 "
-        "grad buffer) and NeMo stores 16-bit param remainders for its fp32 Adam (store_param_remainders): "
-        "not expressible"
-    ),
     "nemo-2407-h100-nemotron4-340b-128gpu-fp8": (
         "100 GiB: recipe nemotron_340b.yaml (selective recompute, mapped) trains distributed_fused_adam with "
-        "dtype: bf16 (bf16 states, no master copy) and grad_sync_dtype: bf16: not expressible"
-    ),
-    "nemo-2407-h100-llama3-8b-8gpu-fp8": (
-        "92 GiB: recipe llama3_8b.yaml recomputes nothing; the fp8 example sets optim.grad_sync_dtype=bf16 "
-        "(bf16 grad buffer, 15 GiB less) and NeMo keeps 16-bit param remainders: not expressible"
+        "dtype: bf16 (bf16 states, no master copy; its bf16 grad buffer is mapped): not expressible"
     ),
 }
 

@@ -10,6 +10,7 @@ import click
 from .. import api
 from ..spec.choices import (
     Fp8Recipe,
+    MainGrads,
     Method,
     Offload,
     Optimizer,
@@ -137,6 +138,17 @@ def _d(name: str) -> Any:
     help="Overlap the data-parallel gradient reduction with backward [default: the stack's].",
 )
 @click.option("--tp-comm-overlap", is_flag=True, help="Overlap tensor-parallel collectives with GEMMs (TE/async TP).")
+@click.option(
+    "--main-grads",
+    type=click.Choice(values(MainGrads)),
+    help="Gradient buffer of the data-parallel reduction, Megatron recipes (Megatron-LM --grad-reduce-in-bf16, "
+    "NeMo grad_sync_dtype) [default: the recipe's, fp32].",
+)
+@click.option(
+    "--fp8-params",
+    is_flag=True,
+    help="fp8 weights (Megatron-LM --fp8-param-gather, NeMo fp8_params), with --precision fp8-mixed.",
+)
 @click.option("--optimizer", type=click.Choice(values(Optimizer)), default=_d("optimizer"), show_default=True)
 @click.option("--method", type=click.Choice(values(Method)), default=_d("method"), show_default=True)
 @click.option("--lora-rank", type=number("lora_rank"), default=_d("lora_rank"), show_default=True)

@@ -177,6 +177,35 @@ INT8_BYTES_PER_PARAM = 1.0
 
 
 def resolve_recipe(job: TrainingJob, layout: Parallelism) -> tuple[Recipe, str]:
+    """The recipe that ``job.precision`` / ``job.recipe`` name, and why it was chosen; ``--main-grads`` and
+    ``--fp8-params`` adjust the Megatron recipes' gradient buffer and weights."""
+    recipe, why = _named_recipe(job, layout)
+    if job.main_grads is not None or job.fp8_params:
+        if not recipe.name.startswith("megatron"):
+            flag = "--main-grads" if job.main_grads is not None else "--fp8-params"
+            raise JobError(
+                f"{flag} applies to the Megatron recipes (Megatron-LM, NeMo); this job's recipe is {recipe.name}: "
+                "add --recipe megatron"
+            )
+        if job.main_grads is not None:
+            # Megatron-LM keeps its data-parallel gradient buffer in fp32 unless --grad-reduce-in-bf16
+            # (megatron/core/distributed/distributed_data_parallel_config.py, grad_reduce_in_fp32); fp16 training
+            # keeps fp16 grads beside an fp32 copy either way
+            grads = 2 if job.main_grads == "bf16" or recipe.name == "megatron-fp16" else 4
+            if grads != recipe.grads:
+                title = recipe.title.replace("fp32 main grads", f"{job.main_grads} main grads (--main-grads)")
+                recipe = replace(recipe, grads=grads, title=title)
+            why += f"; --main-grads {job.main_grads}"
+        if job.fp8_params:
+            # --fp8-param-gather: Transformer Engine's Float8Tensor parameters replace the 16-bit weights
+            # (megatron/core/fp8_utils.py; the fp32 main params stay in the optimizer)
+            title = recipe.title.replace("bf16 weights", "fp8 weights (--fp8-params)")
+            recipe = replace(recipe, weights=1, title=title)
+            why += "; --fp8-params"
+    return recipe, why
+
+
+def _named_recipe(job: TrainingJob, layout: Parallelism) -> tuple[Recipe, str]:
     """The recipe that ``job.precision`` / ``job.recipe`` name, and why it was chosen."""
     if job.precision == "fp32":
         return RECIPES["fp32"], "precision fp32"
@@ -1117,6 +1146,8 @@ def _memory_at(
         put("autocast_weight_copies", "other", trainable * recipe.autocast_copy)
     if job.precision == "fp8-mixed" and job.method == "full":
         fp8_copies, why = fp8_weight_copies(gpu)
+        if job.fp8_params:  # the fp8 parameter is the first of those copies (counted as the weights)
+            fp8_copies, why = fp8_copies - 1, why + "; the fp8 parameter itself counted as the weights"
         if zero >= 3:
             # sharded like the weights they are cast from: a GPU casts its shard (fp8 all-gather) or the units it
             # has gathered, never the whole model

@@ -249,6 +249,8 @@ def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
             "offload_layers": job.offload_layers,
             "flash_attention": job.flash_attention,
             "dropout": job.dropout,
+            "main_grads": job.main_grads,
+            "fp8_params": job.fp8_params,
         },
         recipe={
             "name": report.recipe.name,

@@ -576,6 +576,38 @@ _NEMO_2407_RECOMPUTE: dict[str, tuple[str, str]] = {
 }
 
 
+#: Memory settings the sources state and the record does not (read with the recomputation above): the gradient buffer's
+#: dtype (``--main-grads``) and fp8 parameters (``--fp8-params``): record -> (main grads, fp8 params, where it is said).
+_SOURCE_MEMORY_SETTINGS: dict[str, tuple[str, bool, str]] = {
+    "megatron-examples-llama3-8b-8gpu-fp8": (
+        "bf16",
+        True,
+        "Megatron-LM examples/llama/train_llama3_8b_h100_fp8.sh (bf6e9985): --grad-reduce-in-bf16, --fp8-param-gather",
+    ),
+    "megatron-examples-llama3-405b-1024gpu-fp8": (
+        "bf16",
+        True,
+        "NeMo scripts/performance (30e6820d), which the table follows: bf16_with_fp8_mixed (fp8_param_gather=True), "
+        "grad_reduce_in_fp32=False",
+    ),
+    "nemo-2407-h100-gpt3-175b-512gpu-fp8": (
+        "bf16",
+        False,
+        "NeMo-Framework-Launcher 24.07 examples/training/gpt/h100 175B fp8: optim.grad_sync_dtype=bf16",
+    ),
+    "nemo-2407-h100-llama3-8b-8gpu-fp8": (
+        "bf16",
+        False,
+        "NeMo-Framework-Launcher 24.07 examples/training/llama/h100 llama3_8b_fp8: optim.grad_sync_dtype=bf16",
+    ),
+    "nemo-2407-h100-nemotron4-340b-128gpu-fp8": (
+        "bf16",
+        False,
+        "NeMo-Framework-Launcher 24.07 conf/training/nemotron/nemotron_340b.yaml: grad_sync_dtype: bf16",
+    ),
+}
+
+
 def fake_gate_ranks_per_token(experts: int, experts_per_token: int, ep: int) -> float | None:
     """Distinct expert-parallel ranks a token is sent to under NeMo AutoModel's ``FakeBalancedGate``, averaged
     over tokens; None where the experts do not split evenly over the ranks.
@@ -1001,6 +1033,13 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
         virtual_stages=virtual,
         tokens=float(gseqs * seq * PLANNED_STEPS),
     )
+    if rid in _SOURCE_MEMORY_SETTINGS and recipe in ("auto", "megatron"):
+        main_grads, fp8_params, said = _SOURCE_MEMORY_SETTINGS[rid]
+        kwargs.update(
+            main_grads=main_grads, fp8_params=fp8_params and gpuplan_precision == "fp8-mixed", recipe="megatron"
+        )
+        flags = f"--main-grads {main_grads}" + (" --fp8-params" if kwargs["fp8_params"] else "")
+        notes.append(f"memory settings not stated: {flags}, as the source's launch settings say ({said})")
     if power_cap is not None:
         # the record's power cap: the step time scales the SM clock by (cap / TDP)^(1/3) (steptime.power_clock_factor)
         kwargs["assume"] = {"power_limit_w": power_cap}

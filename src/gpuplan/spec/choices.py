@@ -21,6 +21,13 @@ class Precision(StrEnum):
     FP8_MIXED = "fp8-mixed"
 
 
+class MainGrads(StrEnum):
+    """dtype of the Megatron recipes' data-parallel gradient buffer (``--main-grads``)."""
+
+    FP32 = "fp32"
+    BF16 = "bf16"
+
+
 class Recipe(StrEnum):
     """Whose memory accounting a training run follows (``--recipe``)."""
 

@@ -10,11 +10,24 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..errors import JobError, LayoutError
-from .choices import Fp8Recipe, Method, Offload, Optimizer, Precision, Quant, Recipe, Recompute, Stack, values
+from .choices import (
+    Fp8Recipe,
+    MainGrads,
+    Method,
+    Offload,
+    Optimizer,
+    Precision,
+    Quant,
+    Recipe,
+    Recompute,
+    Stack,
+    values,
+)
 
 # the choice lists as tuples of strings (the classes in choices.py are the single source)
 PRECISIONS = values(Precision)
 RECIPES = values(Recipe)
+MAIN_GRADS = values(MainGrads)
 OPTIMIZERS = values(Optimizer)
 METHODS = values(Method)
 RECOMPUTE = values(Recompute)
@@ -133,6 +146,11 @@ class TrainingJob:
     overlap_grad_reduce: bool | None = None
     #: overlap tensor-parallel collectives with the neighbouring GEMMs (TE userbuffers, async TP)
     tp_comm_overlap: bool = False
+    #: dtype of the gradient buffer the data-parallel reduction works in (Megatron-LM's main grads: fp32 unless
+    #: --grad-reduce-in-bf16; NeMo's optim.grad_sync_dtype); None: the recipe's
+    main_grads: str | None = None
+    #: fp8 parameters (Megatron-LM --fp8-param-gather, NeMo fp8_params): the model's weights are held in fp8
+    fp8_params: bool = False
 
     def __post_init__(self) -> None:
         for name in ("micro_batch", "seq_len", "lora_rank"):
@@ -161,6 +179,10 @@ class TrainingJob:
             raise JobError("--recompute partial needs --recompute-layers N (layers per stage fully recomputed)")
         if self.recompute != "partial" and self.recompute_layers is not None:
             raise JobError("--recompute-layers goes with --recompute partial")
+        if self.main_grads is not None and self.main_grads not in MAIN_GRADS:
+            raise JobError(f"--main-grads must be one of {', '.join(MAIN_GRADS)}, got {self.main_grads!r}")
+        if self.fp8_params and self.precision != "fp8-mixed":
+            raise JobError(f"--fp8-params needs --precision fp8-mixed (got {self.precision})")
         if self.fp8_recipe != "auto" and self.precision != "fp8-mixed":
             raise JobError(f"--fp8-recipe {self.fp8_recipe} needs --precision fp8-mixed (got {self.precision})")
         if self.quant is not None and self.quant not in QUANT:

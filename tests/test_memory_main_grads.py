@@ -1,0 +1,71 @@
+"""--main-grads and --fp8-params (issue #13 item 3): the Megatron recipes' gradient buffer in bf16 (Megatron-LM
+--grad-reduce-in-bf16, NeMo grad_sync_dtype) and fp8 parameters (--fp8-param-gather), in memory, in the step's
+data-parallel traffic and in the JSON job record; refused where the recipe has no such buffer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpuplan import api
+from gpuplan.errors import GpuplanError
+
+BASE = dict(gpu="h100", gpus=8, tp=2, precision="fp8-mixed", micro_batch=1, seq_len=8192)
+
+
+def _parts(**kw):
+    return api.train("llama-3.1-8b", **{**BASE, **kw}).to_dict()["memory"]
+
+
+def _bytes(mem, part):
+    for p in mem["parts"]:
+        if p["name"] == part:
+            return p["bytes"]
+    return 0
+
+
+def test_bf16_main_grads_halve_the_gradient_buffer():
+    fp32, bf16 = _parts(), _parts(main_grads="bf16")
+    assert _bytes(bf16, "gradients") == pytest.approx(_bytes(fp32, "gradients") / 2, rel=1e-12)
+    assert _bytes(bf16, "weights") == _bytes(fp32, "weights")
+    assert _parts(main_grads="fp32")["total_bytes"] == fp32["total_bytes"]
+
+
+def test_fp8_params_hold_the_weights_in_one_byte_and_drop_one_fp8_copy():
+    plain, fp8 = _parts(), _parts(fp8_params=True)
+    assert _bytes(fp8, "weights") == pytest.approx(_bytes(plain, "weights") / 2, rel=1e-12)
+    # Hopper keeps an fp8 copy and its transpose (2 B); the fp8 parameter is the first of them
+    assert _bytes(fp8, "fp8_weight_copies") == pytest.approx(_bytes(plain, "fp8_weight_copies") / 2, rel=1e-12)
+
+
+def test_bf16_main_grads_halve_the_data_parallel_reduction():
+    kw = dict(tokens="1T", tp=1, precision="bf16-mixed", recipe="megatron", overlap_grad_reduce=False)
+    fp32 = api.train("llama-3.1-8b", **{**BASE, **kw}).to_dict()["time"]
+    bf16 = api.train("llama-3.1-8b", **{**BASE, **kw, "main_grads": "bf16"}).to_dict()["time"]
+    assert bf16["step_s"] < fp32["step_s"]
+
+
+@pytest.mark.parametrize(
+    "kw, says",
+    [
+        (dict(main_grads="bf16", tp=1, precision="bf16-mixed"), "--main-grads applies to the Megatron recipes"),
+        (dict(fp8_params=True, precision="bf16-mixed"), "--fp8-params needs --precision fp8-mixed"),
+        (dict(main_grads="fp16"), "--main-grads must be one of fp32, bf16"),
+    ],
+)
+def test_refusals_say_what_to_change(kw, says):
+    with pytest.raises(GpuplanError, match=says):
+        api.train("llama-3.1-8b", **{**BASE, **kw})
+
+
+def test_cli_flags_reach_the_json_job(run):
+    code, out, err = run(
+        "train", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--tp", "2", "--precision", "fp8-mixed",
+        "--main-grads", "bf16", "--fp8-params", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    job = json.loads(out)["job"]
+    assert job["main_grads"] == "bf16" and job["fp8_params"] is True
+    code, out, err = run("train", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--main-grads", "bf16")
+    assert code == 2 and "--recipe megatron" in (out + err) and "Traceback" not in err
