@@ -25,6 +25,9 @@ def main() -> int:
 
     import torch
 
+    if not torch.cuda.is_available():
+        sys.exit("error: no CUDA GPU here: run this on a GPU machine")
+
     rows = []
     for gib in map(float, args.sizes_gib.split(",")):
         n = int(gib * 2**30)

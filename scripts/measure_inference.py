@@ -181,6 +181,9 @@ def main() -> None:
     import torch
     import transformers
 
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("error: no CUDA GPU here: run this on a GPU machine (or --device cpu --model tiny for a smoke test)")
+
     models = args.model or ["llama-3.2-1b", "llama-3.1-8b"]
     raw = bundled_configs()
     gpu_name = torch.cuda.get_device_name(0) if args.device == "cuda" else platform.processor() or "cpu"

@@ -53,6 +53,9 @@ def main() -> int:
     import torch
     import transformers
 
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("error: no CUDA GPU here: run this on a GPU machine (or --device cpu --model tiny for a smoke test)")
+
     cfg = dict(TINY if args.model == "tiny" else bundled_configs()[args.model])
     cfg.pop("architectures", None)
     hf = transformers.AutoConfig.for_model(cfg.pop("model_type"), **cfg)

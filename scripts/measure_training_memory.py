@@ -56,6 +56,7 @@ class Case:
         return TrainingJob(
             micro_batch=self.micro_batch,
             seq_len=self.seq_len,
+            global_batch=self.micro_batch,  # run_case steps the optimizer after every micro-batch
             precision=self.precision,
             optimizer=self.optimizer,
             method=self.method,
@@ -217,6 +218,9 @@ def main() -> None:
 
     import torch
     import transformers
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("error: no CUDA GPU here: run this on a GPU machine (or --device cpu --model tiny for a smoke test)")
 
     raw = bundled_configs()
     if args.model == "tiny":

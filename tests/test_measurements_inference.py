@@ -106,3 +106,19 @@ def test_the_gqa_copy_is_what_separates_hf_from_the_compiled_profile_at_large_ba
     hf, gpt_fast = _estimate(rec, row, "hf").tpot_s, _estimate(rec, row, "compiled").tpot_s
     measured = row["measured"]["tpot_s"]
     assert abs(hf / measured - 1) < TPOT_REL < abs(gpt_fast / measured - 1)
+
+
+@pytest.mark.parametrize(
+    "kw, says",
+    [
+        (dict(engine="hf", concurrency=64), "runs one static batch"),
+        (dict(engine="hf", batch=8, weights="gguf-q4_k_m"), "llama.cpp's format"),
+    ],
+)
+def test_hf_engine_refuses_what_it_does_not_do(kw, says):
+    """Review of 2026-11-27: --engine hf accepted --concurrency (and printed continuous batching) and GGUF weights."""
+    from gpuplan import api
+    from gpuplan.errors import GpuplanError
+
+    with pytest.raises(GpuplanError, match=says):
+        api.serve("llama-3.1-8b", gpu="h200", prompt_tokens=512, output_tokens=64, **kw)

@@ -69,3 +69,37 @@ def test_cli_flags_reach_the_json_job(run):
     assert job["main_grads"] == "bf16" and job["fp8_params"] is True
     code, out, err = run("train", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--main-grads", "bf16")
     assert code == 2 and "--recipe megatron" in (out + err) and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "kw, says",
+    [
+        (dict(method="lora", recipe="megatron", main_grads="bf16"), "applies to full training"),
+        (dict(precision="fp16-mixed", recipe="megatron", main_grads="bf16"), "--main-grads bf16 goes with bf16"),
+        (dict(model="llama-3.1-70b", pp=2, recompute="partial", recompute_layers=41), "more than the 40 layers"),
+        (dict(model="llama-3.1-70b", pp=2, offload="activations", offload_layers=41), "more than the 40 layers"),
+    ],
+)
+def test_settings_that_cannot_apply_are_refused(kw, says):
+    """Review of 2026-11-27: these were accepted and silently did nothing (or were clamped)."""
+    model = kw.pop("model", "llama-3.1-8b")
+    with pytest.raises(GpuplanError, match=says):
+        api.train(model, **{**BASE, "gpus": 16, **kw})
+
+
+def test_lora_on_nf4_is_qlora_for_memory():
+    """--method lora --quant nf4 is the bitsandbytes + PEFT setup that --method qlora names: the same bytes."""
+    one = dict(gpu="h100", gpus=1, micro_batch=4, seq_len=2048, global_batch=4)
+    lora = api.train("llama-3.1-8b", method="lora", quant="nf4", **one).to_dict()["memory"]["total_bytes"]
+    qlora = api.train("llama-3.1-8b", method="qlora", **one).to_dict()["memory"]["total_bytes"]
+    assert lora == pytest.approx(qlora, rel=0.01)  # QLoRA's adapters are bf16, LoRA's fp32: the only difference
+
+
+def test_default_global_batch_keeps_the_gradients():
+    """Without --global-batch the batch rule accumulates micro-batches, so the gradients persist through the step;
+    with one micro-batch a step (--global-batch = micro-batch) backward frees activations as it makes them."""
+    one = dict(gpu="a100-sxm-80gb", gpus=1, recipe="amp", recompute="full", micro_batch=1, seq_len=4096)
+    default = api.train("llama-2-7b", **one).to_dict()["memory"]
+    single = api.train("llama-2-7b", global_batch=1, **one).to_dict()["memory"]
+    assert _bytes(single, "gradients") < _bytes(default, "gradients")
+    assert _bytes(default, "gradients") == pytest.approx(_bytes(default, "weights"), rel=1e-9)  # fp32 grads

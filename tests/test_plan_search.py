@@ -336,8 +336,9 @@ def _random_group(rng: random.Random, spec) -> list[tuple[Parallelism, TrainingJ
             job,
             micro_batch=mb,
             global_batch=mb * dp * rng.choice((1, 3, 16)),
-            recompute_layers=rng.randint(1, 6) if recompute == "partial" else None,
-            offload_layers=rng.randint(1, 6) if own_offload_layers else None,
+            # at most the layers a stage holds (train refuses more: memory.validate_layout)
+            recompute_layers=rng.randint(1, min(6, -(-spec.layers // pp))) if recompute == "partial" else None,
+            offload_layers=rng.randint(1, min(6, -(-spec.layers // pp))) if own_offload_layers else None,
         )
         group.append((layout, one, rng.choice((12.5e9, 50e9)), rng.choice((4, 8))))
     return group

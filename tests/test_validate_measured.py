@@ -137,6 +137,7 @@ def test_memory_rows_are_the_allocator_view(rows):
     memory = {r.case.record: r for r in rows if r.case.category == "memory" and r.case.call == "train"}
     for row in raw["rows"]:
         job = dict(row["job"], lora_targets=tuple(row["job"]["lora_targets"]))
+        job["global_batch"] = job["global_batch"] or job["micro_batch"]  # one optimizer step per micro-batch
         spec, gpu = load_models().get(row["model"]), load_accelerators().get(raw["gpu_id"])
         r = training_memory(spec, gpu, Parallelism(), TrainingJob(**job), find_max_batch=False)
         outside = sum(r.parts.get(k, 0) for k in ("cuda_context", "nccl_buffers", "allocator_reserve"))

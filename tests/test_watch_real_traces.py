@@ -165,3 +165,16 @@ def test_watch_records_the_default_power_limit(monkeypatch):
     assert "power_limit_default_w" not in _backend(monkeypatch, fake).sample()[0]  # NotSupported: absent, not 0
     fake.nvmlDeviceGetPowerManagementDefaultLimit = lambda h: 700_000
     assert _backend(monkeypatch, fake).sample()[0]["power_limit_default_w"] == 700.0
+
+
+def test_an_activity_share_outside_0_1_is_refused(tmp_path, run):
+    """A GPM share below 0 (or NVML utilization above 100 %) is no reading: one error line, exit 2 (review of
+    2026-11-27: sm_active -5 gave 'share of SMs -484.8' at confidence 1.00)."""
+    lines = (FIXTURES / "h200_launch-bound.jsonl").read_text().splitlines()
+    rec = json.loads(lines[3])
+    rec["gpus"][0]["sm_active"] = -5
+    lines[3] = json.dumps(rec)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(lines) + "\n")
+    code, _out, err = run("local", "diagnose", str(bad))
+    assert code == 2 and "sm_active -5 is outside 0-1" in err and "Traceback" not in err

@@ -181,8 +181,12 @@ def resolve_recipe(job: TrainingJob, layout: Parallelism) -> tuple[Recipe, str]:
     ``--fp8-params`` adjust the Megatron recipes' gradient buffer and weights."""
     recipe, why = _named_recipe(job, layout)
     if job.main_grads is not None or job.fp8_params:
+        flag = "--main-grads" if job.main_grads is not None else "--fp8-params"
+        if job.method != "full":
+            raise JobError(f"{flag} applies to full training (LoRA/QLoRA train adapters only): drop it")
+        if job.main_grads == "bf16" and recipe.name == "megatron-fp16":
+            raise JobError("--main-grads bf16 goes with bf16 training; fp16 keeps fp16 grads beside an fp32 copy")
         if not recipe.name.startswith("megatron"):
-            flag = "--main-grads" if job.main_grads is not None else "--fp8-params"
             raise JobError(
                 f"{flag} applies to the Megatron recipes (Megatron-LM, NeMo); this job's recipe is {recipe.name}: "
                 "add --recipe megatron"
@@ -542,10 +546,13 @@ def _stack_saving(
     a PyTorch recipe); FSDP2/torchtitan (nn.RMSNorm) and the Megatron/DeepSpeed recipes keep the input only."""
     recipe, _ = resolve_recipe(job, layout)
     norm_bytes: float | None = None
-    eager_hf = job.stack == "hf" or (job.stack == "auto" and not job.fsdp and recipe.name in ("amp", "bf16", "fp32"))
+    eager_hf = not job.compile and (
+        job.stack == "hf" or (job.stack == "auto" and not job.fsdp and recipe.name in ("amp", "bf16", "fp32"))
+    )
     if eager_hf and spec is not None and spec.norm == "rmsnorm":
         # fp32 embeddings (AMP's fp32 weights; QLoRA's embeddings cast by PEFT) make the residual stream fp32
-        fp32_residual = (job.method == "full" and recipe.weights == 4) or job.method == "qlora"
+        peft_kbit = job.method != "full" and job.quant is not None
+        fp32_residual = (job.method == "full" and recipe.weights == 4) or peft_kbit
         residual = 4.0 if fp32_residual else a.activation_bytes_per_element
         norm_bytes = 4.0 + residual
     if not recipe.name.startswith("megatron") or job.method != "full":
@@ -691,6 +698,18 @@ def validate_layout(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job
             raise JobError(f"--ep {layout.ep} splits experts, but {spec.id} is a dense model; drop --ep")
         if spec.moe.experts % layout.ep:
             raise JobError(f"ep({layout.ep}) must divide {spec.id}'s {spec.moe.experts} experts")
+    per_stage = -(-spec.layers // layout.pp)  # the busiest stage's layers
+    for name, value in (("recompute-layers", job.recompute_layers), ("offload-layers", job.offload_layers)):
+        if value is not None and xp.nonzero(value > per_stage):
+            raise JobError(
+                f"--{name} {value} is more than the {per_stage} layers a pipeline stage of {spec.id} holds "
+                f"(--pp {layout.pp}): at most {per_stage}"
+            )
+    if layout.offload == "activations" and (layout.pp > 1 or job.recompute in ("full", "selective", "partial")):
+        notes.append(
+            "--offload activations with pipeline parallelism or recomputation: Megatron-Core's CPU offloading "
+            "refuses both (torch.autograd.graph.save_on_cpu does not); the estimate prices it as asked"
+        )
     if spec.learned_positions and job.seq_len > spec.learned_positions:
         raise JobError(f"--seq-len {job.seq_len} exceeds {spec.id}'s {spec.learned_positions} learned positions")
     if job.seq_len > spec.context_length:
@@ -945,7 +964,7 @@ def _saving_linears(spec: ModelSpec | None, job: TrainingJob) -> frozenset[str] 
     inputs of its targets only; a QLoRA layer is bitsandbytes' Linear4bit, whose MatMul4Bit autograd function
     saves its input whenever that input needs a gradient (bitsandbytes/autograd/_functions.py,
     ``ctx.tensors = (A, B)``), as it does with trainable adapters below it: every quantized linear saves it."""
-    if job.method == "qlora" and job.quant == "nf4":
+    if job.method != "full" and job.quant == "nf4":
         return None
     return _trainable(spec, job)
 
@@ -1077,7 +1096,7 @@ def _memory_at(
             base, quantizable = {}, 0.0
         # PEFT's prepare_model_for_kbit_training casts every parameter that is not quantized (embeddings, norms,
         # LM head) to fp32 (peft/utils/other.py), so a QLoRA model keeps them at 4 bytes
-        base_16 = 4 if job.precision == "fp32" or job.method == "qlora" else 2
+        base_16 = 4 if job.precision == "fp32" or job.quant is not None else 2
         base["frozen_base_unquantized" if job.quant else "frozen_base"] = (frozen_on_gpu - quantizable) * base_16
         if zero >= 3:  # FSDP/ZeRO-3 shards the frozen base too (FSDP-QLoRA); one layer is gathered at a time
             gathered = sum(base.values()) * xp.where(layers_here > 0, 1 / xp.maximum(1, layers_here), 0)
@@ -1088,6 +1107,12 @@ def _memory_at(
             put("zero3_gathered_layers", "other", gathered)
         for k, v in base.items():
             put(k, "weights", v)
+        if job.quant is not None and job.precision == "bf16-mixed" and holds_head:
+            # the LM head PEFT left in fp32 runs under autocast, which caches a 16-bit copy of it for the step
+            # (aten/src/ATen/autocast_mode.cpp cached_cast); a tied head is the embedding matrix
+            b_head = count_params(spec)
+            head = b_head.parts["lm_head"] or b_head.parts["embeddings"]
+            put("autocast_weight_copies", "other", head / tp * 2)
         # adapters: PEFT keeps them fp32 (autocast_adapter_dtype=True); the QLoRA reference code casts to bf16
         adapter_bytes = 2 if job.method == "qlora" and job.precision != "fp32" else 4
         put("adapters", "weights", trainable * adapter_bytes)
@@ -1220,14 +1245,18 @@ def _memory_at(
     # recompute peaks at weights + states + gradients (60.5 GiB) while the sum with its activations says 68.6.
     # Megatron's and DeepSpeed's contiguous gradient buffers, FSDP and accumulated micro-batches keep them, and so
     # do DDP's gradient buckets (the separate ddp_gradient_buckets part).
-    transient_grads = recipe.name in ("amp", "bf16", "fp32") and not job.fsdp and not offload and spec is not None
+    transient_grads = (
+        recipe.name in ("amp", "bf16", "fp32") and not job.fsdp and not offload and zero == 0 and spec is not None
+    )
     if transient_grads:
         live_before = sum(v for k, v in parts.items() if groups[k] == "activations") + parts.get(
             "autocast_weight_copies", 0.0
         )
-        # (on a search grid the micro-batches per step are an array: element by element). The PyTorch recipes free
-        # them whatever the ZeRO stage (ZeroRedundancyOptimizer shards the states only; sharded grads are freed too)
-        one_pass = micro_batches_per_step(job, layout) == 1
+        # (on a search grid the micro-batches per step are an array: element by element). Plain data parallelism
+        # only: a ZeRO optimizer (DeepSpeed's, the usual one with --zero) keeps its gradient partitions
+        # Without --global-batch the step time's batch rule accumulates many micro-batches (default_global_batch):
+        # their gradients persist, so only an explicit one-micro-batch step counts them this way
+        one_pass = job.global_batch is not None and micro_batches_per_step(job, layout) == 1
         live = xp.where(one_pass, xp.maximum(0.0, grad_bytes - live_before), grad_bytes)
         if xp.nonzero(grad_bytes - live):
             notes.append(
@@ -1244,7 +1273,7 @@ def _memory_at(
     put("nccl_buffers", "other", communicators * a.nccl_buffer_bytes_per_communicator)
     if job.method == "full":
         replicated = dp * cp > 1
-        if recipe.name == "amp" and zero == 0:  # gradient_as_bucket_view=False
+        if recipe.name in ("amp", "bf16", "fp32") and zero == 0 and not job.fsdp:  # gradient_as_bucket_view=False
             put("ddp_gradient_buckets", "other", xp.where(replicated, trainable * recipe.grads, 0.0))
         elif recipe.name == "deepspeed":
             put("deepspeed_buckets", "other", xp.where(replicated, 2 * 2 * a.deepspeed_bucket_elements, 0))

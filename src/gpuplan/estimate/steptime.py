@@ -873,7 +873,7 @@ def training_step(
             adapter_f += n / L * (_gemm_s(rows, r, din, mm_peak, bw) + _gemm_s(rows, dout / tp, r, mm_peak, bw))
         fwd["matmul"] = mm_f + adapter_f
         bwd["matmul"] = mm_f + 2 * adapter_f
-        if job.method == "qlora" and job.quant == "nf4":
+        if job.quant == "nf4":
             # bitsandbytes dequantizes every NF4 weight to 16 bits before each use (MatMul4Bit: forward, and again
             # for the input gradient): read 4.127 bits, write 2 bytes per weight, each pass
             fwd["nf4_dequant"] = weight_elements * (NF4_BYTES_PER_PARAM + 2) / bw
@@ -1061,7 +1061,9 @@ def training_step(
 
     tokens_iter = m * micro * job.seq_len * dp
     per_token = flops_per_token(model, job.seq_len, causal=True)
-    model_flops = per_token.training_flops * tokens_iter
+    # LoRA/QLoRA: forward and input gradients only (the frozen weights get none), as estimate.time counts them
+    per_token_flops = per_token.training_flops if job.method == "full" else 2 * per_token.forward_flops
+    model_flops = per_token_flops * tokens_iter
     return StepTime(
         parts=MappingProxyType({k: v for k, v in parts.items() if xp.nonzero(v)}),
         tokens_per_iteration=tokens_iter,

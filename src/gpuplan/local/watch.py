@@ -739,6 +739,10 @@ def read_trace(path: str) -> tuple[list[dict[str, Any]], list[str]]:
             raise GpuplanError(f"{path}:{n}: not a JSON line; is this a gpuplan local watch trace?") from None
         if not isinstance(rec, dict):
             raise GpuplanError(f"{path}:{n}: not a JSON object; is this a gpuplan local watch trace?")
+        for g in rec.get("gpus") or () if rec.get("record") == "sample" else ():
+            bad = _out_of_range(g) if isinstance(g, dict) else "a GPU entry that is not an object"
+            if bad:
+                raise GpuplanError(f"{path}:{n}: {bad}; a trace from gpuplan local watch has none")
         records.append(rec)
     if not records or records[0].get("record") != "header" or records[0].get("kind") != "local.watch":
         raise GpuplanError(f"{path}: no local.watch header on the first line; is this a gpuplan local watch trace?")
@@ -746,6 +750,22 @@ def read_trace(path: str) -> tuple[list[dict[str, Any]], list[str]]:
     if version != TRACE_SCHEMA_VERSION:
         raise GpuplanError(f"{path}: trace schema_version {version!r}; this gpuplan reads {TRACE_SCHEMA_VERSION}")
     return records, warnings
+
+
+#: GPU sample fields that are fractions (GPM's activity shares) or percentages (NVML utilization)
+_FRACTIONS = ("sm_active", "sm_occupancy", "dram_active", "tensor_active", "fp16_active", "fp32_active", "fp64_active")
+_PERCENTS = ("util_percent", "mem_util_percent")
+
+
+def _out_of_range(g: dict[str, Any]) -> str | None:
+    """Why a GPU sample's activity field cannot be a reading (a share below 0 or above 1, a percentage outside
+    0-100), or None."""
+    for keys, top in ((_FRACTIONS, 1.0), (_PERCENTS, 100.0)):
+        for k in keys:
+            v = g.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and not 0 <= v <= top:
+                return f"{k} {v} is outside 0-{top:g}"
+    return None
 
 
 def _no_constant(name: str) -> None:

@@ -265,7 +265,7 @@ def explain(
                 "instance's NVLink domain hold the tp group"
             ),
         )
-    total_flops = training_compute(model, base_job.seq_len, tokens).total_flops
+    total_flops = training_compute(model, base_job.seq_len, tokens, method=base_job.method).total_flops
     floor_s = total_flops / (count * peak * S.mfu_ceiling(gpu, base_job.precision, step_a)) if peak else None
     if reason is None and deadline_s is not None and floor_s is not None and floor_s > deadline_s:
         reason, why = PlanPrune.MISSES_DEADLINE, "even at the step-time model's MFU ceiling"

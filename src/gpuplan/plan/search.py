@@ -700,7 +700,7 @@ class _TrainGrid:
         self.precision_i = 0  # the index of job.precision on the search's precision axis
         self.refused: str | None = None  # why the job refuses the precision being searched (set_precision)
         self.fixed_gpus, self.max_gpus, self.deadline_s, self.budget_usd = fixed_gpus, max_gpus, deadline_s, budget_usd
-        self.total_flops = training_compute(model, job.seq_len, tokens).total_flops
+        self.total_flops = training_compute(model, job.seq_len, tokens, method=job.method).total_flops
         self.rule_sequences = default_global_batch_sequences(model, job)  # pretraining, or LoRA/QLoRA's recipes
         # LoRA/QLoRA: data parallel (FSDP/ZeRO) only, the layouts PEFT, torchtune and the HF Trainer run
         # (_finetune_launch); tensor and pipeline parallel fine-tunes have no launcher here

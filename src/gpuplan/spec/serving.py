@@ -70,6 +70,16 @@ class ServingJob:
                 raise JobError(f"--{name} must be a whole number >= 1, got {value!r}")
         if self.batch is not None and self.concurrency is not None:
             raise JobError("give --batch (static batching) or --concurrency (continuous batching), not both")
+        if self.concurrency is not None and self.engine in STATIC_ENGINES:
+            raise JobError(
+                f"--engine {self.engine} runs one static batch, without a scheduler: give --batch N, or a server "
+                "engine (vllm, sglang, trtllm, tgi) for --concurrency"
+            )
+        if self.weights.startswith("gguf") and self.engine == "hf":
+            raise JobError(
+                f"--weights {self.weights} is llama.cpp's format; --engine {self.engine} dequantizes it when it "
+                "loads it: use --engine llama.cpp, or --weights bf16|fp8|int8|int4"
+            )
         if self.context is not None and self.context < self.prompt_tokens + self.output_tokens:
             raise JobError(
                 f"--context {self.context} is shorter than prompt + output = "
