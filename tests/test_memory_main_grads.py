@@ -103,3 +103,13 @@ def test_default_global_batch_keeps_the_gradients():
     single = api.train("llama-2-7b", global_batch=1, **one).to_dict()["memory"]
     assert _bytes(single, "gradients") < _bytes(default, "gradients")
     assert _bytes(default, "gradients") == pytest.approx(_bytes(default, "weights"), rel=1e-9)  # fp32 grads
+
+
+def test_bf16_optimizer_dtype_halves_states_and_main_params():
+    """--optimizer-dtype bf16 (Apex DistributedFusedAdam dtype, as NeMo's recipes set it): states and the main
+    parameter copy at 2 bytes instead of 4."""
+    fp32, bf16 = _parts(), _parts(optimizer_dtype="bf16")
+    for part in ("optimizer_states", "master_weights"):
+        assert _bytes(bf16, part) == pytest.approx(_bytes(fp32, part) / 2, rel=1e-12)
+    with pytest.raises(GpuplanError, match="--optimizer-dtype applies to the Megatron recipes"):
+        api.train("llama-3.1-8b", **{**BASE, "tp": 1, "precision": "bf16-mixed", "optimizer_dtype": "bf16"})

@@ -14,6 +14,7 @@ from ..spec.choices import (
     Method,
     Offload,
     Optimizer,
+    OptimizerDtype,
     Precision,
     Quant,
     Recipe,
@@ -143,6 +144,12 @@ def _d(name: str) -> Any:
     type=click.Choice(values(MainGrads)),
     help="Gradient buffer of the data-parallel reduction, Megatron recipes (Megatron-LM --grad-reduce-in-bf16, "
     "NeMo grad_sync_dtype) [default: the recipe's, fp32].",
+)
+@click.option(
+    "--optimizer-dtype",
+    type=click.Choice(values(OptimizerDtype)),
+    help="Optimizer states and main params, Megatron recipes (Apex DistributedFusedAdam dtype as NeMo sets it, "
+    "Megatron-Core --exp-avg-dtype/--main-params-dtype) [default: the recipe's, fp32].",
 )
 @click.option(
     "--fp8-params",

@@ -180,8 +180,10 @@ def resolve_recipe(job: TrainingJob, layout: Parallelism) -> tuple[Recipe, str]:
     """The recipe that ``job.precision`` / ``job.recipe`` name, and why it was chosen; ``--main-grads`` and
     ``--fp8-params`` adjust the Megatron recipes' gradient buffer and weights."""
     recipe, why = _named_recipe(job, layout)
-    if job.main_grads is not None or job.fp8_params:
-        flag = "--main-grads" if job.main_grads is not None else "--fp8-params"
+    if job.main_grads is not None or job.fp8_params or job.optimizer_dtype is not None:
+        flag = (
+            "--main-grads" if job.main_grads is not None else "--fp8-params" if job.fp8_params else "--optimizer-dtype"
+        )
         if job.method != "full":
             raise JobError(f"{flag} applies to full training (LoRA/QLoRA train adapters only): drop it")
         if job.main_grads == "bf16" and recipe.name == "megatron-fp16":
@@ -200,6 +202,13 @@ def resolve_recipe(job: TrainingJob, layout: Parallelism) -> tuple[Recipe, str]:
                 title = recipe.title.replace("fp32 main grads", f"{job.main_grads} main grads (--main-grads)")
                 recipe = replace(recipe, grads=grads, title=title)
             why += f"; --main-grads {job.main_grads}"
+        if job.optimizer_dtype == "bf16":
+            # Apex DistributedFusedAdam with dtype bf16 (NeMo's distributed_fused_adam ``dtype``) keeps its states
+            # and its distributed copy of the parameters (store_params) in bf16; Megatron-Core's precision-aware
+            # optimizer does the same with --exp-avg-dtype/--exp-avg-sq-dtype/--main-params-dtype
+            title = recipe.title.replace("fp32 main params and states", "bf16 main params and states")
+            recipe = replace(recipe, state=2, master=2, title=title)
+            why += "; --optimizer-dtype bf16"
         if job.fp8_params:
             # --fp8-param-gather: Transformer Engine's Float8Tensor parameters replace the 16-bit weights
             # (megatron/core/fp8_utils.py; the fp32 main params stay in the optimizer)

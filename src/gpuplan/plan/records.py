@@ -251,6 +251,7 @@ def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
             "dropout": job.dropout,
             "main_grads": job.main_grads,
             "fp8_params": job.fp8_params,
+            "optimizer_dtype": job.optimizer_dtype,
         },
         recipe={
             "name": report.recipe.name,

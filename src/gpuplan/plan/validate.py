@@ -608,6 +608,16 @@ _SOURCE_MEMORY_SETTINGS: dict[str, tuple[str, bool, str]] = {
 }
 
 
+#: The optimizer's dtype where a source sets it below fp32 (``--optimizer-dtype``): record -> (dtype, where it is said).
+_SOURCE_OPTIMIZER_DTYPE: dict[str, tuple[str, str]] = {
+    "nemo-2407-h100-nemotron4-340b-128gpu-fp8": (
+        "bf16",
+        "NeMo-Framework-Launcher 24.07 conf/training/nemotron/nemotron_340b.yaml: optim distributed_fused_adam, "
+        "dtype: bf16",
+    ),
+}
+
+
 def fake_gate_ranks_per_token(experts: int, experts_per_token: int, ep: int) -> float | None:
     """Distinct expert-parallel ranks a token is sent to under NeMo AutoModel's ``FakeBalancedGate``, averaged
     over tokens; None where the experts do not split evenly over the ranks.
@@ -1040,6 +1050,10 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
         )
         flags = f"--main-grads {main_grads}" + (" --fp8-params" if kwargs["fp8_params"] else "")
         notes.append(f"memory settings not stated: {flags}, as the source's launch settings say ({said})")
+    if rid in _SOURCE_OPTIMIZER_DTYPE and kwargs.get("recipe") in ("auto", "megatron"):
+        dtype, said = _SOURCE_OPTIMIZER_DTYPE[rid]
+        kwargs.update(optimizer_dtype=dtype, recipe="megatron")
+        notes.append(f"optimizer dtype not stated: --optimizer-dtype {dtype}, as the source's recipe says ({said})")
     if power_cap is not None:
         # the record's power cap: the step time scales the SM clock by (cap / TDP)^(1/3) (steptime.power_clock_factor)
         kwargs["assume"] = {"power_limit_w": power_cap}

@@ -28,6 +28,13 @@ class MainGrads(StrEnum):
     BF16 = "bf16"
 
 
+class OptimizerDtype(StrEnum):
+    """dtype of the Megatron recipes' optimizer states and main params (``--optimizer-dtype``)."""
+
+    FP32 = "fp32"
+    BF16 = "bf16"
+
+
 class Recipe(StrEnum):
     """Whose memory accounting a training run follows (``--recipe``)."""
 

@@ -16,6 +16,7 @@ from .choices import (
     Method,
     Offload,
     Optimizer,
+    OptimizerDtype,
     Precision,
     Quant,
     Recipe,
@@ -28,6 +29,7 @@ from .choices import (
 PRECISIONS = values(Precision)
 RECIPES = values(Recipe)
 MAIN_GRADS = values(MainGrads)
+OPTIMIZER_DTYPES = values(OptimizerDtype)
 OPTIMIZERS = values(Optimizer)
 METHODS = values(Method)
 RECOMPUTE = values(Recompute)
@@ -151,6 +153,9 @@ class TrainingJob:
     main_grads: str | None = None
     #: fp8 parameters (Megatron-LM --fp8-param-gather, NeMo fp8_params): the model's weights are held in fp8
     fp8_params: bool = False
+    #: dtype of the optimizer states and main params (Apex DistributedFusedAdam ``dtype``, as NeMo sets it;
+    #: Megatron-Core --exp-avg-dtype/--exp-avg-sq-dtype/--main-params-dtype); None: the recipe's (fp32)
+    optimizer_dtype: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("micro_batch", "seq_len", "lora_rank"):
@@ -181,6 +186,10 @@ class TrainingJob:
             raise JobError("--recompute-layers goes with --recompute partial")
         if self.main_grads is not None and self.main_grads not in MAIN_GRADS:
             raise JobError(f"--main-grads must be one of {', '.join(MAIN_GRADS)}, got {self.main_grads!r}")
+        if self.optimizer_dtype is not None and self.optimizer_dtype not in OPTIMIZER_DTYPES:
+            raise JobError(
+                f"--optimizer-dtype must be one of {', '.join(OPTIMIZER_DTYPES)}, got {self.optimizer_dtype!r}"
+            )
         if self.fp8_params and self.precision != "fp8-mixed":
             raise JobError(f"--fp8-params needs --precision fp8-mixed (got {self.precision})")
         if self.fp8_recipe != "auto" and self.precision != "fp8-mixed":
