@@ -113,3 +113,22 @@ def test_bf16_optimizer_dtype_halves_states_and_main_params():
         assert _bytes(bf16, part) == pytest.approx(_bytes(fp32, part) / 2, rel=1e-12)
     with pytest.raises(GpuplanError, match="--optimizer-dtype applies to the Megatron recipes"):
         api.train("llama-3.1-8b", **{**BASE, "tp": 1, "precision": "bf16-mixed", "optimizer_dtype": "bf16"})
+
+
+def test_megatron_names_for_zero_1_and_the_schedule():
+    """--distributed-optimizer is --zero 1; --pipeline-schedule names what --virtual-stages says and refuses a
+    mismatch (issue #13's flag list)."""
+    kw = dict(gpu="h100", gpus=64, tp=8, pp=2, tokens="1T")
+    d = api.train("llama-3.1-70b", distributed_optimizer=True, **kw).to_dict()
+    assert d["layout"]["zero"] == 1
+    same = api.train("llama-3.1-70b", zero=1, **kw).to_dict()
+    assert d["time"]["step_s"] == same["time"]["step_s"]
+    with pytest.raises(GpuplanError, match="--distributed-optimizer is --zero 1"):
+        api.train("llama-3.1-70b", distributed_optimizer=True, zero=3, **kw)
+    with pytest.raises(GpuplanError, match="interleaved needs --virtual-stages"):
+        api.train("llama-3.1-70b", pipeline_schedule="interleaved", zero=1, **kw)
+    with pytest.raises(GpuplanError, match="1f1b runs one chunk"):
+        api.train("llama-3.1-70b", pipeline_schedule="1f1b", virtual_stages=2, zero=1, **kw)
+    inter = api.train("llama-3.1-70b", pipeline_schedule="interleaved", virtual_stages=2, zero=1, **kw).to_dict()
+    plain = api.train("llama-3.1-70b", virtual_stages=2, zero=1, **kw).to_dict()
+    assert inter["time"]["step_s"] == plain["time"]["step_s"]

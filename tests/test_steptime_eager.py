@@ -79,3 +79,21 @@ def test_activation_offload_pays_what_compute_cannot_hide():
     assert s.parts["activation_offload"] > 0 and s.iteration_s > on.iteration_s
     fewer = training_step(model, gpu, lay, replace(job, offload_layers=4))
     assert fewer.parts["activation_offload"] == pytest.approx(s.parts["activation_offload"] / 2, rel=1e-12)
+
+
+def test_distributed_optimizer_splits_the_reduction_and_the_gather():
+    """ZeRO-1 (Megatron's distributed optimizer): the gradients' reduce-scatter hides behind backward with
+    --overlap-grad-reduce, the parameters' all-gather (half the all-reduce's bytes) behind the next forward only with
+    --overlap-param-gather; plain data parallelism (ZeRO-0) is an all-reduce behind backward either way."""
+    model, gpu = _model("llama-3.1-8b"), BUNDLED_ACCELERATORS.get("h100")
+    job = TrainingJob(micro_batch=1, seq_len=4096, global_batch=64, precision="bf16-mixed", recipe="megatron")
+    lay = Parallelism(gpus=64, tp=1, zero=1)
+    grad_only = training_step(model, gpu, lay, replace(job, overlap_grad_reduce=True))
+    both = training_step(model, gpu, lay, replace(job, overlap_grad_reduce=True, overlap_param_gather=True))
+    exposed_without = grad_only.parts.get("dp_comm", 0.0)
+    assert exposed_without > 0  # the all-gather waits
+    assert both.parts.get("dp_comm", 0.0) < exposed_without
+    plain = Parallelism(gpus=64, tp=1, zero=0)
+    a = training_step(model, gpu, plain, replace(job, overlap_grad_reduce=True))
+    b = training_step(model, gpu, plain, replace(job, overlap_grad_reduce=True, overlap_param_gather=True))
+    assert a.parts.get("dp_comm", 0.0) == b.parts.get("dp_comm", 0.0)

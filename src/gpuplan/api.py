@@ -165,6 +165,7 @@ def train(
     fp8_recipe: str = C.Fp8Recipe.AUTO,
     compile: bool = False,
     overlap_grad_reduce: bool | None = None,
+    overlap_param_gather: bool | None = None,
     tp_comm_overlap: bool = False,
     main_grads: str | None = None,
     fp8_params: bool = False,
@@ -182,6 +183,8 @@ def train(
     offer: str | None = None,
     usd_per_gpu_hour: Number | None = None,
     virtual_stages: int = 1,
+    pipeline_schedule: str | None = None,
+    distributed_optimizer: bool = False,
     calibration: str | os.PathLike[str] | None = None,
     rank: bool = False,
     bytes_per_token: Number | None = None,
@@ -207,6 +210,20 @@ def train(
 
     tp, pp, cp, ep = (_num(n, v) for n, v in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep)))
     gpus, zero, virtual_stages = _num("gpus", gpus), _num("zero", zero), _num("virtual_stages", virtual_stages)
+    from .errors import JobError
+
+    if pipeline_schedule is not None:
+        # Megatron-LM's names for what --virtual-stages already says: interleaved 1F1B needs chunks, 1F1B has one
+        schedule = C.check(C.PipelineSchedule, pipeline_schedule, "--pipeline-schedule")
+        if schedule == "interleaved" and virtual_stages < 2:
+            raise JobError("--pipeline-schedule interleaved needs --virtual-stages N (2 or more model chunks per GPU)")
+        if schedule == "1f1b" and virtual_stages != 1:
+            raise JobError(f"--pipeline-schedule 1f1b runs one chunk per GPU; drop --virtual-stages {virtual_stages}")
+    if distributed_optimizer:
+        # Megatron-LM --use-distributed-optimizer shards the optimizer states over data parallelism: ZeRO-1
+        if zero not in (0, 1):
+            raise JobError(f"--distributed-optimizer is --zero 1 (optimizer states sharded); got --zero {zero}")
+        zero = 1
     mfu, epochs = _num("mfu", mfu), _num("epochs", epochs)
     machine = MachineOptions.from_flags(
         C.check(C.Storage, storage, "--storage"),
@@ -246,6 +263,7 @@ def train(
         fp8_recipe=fp8_recipe,
         compile=compile,
         overlap_grad_reduce=overlap_grad_reduce,
+        overlap_param_gather=overlap_param_gather,
         tp_comm_overlap=tp_comm_overlap,
         main_grads=main_grads,
         fp8_params=fp8_params,

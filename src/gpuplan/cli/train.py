@@ -15,6 +15,7 @@ from ..spec.choices import (
     Offload,
     Optimizer,
     OptimizerDtype,
+    PipelineSchedule,
     Precision,
     Quant,
     Recipe,
@@ -138,6 +139,12 @@ def _d(name: str) -> Any:
     default=None,
     help="Overlap the data-parallel gradient reduction with backward [default: the stack's].",
 )
+@click.option(
+    "--overlap-param-gather/--no-overlap-param-gather",
+    default=None,
+    help="Overlap the all-gather of updated parameters (ZeRO-1/2, distributed optimizer) with the next forward "
+    "[default: off].",
+)
 @click.option("--tp-comm-overlap", is_flag=True, help="Overlap tensor-parallel collectives with GEMMs (TE/async TP).")
 @click.option(
     "--main-grads",
@@ -175,6 +182,16 @@ def _d(name: str) -> Any:
 @click.option("--deadline", callback=given, help="Finish within, e.g. 30d: picks the GPU count (instead of --gpus).")
 @click.option("--offer", help="Price with this offer (gpuplan offers list).")
 @click.option("--usd-per-gpu-hour", callback=given, help="Price per GPU-hour, e.g. $2.5/h (instead of --offer).")
+@click.option(
+    "--pipeline-schedule",
+    type=click.Choice(values(PipelineSchedule)),
+    help="1f1b, or interleaved (needs --virtual-stages N): Megatron-LM's names for the pipeline schedule.",
+)
+@click.option(
+    "--distributed-optimizer",
+    is_flag=True,
+    help="Megatron-LM --use-distributed-optimizer: optimizer states sharded over data parallelism (= --zero 1).",
+)
 @click.option(
     "--virtual-stages",
     type=number("virtual_stages"),

@@ -983,8 +983,18 @@ def training_step(
         t_dp = _allreduce_s(grad_bytes, dp_group, dp_bw, a.collective_latency_s)
         if overlap_dp is None:
             overlap_dp = job.overlap_grad_reduce if job.overlap_grad_reduce is not None else stack.overlap_grad_reduce
-        # hidden behind the last micro-batch's backward
-        hidden = xp.minimum(t_dp, sum(bwd.values()) * layers_here) if overlap_dp else 0.0
+        # hidden behind the last micro-batch's backward. With ZeRO-1/2 (Megatron's distributed optimizer) the
+        # all-reduce is a reduce-scatter of the gradients during backward and an all-gather of the updated
+        # parameters after the optimizer step (Megatron-LM docs/api-guide/dist_optimizer.md), half the bytes each:
+        # only the first can hide behind backward; the second hides behind the next forward with
+        # --overlap-param-gather, else it waits
+        bwd_s, fwd_s = sum(bwd.values()) * layers_here, sum(fwd.values()) * layers_here
+        plain = xp.minimum(t_dp, bwd_s) if overlap_dp else 0.0
+        gather_ag = bool(job.overlap_param_gather)
+        split = (xp.minimum(t_dp / 2, bwd_s) if overlap_dp else 0.0) + (
+            xp.minimum(t_dp / 2, fwd_s) if gather_ag else 0.0
+        )
+        hidden = xp.where((layout.zero >= 1) & (layout.zero < 3), split, plain)
         parts["dp_comm"] = t_dp - hidden
         overlapped += hidden
         if layout.zero >= 3:

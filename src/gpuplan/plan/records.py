@@ -252,6 +252,7 @@ def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
             "main_grads": job.main_grads,
             "fp8_params": job.fp8_params,
             "optimizer_dtype": job.optimizer_dtype,
+            "overlap_param_gather": job.overlap_param_gather,
         },
         recipe={
             "name": report.recipe.name,

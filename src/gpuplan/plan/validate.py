@@ -984,6 +984,11 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
         # conf/training gpt3/175b.yaml, llama/llama2_70b.yaml)
         overlap_grad = True
         notes.append("gradient reduction overlap not stated: NeMo's recipe default (overlap_grad_sync), on")
+    overlap_gather = True if "--overlap-param-gather" in overlap_text else None
+    if overlap_gather is None and stack == "nemo":
+        # distributed_fused_adam's overlap_param_sync: True in the same recipes
+        overlap_gather = True
+        notes.append("parameter all-gather overlap not stated: NeMo's recipe default (overlap_param_sync), on")
     fp8_recipe = "auto"
     if gpuplan_precision == "fp8-mixed":
         ptext = str(rec.get("precision") or "").lower()
@@ -1039,6 +1044,7 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
         fp8_recipe=fp8_recipe,
         compile=compile_,
         overlap_grad_reduce=overlap_grad,
+        overlap_param_gather=overlap_gather,
         tp_comm_overlap=tp_overlap,
         virtual_stages=virtual,
         tokens=float(gseqs * seq * PLANNED_STEPS),

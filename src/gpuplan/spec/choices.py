@@ -28,6 +28,13 @@ class MainGrads(StrEnum):
     BF16 = "bf16"
 
 
+class PipelineSchedule(StrEnum):
+    """Pipeline schedule (``--pipeline-schedule``): 1F1B, or interleaved 1F1B with ``--virtual-stages`` chunks."""
+
+    ONE_F_ONE_B = "1f1b"
+    INTERLEAVED = "interleaved"
+
+
 class OptimizerDtype(StrEnum):
     """dtype of the Megatron recipes' optimizer states and main params (``--optimizer-dtype``)."""
 

@@ -146,6 +146,9 @@ class TrainingJob:
     compile: bool = False
     #: overlap the data-parallel gradient reduction with backward (None: the stack's default)
     overlap_grad_reduce: bool | None = None
+    #: overlap the all-gather of updated parameters (ZeRO-1/2, Megatron's distributed optimizer) with the next
+    #: forward (Megatron-LM --overlap-param-gather, NeMo optim.overlap_param_sync); None: off
+    overlap_param_gather: bool | None = None
     #: overlap tensor-parallel collectives with the neighbouring GEMMs (TE userbuffers, async TP)
     tp_comm_overlap: bool = False
     #: dtype of the gradient buffer the data-parallel reduction works in (Megatron-LM's main grads: fp32 unless
