@@ -254,6 +254,14 @@ def _sglang_limits(gpu: Accelerator) -> tuple[int, int]:
 #: (GQA_EXPAND_KERNELS).
 HF_EXTRA_KERNELS = 4
 
+#: generate() runs the prefill through the uncompiled forward and only the decode steps through the compiled one
+#: (transformers generation/utils.py, _sample: the first forward is self(...), the rest get_compiled_call), so
+#: the prefill's kernels are dispatched from Python one by one: 0.83 ms per Llama layer, measured on an H200 host
+#: (docs/measurements/kernel_counts_h200.json: an eager one-token forward of Llama 3.2 1B, 16 layers, 678 kernels,
+#: 13.3 ms of wall time while its kernels kept the GPU busy 1.9 ms); the 8B model's 32 layers prefilled 128
+#: tokens in 26 ms on the same machine (inference_h200.json), 0.81 ms per layer
+HF_EAGER_HOST_S_PER_LAYER = 13.35e-3 / 16
+
 
 @dataclass(frozen=True)
 class EngineProfile:
@@ -316,6 +324,9 @@ class EngineProfile:
     prefill_last_logits: bool = False
     #: kernels per dense decoder layer beyond the 9 that ``layer_overhead_s`` was calibrated on (DENSE_LAYER_KERNELS)
     extra_layer_kernels: int = 0
+    #: host time to dispatch one decoder layer of an eager (uncompiled) prefill; the prefill takes at least
+    #: layers x this (0: a compiled or C++ prefill, no such floor)
+    eager_prefill_host_s_per_layer: float = 0.0
 
     def limits(self, gpu: Accelerator | None) -> tuple[int, int]:
         """(max_num_seqs, token budget) on ``gpu`` (None: the profile's listed values)."""
@@ -435,12 +446,15 @@ ENGINE_PROFILES: Mapping[str, EngineProfile] = MappingProxyType(
                 "given, its prompts prefilled in one call with logits for the last position only (logits_to_keep); "
                 "attention through SDPA over the whole StaticCache under an explicit mask, so repeat_kv copies the "
                 "grouped K/V out to every query head first (transformers sdpa_attention_forward: enable_gqa only "
-                "without a mask); separate q/k/v and gate/up projections (modeling_llama). Eager generate (no "
-                "compile) is bound by Python dispatch and is not modelled. Step overhead 0: not measured",
+                "without a mask); separate q/k/v and gate/up projections (modeling_llama); the prefill runs "
+                "uncompiled, so Python's dispatch of its kernels is its floor (HF_EAGER_HOST_S_PER_LAYER). Eager "
+                "decode (no "
+                "compile at all) is not modelled. Step overhead 0: not measured",
                 static_kv_cache=True,
                 expands_gqa=True,
                 prefill_last_logits=True,
                 extra_layer_kernels=HF_EXTRA_KERNELS,
+                eager_prefill_host_s_per_layer=HF_EAGER_HOST_S_PER_LAYER,
             ),
         )
     }
@@ -1060,8 +1074,13 @@ def prefill_s(
     prompt: int,
 ) -> float:
     """Prefill of ``batch`` prompts of ``prompt`` tokens in one step (a static batch; compute-bound at
-    useful sizes): FLOPs = tokens x 2N + causal attention (``flops.attended_span``)."""
-    return step_s(model, gpu, layout, job, a, 0, 0, batch * prompt, prompt)[0]
+    useful sizes): FLOPs = tokens x 2N + causal attention (``flops.attended_span``); an engine whose prefill is
+    eager takes at least its host's dispatch of every layer (``eager_prefill_host_s_per_layer``)."""
+    gpu_s = step_s(model, gpu, layout, job, a, 0, 0, batch * prompt, prompt)[0]
+    host = engine_profile(job.engine).eager_prefill_host_s_per_layer
+    if host and isinstance(model, ModelSpec):
+        return max(gpu_s, host * model.layers)
+    return gpu_s
 
 
 def chunked_prefill_s(

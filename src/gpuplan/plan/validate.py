@@ -1480,13 +1480,6 @@ _BNB_STEP = (
     "step time with bitsandbytes (8-bit Adam or QLoRA's NF4 layers): their per-call cost is not modelled; the "
     "memory of the run is scored"
 )
-#: the recording's prefill is eager transformers: below this many prompt tokens per call the host's dispatch of its
-#: kernels, not the GPU, sets the time to first token (a 1B model: 22 ms for 128 tokens and 13 ms for 8 x 128)
-_MIN_TTFT_PROMPT_TOKENS = 16384
-_EAGER_PREFILL = (
-    "TTFT of an eager prefill under 16,384 prompt tokens: paced by the host's kernel dispatch, which the hf "
-    "profile (a compiled engine) does not have"
-)
 
 
 def _map_measured(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> None:
@@ -1621,11 +1614,8 @@ def _map_measured(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
         "steps + 16), attended in full",
     )
     dims = _measured_dims(rec, acc, "hf" if engine else str((rec.get("engine") or {}).get("name") or "unstated"))
-    wanted: list[tuple[str, str, str, str, tuple[str, ...]]] = []
-    if batch * prompt >= _MIN_TTFT_PROMPT_TOKENS:
-        wanted.append(("ttft_s", "ttft_s", "s", "inference", ()))
-    else:
-        out.skipped.append(Skip(rid, stem, "inference", _EAGER_PREFILL))
+    # the eager prefill's host floor is the hf profile's (inference.HF_EAGER_HOST_S_PER_LAYER): every TTFT is scored
+    wanted: list[tuple[str, str, str, str, tuple[str, ...]]] = [("ttft_s", "ttft_s", "s", "inference", ())]
     tpot_metric = _MEASURED_TPOT.get(str(engine)) if engine else None
     if tpot_metric:
         wanted.append((tpot_metric, "tpot_s", "s", "inference", ()))
