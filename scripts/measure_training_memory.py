@@ -33,6 +33,7 @@ from gpuplan.catalog.models import bundled_configs  # noqa: E402
 from gpuplan.estimate.memory import training_memory  # noqa: E402
 from gpuplan.local.detect import torch_gpu_catalog_id  # noqa: E402
 from gpuplan.spec.training import Parallelism, TrainingJob  # noqa: E402
+from measure_inference import TINY  # noqa: E402  (scripts/ is on the path of a script run from it)
 
 OUTSIDE_ALLOCATOR = ("cuda_context", "nccl_buffers")
 
@@ -225,17 +226,7 @@ def main() -> None:
     raw = bundled_configs()
     if args.model == "tiny":
         model_id = "tiny"
-        config = {
-            "model_type": "llama",
-            "vocab_size": 512,
-            "hidden_size": 64,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "intermediate_size": 128,
-            "max_position_embeddings": 8192,
-            "tie_word_embeddings": True,
-        }
+        config = {**TINY, "max_position_embeddings": 8192, "tie_word_embeddings": True}
     else:
         model_id = args.model
         config = {k: v for k, v in raw[model_id].items() if k != "architectures"}

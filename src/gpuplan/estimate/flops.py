@@ -60,6 +60,12 @@ class FlopsPerToken:
         """Forward + backward (backward = 2x forward), PaLM appendix B, no recompute."""
         return 3.0 * self.forward_flops
 
+    def step_flops(self, method: str = "full") -> float:
+        """Model FLOPs of a training step per token: ``training_flops``; under LoRA/QLoRA the forward and the input
+        gradients only, 2x the forward, since the frozen weights get no gradient (Hu et al. 2021; the adapters'
+        FLOPs are under 1 % at the usual ranks and not counted)."""
+        return self.training_flops if method == "full" else 2.0 * self.forward_flops
+
     @property
     def inference_flops(self) -> float:
         """One forward pass for a token that attends to ``seq_len`` tokens."""

@@ -177,8 +177,8 @@ INT8_BYTES_PER_PARAM = 1.0
 
 
 def resolve_recipe(job: TrainingJob, layout: Parallelism) -> tuple[Recipe, str]:
-    """The recipe that ``job.precision`` / ``job.recipe`` name, and why it was chosen; ``--main-grads`` and
-    ``--fp8-params`` adjust the Megatron recipes' gradient buffer and weights."""
+    """The recipe that ``job.precision`` / ``job.recipe`` name, and why it was chosen; ``--main-grads``,
+    ``--optimizer-dtype`` and ``--fp8-params`` adjust the Megatron recipes' gradient buffer, optimizer and weights."""
     recipe, why = _named_recipe(job, layout)
     if job.main_grads is not None or job.fp8_params or job.optimizer_dtype is not None:
         flag = (
@@ -436,16 +436,12 @@ def layer_activation_terms(
     def add(name: str, elements: float, divisor: float, note: str, per_element: float = e) -> None:
         terms.append(ActivationTerm(name, elements * per_element / divisor, note))
 
+    norms = spec.norms_per_layer
     if norm_saved_bytes is None:
-        add("norm_inputs", spec.norms_per_layer * s * b * h, rep, f"{spec.norms_per_layer} norms save their input")
+        add("norm_inputs", norms * s * b * h, rep, f"{norms} norms save their input")
     else:
-        add(
-            "norm_inputs",
-            spec.norms_per_layer * s * b * h,
-            rep,
-            f"{spec.norms_per_layer} eager RMSNorms save their input upcast to fp32 and the normalized tensor",
-            per_element=norm_saved_bytes,
-        )
+        note = f"{norms} eager RMSNorms save their input upcast to fp32 and the normalized tensor"
+        add("norm_inputs", norms * s * b * h, rep, note, per_element=norm_saved_bytes)
     if any(needs(n) for n in ("q_proj", "k_proj", "v_proj", "q_a_proj", "kv_a_proj")):
         add("qkv_input", s * b * h, rep, "input of the Q/K/V projections", per_element=lin)
     if spec.mla is not None:
@@ -947,11 +943,6 @@ def _max_micro_batch(
 def trainable_linears(spec: ModelSpec | None, job: TrainingJob) -> frozenset[str] | None:
     """Names of the linear layers that receive gradients (None: all of them, full training); under LoRA/QLoRA
     the targets, whose adapters train while the base weight stays frozen."""
-    return _trainable(spec, job)
-
-
-def _trainable(spec: ModelSpec | None, job: TrainingJob) -> frozenset[str] | None:
-    """Names of the linear layers that receive gradients (None: all of them, full training)."""
     if job.method == "full" or spec is None:
         return None
     shapes = linear_shapes(spec)
@@ -967,6 +958,13 @@ def _trainable(spec: ModelSpec | None, job: TrainingJob) -> frozenset[str] | Non
     return frozenset(names)
 
 
+def lora_adapter_params(spec: ModelSpec, job: TrainingJob) -> dict[str, int]:
+    """Parameters of the LoRA adapters by target linear: A (din x r) and B (r x dout) for each of its matrices
+    (Hu et al. 2021)."""
+    names = trainable_linears(spec, job) or frozenset()
+    return {k: job.lora_rank * (din + dout) * n for k, (din, dout, n) in linear_shapes(spec).items() if k in names}
+
+
 def _saving_linears(spec: ModelSpec | None, job: TrainingJob) -> frozenset[str] | None:
     """Names of the linear layers that save their input for backward (None: all of them). A frozen nn.Linear
     saves none (autograd keeps a matmul operand only when the other one needs a gradient), so LoRA saves the
@@ -975,7 +973,7 @@ def _saving_linears(spec: ModelSpec | None, job: TrainingJob) -> frozenset[str] 
     ``ctx.tensors = (A, B)``), as it does with trainable adapters below it: every quantized linear saves it."""
     if job.method != "full" and job.quant == "nf4":
         return None
-    return _trainable(spec, job)
+    return trainable_linears(spec, job)
 
 
 @dataclass(frozen=True)
@@ -1067,15 +1065,13 @@ def _memory_at(
         # LoRA/QLoRA: training_memory refused a bare parameter count, so the architecture is known
         assert spec is not None
         shapes = linear_shapes(spec)
-        names = _trainable(spec, job)
-        assert names is not None  # (None only for full training)
         share = layers_here / spec.layers
 
         def on_gpu(params_by_name: Mapping[str, float]) -> float:
             """Per-GPU share of per-layer matrices: experts split over TP x EP, the rest over TP."""
             return sum(v / (tp * ep if k.startswith("expert_") else tp) for k, v in params_by_name.items()) * share
 
-        adapters = {k: job.lora_rank * (din + dout) * n for k, (din, dout, n) in shapes.items() if k in names}
+        adapters = lora_adapter_params(spec, job)
         if not adapters:
             raise JobError(
                 f"--lora-targets {','.join(job.lora_targets)} match no module of {spec.id}; "
@@ -1119,8 +1115,7 @@ def _memory_at(
         if job.quant is not None and job.precision == "bf16-mixed" and holds_head:
             # the LM head PEFT left in fp32 runs under autocast, which caches a 16-bit copy of it for the step
             # (aten/src/ATen/autocast_mode.cpp cached_cast); a tied head is the embedding matrix
-            b_head = count_params(spec)
-            head = b_head.parts["lm_head"] or b_head.parts["embeddings"]
+            head = b.parts["lm_head"] or b.parts["embeddings"]
             put("autocast_weight_copies", "other", head / tp * 2)
         # adapters: PEFT keeps them fp32 (autocast_adapter_dtype=True); the QLoRA reference code casts to bf16
         adapter_bytes = 2 if job.method == "qlora" and job.precision != "fp32" else 4
@@ -1252,8 +1247,8 @@ def _memory_at(
     # weight copies they hold) at its start, all gradients at its end; the gradients count only what exceeds the
     # activations. Measured on an H200 (docs/measurements/training_memory_h200.json): an 8B pure-bf16 run with full
     # recompute peaks at weights + states + gradients (60.5 GiB) while the sum with its activations says 68.6.
-    # Megatron's and DeepSpeed's contiguous gradient buffers, FSDP and accumulated micro-batches keep them, and so
-    # do DDP's gradient buckets (the separate ddp_gradient_buckets part).
+    # Megatron's and DeepSpeed's contiguous gradient buffers, a ZeRO optimizer's partitions, FSDP and accumulated
+    # micro-batches keep them, and so do DDP's gradient buckets (the separate ddp_gradient_buckets part).
     transient_grads = (
         recipe.name in ("amp", "bf16", "fp32") and not job.fsdp and not offload and zero == 0 and spec is not None
     )
@@ -1261,10 +1256,9 @@ def _memory_at(
         live_before = sum(v for k, v in parts.items() if groups[k] == "activations") + parts.get(
             "autocast_weight_copies", 0.0
         )
-        # (on a search grid the micro-batches per step are an array: element by element). Plain data parallelism
-        # only: a ZeRO optimizer (DeepSpeed's, the usual one with --zero) keeps its gradient partitions
         # Without --global-batch the step time's batch rule accumulates many micro-batches (default_global_batch):
-        # their gradients persist, so only an explicit one-micro-batch step counts them this way
+        # their gradients persist, so only an explicit one-micro-batch step counts them this way (on a search grid
+        # the micro-batches per step are an array: element by element)
         one_pass = job.global_batch is not None and micro_batches_per_step(job, layout) == 1
         live = xp.where(one_pass, xp.maximum(0.0, grad_bytes - live_before), grad_bytes)
         if xp.nonzero(grad_bytes - live):
@@ -1342,7 +1336,7 @@ def _optimizer_bytes_per_param(job: TrainingJob, recipe: Recipe, spec: ModelSpec
         if job.method == "full":
             mats = [(din, dout, n) for din, dout, n in shapes.values()]
         else:  # LoRA trains A (d_in x r) and B (r x d_out) of each target
-            names = _trainable(spec, job)
+            names = trainable_linears(spec, job)
             assert names is not None  # (None only for full training)
             mats = [
                 m

@@ -65,6 +65,7 @@ from .memory import (
     NF4_BYTES_PER_PARAM,
     MemoryAssumptions,
     activation_bytes_per_layer,
+    lora_adapter_params,
     micro_batches_per_step,
     resolve_recipe,
     stage_layers,
@@ -949,7 +950,7 @@ def training_step(
     head_dims = (model.vocab_size / tp, model.token_embedding_dim)
     head_passes = 3 if job.method == "full" else 2  # a frozen head: forward and input gradient only
     per_mb["matmul"] += head_passes * _gemm_s(tokens_mb, head_dims[0], head_dims[1], eta16 * peak16 * clock, bw)
-    if not (stack.fused_elementwise or job.compile):
+    if not fused:
         # the loss as eager PyTorch runs it over the logits (transformers' ForCausalLMLoss, torchtitan's
         # cross_entropy on .float() logits): memory-bound passes over every vocabulary entry of every token
         per_mb["loss"] = tokens_mb * model.vocab_size / tp * a.eager_loss_bytes_per_logit / bw
@@ -1039,9 +1040,7 @@ def training_step(
     # ---- optimizer step: on the GPU, or on the host with ZeRO-Offload / ZeRO-Infinity
     opt_params = local_params / (dp_group if layout.zero >= 1 else 1)
     if job.method != "full":  # the optimizer steps the adapters only
-        targets = trainable_linears(model, job) or frozenset()
-        adapters = sum(job.lora_rank * (din + dout) * n for k, (din, dout, n) in shapes.items() if k in targets)
-        opt_params = adapters / (tp * pp)
+        opt_params = sum(lora_adapter_params(model, job).values()) / (tp * pp)
     if layout.offload in ("optimizer", "params"):
         parts.update(
             offload_step_s(
@@ -1064,16 +1063,14 @@ def training_step(
     # ---- an eager stack launches every kernel from Python: the host's dispatch is a floor under the step. The GPU
     # runs behind the host's queue, so the step is the longer of the two; with little work per kernel (small
     # models, short micro-batches) the host sets the pace
-    if not (stack.fused_elementwise or job.compile):
+    if not fused:
         host_s = a.eager_host_s_per_layer * layers_here * m
         gpu_s = sum(parts.values())
         parts["host_dispatch_wait"] = xp.maximum(0.0, host_s - gpu_s)
 
     tokens_iter = m * micro * job.seq_len * dp
     per_token = flops_per_token(model, job.seq_len, causal=True)
-    # LoRA/QLoRA: forward and input gradients only (the frozen weights get none), as estimate.time counts them
-    per_token_flops = per_token.training_flops if job.method == "full" else 2 * per_token.forward_flops
-    model_flops = per_token_flops * tokens_iter
+    model_flops = per_token.step_flops(job.method) * tokens_iter
     return StepTime(
         parts=MappingProxyType({k: v for k, v in parts.items() if xp.nonzero(v)}),
         tokens_per_iteration=tokens_iter,

@@ -56,16 +56,14 @@ def training_compute(
 ) -> TrainingCompute:
     """6N + causal attention FLOPs per token (PaLM appendix B, attention halved for the causal mask as
     FlashAttention counts it; ``flops.py``) over tokens x epochs: at least one token, at most MAX_TOKENS.
-    LoRA/QLoRA (``method``): the forward and the input gradients, 2x the forward, since the frozen weights get
-    no gradient (Hu et al. 2021; the adapters' FLOPs are under 1 % at the usual ranks and not counted)."""
+    LoRA/QLoRA (``method``): ``FlopsPerToken.step_flops``, 2x the forward."""
     check_range(tokens, "--tokens", 1, MAX_TOKENS, why="training tokens")
     check_range(epochs, "--epochs", 0, MAX_EPOCHS, low_open=True)
     if tokens * epochs < 1:
         raise JobError(f"--tokens x --epochs is {tokens * epochs:.3g}: less than one token to train on")
     per_token = flops_per_token(model, seq_len, causal=True)
-    if method != "full":
-        return TrainingCompute(2 * per_token.forward_flops, tokens, epochs, CAUSAL_CONVENTION + "; LoRA: 2x forward")
-    return TrainingCompute(per_token.training_flops, tokens, epochs, CAUSAL_CONVENTION)
+    convention = CAUSAL_CONVENTION + ("" if method == "full" else "; LoRA: 2x forward")
+    return TrainingCompute(per_token.step_flops(method), tokens, epochs, convention)
 
 
 @dataclass(frozen=True)

@@ -170,9 +170,7 @@ def plan_training(
     if step is not None and step.attention_flops_share > 0.1:
         from ..estimate.flops import flops_per_token
 
-        uncausal = flops_per_token(model, job.seq_len)
-        per_token = uncausal.training_flops if job.method == "full" else 2 * uncausal.forward_flops
-        full = per_token / compute.flops_per_token
+        full = flops_per_token(model, job.seq_len).step_flops(job.method) / compute.flops_per_token
         notes.append(
             f"MFU is computed counting attention as executed by causal kernels (half the scores, as "
             f"FlashAttention counts them): attention is {step.attention_flops_share:.0%} of the model FLOPs "

@@ -576,44 +576,31 @@ _NEMO_2407_RECOMPUTE: dict[str, tuple[str, str]] = {
 }
 
 
-#: Memory settings the sources state and the record does not (read with the recomputation above): the gradient buffer's
-#: dtype (``--main-grads``) and fp8 parameters (``--fp8-params``): record -> (main grads, fp8 params, where it is said).
-_SOURCE_MEMORY_SETTINGS: dict[str, tuple[str, bool, str]] = {
+#: Memory settings the sources state and the record does not (read with the recomputation above): record -> (the
+#: ``train`` arguments, where they are said): the gradient buffer's dtype (``--main-grads``), fp8 parameters
+#: (``--fp8-params``, fp8 runs only) and the optimizer's dtype (``--optimizer-dtype``).
+_SOURCE_MEMORY_SETTINGS: dict[str, tuple[dict[str, Any], str]] = {
     "megatron-examples-llama3-8b-8gpu-fp8": (
-        "bf16",
-        True,
+        {"main_grads": "bf16", "fp8_params": True},
         "Megatron-LM examples/llama/train_llama3_8b_h100_fp8.sh (bf6e9985): --grad-reduce-in-bf16, --fp8-param-gather",
     ),
     "megatron-examples-llama3-405b-1024gpu-fp8": (
-        "bf16",
-        True,
+        {"main_grads": "bf16", "fp8_params": True},
         "NeMo scripts/performance (30e6820d), which the table follows: bf16_with_fp8_mixed (fp8_param_gather=True), "
         "grad_reduce_in_fp32=False",
     ),
     "nemo-2407-h100-gpt3-175b-512gpu-fp8": (
-        "bf16",
-        False,
+        {"main_grads": "bf16"},
         "NeMo-Framework-Launcher 24.07 examples/training/gpt/h100 175B fp8: optim.grad_sync_dtype=bf16",
     ),
     "nemo-2407-h100-llama3-8b-8gpu-fp8": (
-        "bf16",
-        False,
+        {"main_grads": "bf16"},
         "NeMo-Framework-Launcher 24.07 examples/training/llama/h100 llama3_8b_fp8: optim.grad_sync_dtype=bf16",
     ),
     "nemo-2407-h100-nemotron4-340b-128gpu-fp8": (
-        "bf16",
-        False,
-        "NeMo-Framework-Launcher 24.07 conf/training/nemotron/nemotron_340b.yaml: grad_sync_dtype: bf16",
-    ),
-}
-
-
-#: The optimizer's dtype where a source sets it below fp32 (``--optimizer-dtype``): record -> (dtype, where it is said).
-_SOURCE_OPTIMIZER_DTYPE: dict[str, tuple[str, str]] = {
-    "nemo-2407-h100-nemotron4-340b-128gpu-fp8": (
-        "bf16",
+        {"main_grads": "bf16", "optimizer_dtype": "bf16"},
         "NeMo-Framework-Launcher 24.07 conf/training/nemotron/nemotron_340b.yaml: optim distributed_fused_adam, "
-        "dtype: bf16",
+        "grad_sync_dtype: bf16, dtype: bf16",
     ),
 }
 
@@ -1050,16 +1037,11 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
         tokens=float(gseqs * seq * PLANNED_STEPS),
     )
     if rid in _SOURCE_MEMORY_SETTINGS and recipe in ("auto", "megatron"):
-        main_grads, fp8_params, said = _SOURCE_MEMORY_SETTINGS[rid]
-        kwargs.update(
-            main_grads=main_grads, fp8_params=fp8_params and gpuplan_precision == "fp8-mixed", recipe="megatron"
-        )
-        flags = f"--main-grads {main_grads}" + (" --fp8-params" if kwargs["fp8_params"] else "")
+        settings, said = _SOURCE_MEMORY_SETTINGS[rid]
+        settings = {k: v for k, v in settings.items() if k != "fp8_params" or gpuplan_precision == "fp8-mixed"}
+        kwargs.update(settings, recipe="megatron")
+        flags = " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in settings.items())
         notes.append(f"memory settings not stated: {flags}, as the source's launch settings say ({said})")
-    if rid in _SOURCE_OPTIMIZER_DTYPE and kwargs.get("recipe") in ("auto", "megatron"):
-        dtype, said = _SOURCE_OPTIMIZER_DTYPE[rid]
-        kwargs.update(optimizer_dtype=dtype, recipe="megatron")
-        notes.append(f"optimizer dtype not stated: --optimizer-dtype {dtype}, as the source's recipe says ({said})")
     if power_cap is not None:
         # the record's power cap: the step time scales the SM clock by (cap / TDP)^(1/3) (steptime.power_clock_factor)
         kwargs["assume"] = {"power_limit_w": power_cap}
