@@ -325,6 +325,7 @@ class StepAssumptions(AssumptionSet):
     link_efficiency: float = 0.77
     scale_out_bytes_per_s_per_gpu: float | None = None  # None: the GPU's catalog figure, else 24 GB/s (one HDR NIC)
     gpus_per_node: int = 8
+    nvlink_domain_gpus: int | None = None  # None: the larger of gpus_per_node and the catalog's rack-scale domain
     collective_latency_s: float = 10e-6
     ring_step_latency_s: float = 14e-6
     intra_ring_step_latency_s: float = 3.4e-6
@@ -473,6 +474,13 @@ class StepAssumptions(AssumptionSet):
                 "24 GB/s where it has none (one HDR 200 Gb/s NIC, NVIDIA/nccl#412)",
             ),
             "gpus_per_node": ("GPUs", "DGX/HGX nodes hold 8 GPUs on one NVLink domain"),
+            "nvlink_domain_gpus": (
+                "GPUs",
+                "GPUs whose collectives cross the scale-up link rather than the NICs. Unset: gpus_per_node, or the "
+                "accelerator's scale_up_domain_gpus where one NVLink switch domain spans several hosts (GB200 / "
+                "GB300 NVL72: 72 GPUs in 18 compute trays of 4, NVIDIA GB200 NVL72 datasheet); NVLink-bridged "
+                "PCIe cards (H100 NVL pairs) keep the 8-GPU host",
+            ),
             "collective_latency_s": (
                 "seconds",
                 "small-message NCCL collective latency, ~6-10 us (nccl issues #583, #1259)",
@@ -543,6 +551,7 @@ class StepAssumptions(AssumptionSet):
             ),
             ranges={
                 "gpus_per_node": (1, 1024),
+                "nvlink_domain_gpus": (1, 65536),
                 "collective_sms": (0, 1024),
                 "host_cores_per_gpu": (0, 4096),
                 "moe_dispatch_ranks_per_token": (1, 4096),
@@ -614,6 +623,17 @@ def _allreduce_s(message: float, n: int, busbw: float, latency: float) -> float:
     return xp.where(n > 1, latency + message * 2 * (n - 1) / n / busbw, 0.0)
 
 
+def nvlink_domain_gpus(gpu: Accelerator, a: StepAssumptions) -> int:
+    """GPUs on one scale-up (NVLink) domain, whose collectives use ``link`` rather than the NICs: the
+    ``nvlink_domain_gpus`` assumption where set, else the larger of ``gpus_per_node`` (the host, or the offer's
+    instance) and the catalog's ``scale_up_domain_gpus`` (72 on GB200/GB300 NVL72, whose NVLink switches join 18
+    hosts of 4). A scalar or, on the planner's grid, an array like ``gpus_per_node``."""
+    if a.nvlink_domain_gpus is not None:
+        return a.nvlink_domain_gpus
+    domain = gpu.scale_up_domain_gpus if gpu.vendor != "google" and gpu.interconnect is not None else None
+    return xp.maximum(a.gpus_per_node, domain) if domain is not None else a.gpus_per_node
+
+
 def _data_parallel_busbw(
     gpu: Accelerator, layout: Parallelism, a: StepAssumptions, link: float, scale_out: float
 ) -> float:
@@ -627,8 +647,9 @@ def _data_parallel_busbw(
     """
     if gpu.vendor == "google":
         return link
-    per_node = xp.maximum(1, a.gpus_per_node // (layout.tp * layout.pp))
-    return xp.where(layout.gpus <= a.gpus_per_node, link, xp.minimum(link, per_node * scale_out))
+    domain = nvlink_domain_gpus(gpu, a)
+    per_node = xp.maximum(1, domain // (layout.tp * layout.pp))
+    return xp.where(layout.gpus <= domain, link, xp.minimum(link, per_node * scale_out))
 
 
 def scale_out(gpu: Accelerator, a: StepAssumptions) -> tuple[float, str]:
@@ -772,6 +793,7 @@ def training_step(
     tp, pp, cp, dp = layout.tp, layout.pp, layout.cp, layout.dp
     link = gpu.scale_up_bytes_per_s * a.link_efficiency
     scale_out = scale_out_bytes_per_s_per_gpu(gpu, a)
+    domain = nvlink_domain_gpus(gpu, a)  # GPUs whose collectives stay on the scale-up link
     recipe, _ = resolve_recipe(job, layout)
     bytes_e = 4 if job.precision == "fp32" else 2
 
@@ -895,7 +917,7 @@ def training_step(
         kv_el = tokens_mb * kv_heads * (model.qk_head_dim + model.v_head_dim) / tp
         q_el = tokens_mb * model.attention_heads * model.qk_head_dim / tp
         out_el = tokens_mb * model.attention_heads * model.v_head_dim / tp
-        ring_bw = xp.where(cp * tp <= a.gpus_per_node, link, scale_out)
+        ring_bw = xp.where(cp * tp <= domain, link, scale_out)
         send_f = a.collective_latency_s + kv_el * bytes_e / ring_bw
         send_b = a.collective_latency_s + kv_el * (bytes_e + a.ring_grad_bytes_per_element) / ring_bw
         exposed_f = xp.maximum(0.0, send_f - fwd["attention"] / cp)
@@ -921,7 +943,7 @@ def training_step(
         )
         moe_share = model.moe.layers / L
         sent = tokens_mb * copies * h * bytes_e / tp * (layout.ep - 1) / layout.ep
-        local = xp.minimum(layout.ep, xp.maximum(1, a.gpus_per_node // tp))  # expert ranks on this node
+        local = xp.minimum(layout.ep, xp.maximum(1, domain // tp))  # expert ranks on this NVLink domain
         peers = xp.maximum(1, layout.ep - 1)
         a2a_s = xp.maximum(sent * (layout.ep - local) / peers / scale_out, sent * (local - 1) / peers / link)
         a2a = xp.where(layout.ep > 1, moe_share * 2 * (a2a_s + a.collective_latency_s), 0.0)
@@ -970,7 +992,7 @@ def training_step(
     if xp.nonzero(pp > 1):
         parts["pp_bubble"] = (pp - 1) / virtual_stages * t_mb
         send = tokens_mb * h * bytes_e / tp  # scatter-gather: each TP rank sends its slice
-        p2p_bw = xp.where(tp * pp > a.gpus_per_node, scale_out, link)
+        p2p_bw = xp.where(tp * pp > domain, scale_out, link)
         parts["pp_p2p"] = xp.where(pp > 1, 2 * virtual_stages * m * (a.collective_latency_s + send / p2p_bw), 0.0)
     # ---- data parallel: gradient reduction of the parameters this GPU holds
     b = count_params(model)
@@ -1003,7 +1025,7 @@ def training_step(
             # backward, every micro-batch (Rajbhandari et al. 2020, section 7: 1.5x the traffic of plain data
             # parallelism). A ring collective over n nodes takes n - 1 inter-node steps; a stack that gathers
             # tensor by tensor pays them per parameter tensor, one that gathers a block at once per layer
-            nodes = xp.maximum(1, xp.ceil(dp_group * tp * pp / a.gpus_per_node)) if gpu.vendor != "google" else 1
+            nodes = xp.maximum(1, xp.ceil(dp_group * tp * pp / domain)) if gpu.vendor != "google" else 1
             group_nodes = xp.minimum(nodes, dp_group)  # nodes the data-parallel ring crosses
             per_layer = sum(1 for k in shapes if k != "lm_head") * 2 if stack.gather_per_tensor else 1
             # NCCL's ring latency (tuning.cc): n - 1 network steps and r - n NVLink steps for r ranks on n nodes
