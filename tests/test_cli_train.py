@@ -163,3 +163,23 @@ def test_assumptions_show_the_matmul_efficiency_used_not_the_auto_sentinel(run):
     (mm,) = [a for a in rec["assumptions"] if a["name"] == "matmul_efficiency"]
     assert mm["value"] == rec["time"]["matmul_efficiency"] > 0.5  # MAMF 80 % x shape factor 0.85 on an H100
     assert "MAMF" in mm["source"]
+
+
+def test_train_json_carries_every_step_setting(run):
+    """Issue 13: every setting of the step model is in the JSON layout/job record, as asked (auto/null: the stack's
+    default, resolved in the time block); without --global-batch the accumulation is the batch rule's, so null."""
+    code, out, err = run(
+        "train", "llama-3.1-70b", "--gpu", "h100", "--gpus", "64", "--tp", "8", "--pp", "4",
+        "--virtual-stages", "2", "--precision", "fp8-mixed", "--fp8-recipe", "tensorwise", "--stack", "megatron",
+        "--tp-comm-overlap", "--no-overlap-grad-reduce", "--tokens", "1B", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    rec = json.loads(out)
+    assert rec["layout"]["virtual_stages"] == 2
+    job = rec["job"]
+    assert (job["stack"], job["fp8_recipe"], job["compile"]) == ("megatron", "tensorwise", False)
+    assert (job["tp_comm_overlap"], job["overlap_grad_reduce"], job["fsdp"]) == (True, False, False)
+    assert job["global_batch"] is None and job["grad_accumulation"] is None
+    assert rec["time"]["stack"] == "megatron" and rec["time"]["global_batch"] >= 64 // (8 * 4)
+    bf16 = json.loads(run("train", "llama-3.1-8b", "--gpu", "h100", "--global-batch", "8", "--json")[1])
+    assert bf16["job"]["fp8_recipe"] is None and bf16["job"]["grad_accumulation"] == 8

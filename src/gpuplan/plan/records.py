@@ -232,11 +232,13 @@ def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
             "sequence_parallel": layout.sequence_parallel,
             "zero": layout.zero,
             "offload": layout.offload,
+            "virtual_stages": layout.virtual_stages,
         },
         job={
             "micro_batch": job.micro_batch,
             "global_batch": job.global_batch,
-            "grad_accumulation": job.grad_accumulation(layout.dp),
+            # as asked: without --global-batch the batch rule picks it (time.global_batch), so null here
+            "grad_accumulation": job.grad_accumulation(layout.dp) if job.global_batch is not None else None,
             "seq_len": job.seq_len,
             "precision": job.precision,
             "optimizer": job.optimizer,
@@ -253,6 +255,14 @@ def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
             "fp8_params": job.fp8_params,
             "optimizer_dtype": job.optimizer_dtype,
             "overlap_param_gather": job.overlap_param_gather,
+            # the settings as asked (auto / None: the stack's default); the resolved stack and fp8 recipe are in
+            # the time block (``time.stack``, ``time.fp8_recipe``)
+            "fsdp": job.fsdp,
+            "stack": job.stack,
+            "fp8_recipe": job.fp8_recipe if job.precision == "fp8-mixed" else None,
+            "compile": job.compile,
+            "overlap_grad_reduce": job.overlap_grad_reduce,
+            "tp_comm_overlap": job.tp_comm_overlap,
         },
         recipe={
             "name": report.recipe.name,
