@@ -33,8 +33,9 @@ def test_gb200_data_parallel_traffic_stays_on_nvlink_inside_the_rack():
     layout = Parallelism(gpus=64, tp=8, zero=3)
     rack = training_step(model, gpu, layout, JOB, A)
     hosts = training_step(model, gpu, layout, JOB, replace(A, nvlink_domain_gpus=8))
-    assert rack.parts.get("zero3_gather", 0.0) == 0.0 and rack.parts.get("dp_comm", 0.0) == 0.0
-    assert hosts.parts["zero3_gather"] > 0.0
+    # in the rack only the pipeline's fill and drain wait (the first gather, the last reduce-scatters)
+    assert rack.parts["zero3_gather"] < 0.05 * hosts.parts["zero3_gather"]
+    assert rack.parts["dp_comm"] < hosts.parts["dp_comm"]
     assert rack.iteration_s < hosts.iteration_s
     # the compute is the same: only the collectives moved
     assert rack.parts["matmul"] == pytest.approx(hosts.parts["matmul"], rel=1e-12)

@@ -149,8 +149,8 @@ def _d(name: str) -> Any:
 @click.option(
     "--main-grads",
     type=click.Choice(values(MainGrads)),
-    help="Gradient buffer of the data-parallel reduction, Megatron recipes (Megatron-LM --grad-reduce-in-bf16, "
-    "NeMo grad_sync_dtype) [default: the recipe's, fp32].",
+    help="dtype of the data-parallel gradient reduction: the Megatron recipes' gradient buffer (Megatron-LM "
+    "--grad-reduce-in-bf16, NeMo grad_sync_dtype) or FSDP's reduce_dtype [default: the recipe's, fp32].",
 )
 @click.option(
     "--optimizer-dtype",

@@ -188,12 +188,23 @@ def resolve_recipe(job: TrainingJob, layout: Parallelism) -> tuple[Recipe, str]:
             raise JobError(f"{flag} applies to full training (LoRA/QLoRA train adapters only): drop it")
         if job.main_grads == "bf16" and recipe.name == "megatron-fp16":
             raise JobError("--main-grads bf16 goes with bf16 training; fp16 keeps fp16 grads beside an fp32 copy")
-        if not recipe.name.startswith("megatron"):
+        fsdp_reduce = recipe.name == "fsdp" and job.main_grads is not None
+        if fsdp_reduce and (job.fp8_params or job.optimizer_dtype is not None):
+            other = "--fp8-params" if job.fp8_params else "--optimizer-dtype"
+            raise JobError(f"{other} applies to the Megatron recipes (Megatron-LM, NeMo); with FSDP drop it")
+        if not recipe.name.startswith("megatron") and not fsdp_reduce:
+            fsdp_too = flag == "--main-grads"
             raise JobError(
-                f"{flag} applies to the Megatron recipes (Megatron-LM, NeMo); this job's recipe is {recipe.name}: "
-                "add --recipe megatron"
+                f"{flag} applies to the Megatron recipes (Megatron-LM, NeMo)"
+                + (" and to FSDP (its reduce dtype)" if fsdp_too else "")
+                + f"; this job's recipe is {recipe.name}: add --recipe megatron"
+                + (" or --fsdp" if fsdp_too else "")
             )
-        if job.main_grads is not None:
+        if fsdp_reduce:
+            # FSDP's MixedPrecisionPolicy reduce_dtype: the dtype of the gradient reduce-scatter and of unsharded
+            # gradients accumulated across micro-batches; the sharded gradients stay in the parameters' fp32
+            why += f"; --main-grads {job.main_grads} (FSDP reduce dtype)"
+        elif job.main_grads is not None:
             # Megatron-LM keeps its data-parallel gradient buffer in fp32 unless --grad-reduce-in-bf16
             # (megatron/core/distributed/distributed_data_parallel_config.py, grad_reduce_in_fp32); fp16 training
             # keeps fp16 grads beside an fp32 copy either way
@@ -1168,7 +1179,8 @@ def _memory_at(
             # the parameters' dtype: FSDP_REDUCE_BYTES) until the one reduce-scatter at the end
             stage_kept = fsdp and (pp > 1) & (dense_shards > 1)
             put("fsdp_unsharded_stage_params", "other", xp.where(stage_kept, 2 * held.total, 0.0))
-            put("fsdp_unsharded_stage_grads", "gradients", xp.where(stage_kept, FSDP_REDUCE_BYTES * held.total, 0.0))
+            reduce_bytes = 2.0 if job.main_grads == "bf16" else FSDP_REDUCE_BYTES  # --main-grads: the reduce dtype
+            put("fsdp_unsharded_stage_grads", "gradients", xp.where(stage_kept, reduce_bytes * held.total, 0.0))
             # otherwise the units in flight: 16-bit params + grads
             put("zero3_gathered_layers", "other", xp.where(stage_kept, 0.0, (2 * units + 2) * layer_params))
     if job.method == "full" and recipe.autocast_copy:

@@ -64,6 +64,7 @@ from .mamf import matmul_efficiency
 from .memory import (
     NF4_BYTES_PER_PARAM,
     MemoryAssumptions,
+    Recipe,
     activation_bytes_per_layer,
     lora_adapter_params,
     micro_batches_per_step,
@@ -634,6 +635,19 @@ def nvlink_domain_gpus(gpu: Accelerator, a: StepAssumptions) -> int:
     return xp.maximum(a.gpus_per_node, domain) if domain is not None else a.gpus_per_node
 
 
+def _reduce_scatter_s(message: float, n: int, busbw: float, latency: float) -> float:
+    """Ring reduce-scatter: S x (n-1)/n / bus bandwidth (nccl-tests PERFORMANCE.md) plus latency."""
+    return xp.where(n > 1, latency + message * (n - 1) / n / busbw, 0.0)
+
+
+def _reduce_bytes_per_param(job: TrainingJob, recipe: Recipe) -> float:
+    """Bytes per parameter the data-parallel gradient collective moves: the recipe's gradient dtype, or under
+    FSDP the MixedPrecisionPolicy reduce dtype (fp32 as torchtitan sets it, bf16 with --main-grads bf16)."""
+    if recipe.name == "fsdp" and job.main_grads is not None:
+        return 2.0 if job.main_grads == "bf16" else 4.0
+    return float(recipe.grads)
+
+
 def _data_parallel_busbw(
     gpu: Accelerator, layout: Parallelism, a: StepAssumptions, link: float, scale_out: float
 ) -> float:
@@ -1002,8 +1016,15 @@ def training_step(
     replicated = dp_group > 1  # (elements of a grid with dp_group 1 get 0 from every where below)
     if job.method == "full" and xp.nonzero(replicated):
         dp_bw = _data_parallel_busbw(gpu, layout, a, link, scale_out)
-        grad_bytes = local_params * recipe.grads
-        t_dp = _allreduce_s(grad_bytes, dp_group, dp_bw, a.collective_latency_s)
+        grad_bytes = local_params * _reduce_bytes_per_param(job, recipe)
+        # ZeRO-3/FSDP reduce-scatter the gradients and gather parameters layer by layer (zero3_gather below): the
+        # gradient collective is half an all-reduce (Rajbhandari et al. 2020, section 7: 3 x params in all, of
+        # which one is the reduce-scatter)
+        t_dp = xp.where(
+            layout.zero >= 3,
+            _reduce_scatter_s(grad_bytes, dp_group, dp_bw, a.collective_latency_s),
+            _allreduce_s(grad_bytes, dp_group, dp_bw, a.collective_latency_s),
+        )
         if overlap_dp is None:
             overlap_dp = job.overlap_grad_reduce if job.overlap_grad_reduce is not None else stack.overlap_grad_reduce
         # hidden behind the last micro-batch's backward. With ZeRO-1/2 (Megatron's distributed optimizer) the
@@ -1012,7 +1033,19 @@ def training_step(
         # only the first can hide behind backward; the second hides behind the next forward with
         # --overlap-param-gather, else it waits
         bwd_s, fwd_s = sum(bwd.values()) * layers_here, sum(fwd.values()) * layers_here
-        plain = xp.minimum(t_dp, bwd_s) if overlap_dp else 0.0
+        # ZeRO-3/FSDP reduce-scatter unit by unit as backward goes: the last units' collectives (the first decoder
+        # layer's and the unit of the parameters outside the layers: embeddings and LM head, torchtitan's root
+        # fully_shard) start when no backward is left to hide them
+        outside = (b.parts.get("embeddings", 0) + b.parts.get("lm_head", 0)) / (tp * pp)
+        layer_params = (local_params - outside) / layers_here
+        drain = xp.where(
+            layout.zero >= 3,
+            _reduce_scatter_s(outside * grad_bytes / local_params, dp_group, dp_bw, a.collective_latency_s)
+            + _reduce_scatter_s(layer_params * grad_bytes / local_params, dp_group, dp_bw, a.collective_latency_s),
+            0.0,
+        )
+        drain = xp.minimum(drain, t_dp) if overlap_dp else 0.0
+        plain = xp.minimum(t_dp - drain, bwd_s) if overlap_dp else 0.0
         gather_ag = bool(job.overlap_param_gather)
         split = (xp.minimum(t_dp / 2, bwd_s) if overlap_dp else 0.0) + (
             xp.minimum(t_dp / 2, fwd_s) if gather_ag else 0.0
@@ -1035,7 +1068,14 @@ def training_step(
             fwd_compute = sum(fwd.values()) * layers_here
             bwd_compute = sum(bwd.values()) * layers_here
             if stack.prefetch_gathers:  # prefetching hides a gather behind the compute of the same pass
-                exposed = xp.maximum(0.0, gather - fwd_compute) + xp.maximum(0.0, gather - bwd_compute)
+                # but not the pass's first: the forward waits for the unit outside the layers and the first layer
+                # (the backward starts on the last layer and the head, still gathered: torchtitan keeps them,
+                # reshard_after_forward False for the last block; FSDP2 keeps the root's)
+                one = (a.collective_latency_s + ring) * per_layer
+                fill = (outside + layer_params) * 2 * (dp_group - 1) / dp_group / dp_bw + 2 * one
+                exposed = xp.maximum(xp.minimum(fill, gather), gather - fwd_compute) + xp.maximum(
+                    0.0, gather - bwd_compute
+                )
                 overlapped += xp.where(replicated, (2 * gather - exposed) * m, 0.0)
             else:
                 exposed = 2 * gather + (gather if job.recompute in ("full", "partial") else 0.0)
@@ -1044,7 +1084,11 @@ def training_step(
             # step under pipeline parallelism, whose schedule keeps the stage gathered and defers the reduce-scatter
             # to the last micro-batch (torchtitan apply_fsdp; torch.distributed.pipelining stage.py)
             copies = xp.where(pp == 1, m, 1)
-            copy_s = local_params * stack.sharding_copy_bytes_per_param * copies / bw
+            # the gradient copy-in writes the reduce dtype: 2 B less per parameter where it is bf16 (--main-grads)
+            copy_bytes = stack.sharding_copy_bytes_per_param - (
+                2.0 if recipe.name == "fsdp" and job.main_grads == "bf16" else 0.0
+            )
+            copy_s = local_params * xp.maximum(0.0, copy_bytes) * copies / bw
             parts["sharding_copies"] = xp.where(replicated, copy_s, 0.0)
     # ---- context parallelism's hidden K/V exchanges hold SMs as well: forward, backward, and the forward again
     # where the layer's attention is recomputed

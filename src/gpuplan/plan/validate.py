@@ -274,6 +274,29 @@ def _power_limit_w(text: Any) -> float | None:
     return float(m.group(1) or m.group(2)) if m else None
 
 
+_NETWORK = re.compile(
+    r"(?:(\d+)\s*x\s*)?(\d+(?:\.\d+)?)\s*(g|t)b(?:ps|/s)\b[^;]*?\b(inter-node|per node|per gpu)", re.IGNORECASE
+)
+#: NCCL bus bandwidth per unit of NIC line rate: 46-49 GB/s on an NDR 400 Gb/s (50 GB/s) NIC (nccl-tests#290), the
+#: ratio the catalog's scale_out_bytes_per_s_per_gpu figures carry (48e9 for 400 Gb/s)
+NIC_BUSBW_PER_LINE_RATE = 0.96
+
+
+def _network_bytes_per_s_per_gpu(text: Any, gpus_per_node: int) -> float | None:
+    """Inter-node bandwidth per GPU in bytes/s that a record's ``hardware.interconnect`` states ("800 Gbps
+    inter-node", "8x400 Gb/s InfiniBand per node", "400 Gb/s per GPU"), at the catalog's bus-bandwidth share of
+    the line rate; None where it states none."""
+    if not isinstance(text, str):
+        return None
+    m = _NETWORK.search(text)
+    if m is None:
+        return None
+    count = float(m.group(1)) if m.group(1) else 1.0
+    bits = count * float(m.group(2)) * (1e12 if m.group(3).lower() == "t" else 1e9)
+    per_gpu = bits / 8 if m.group(4).lower() == "per gpu" else bits / 8 / max(1, gpus_per_node)
+    return per_gpu * NIC_BUSBW_PER_LINE_RATE
+
+
 def map_gpu(text: Any, accelerators: Any) -> tuple[Any, tuple[str, ...]] | str:
     """(accelerator, notes) for a record's ``hardware.gpu`` text, or the reason it can't be mapped."""
     if not isinstance(text, str) or not text.strip():
@@ -1046,6 +1069,20 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
         # the record's power cap: the step time scales the SM clock by (cap / TDP)^(1/3) (steptime.power_clock_factor)
         kwargs["assume"] = {"power_limit_w": power_cap}
         notes.append(f"power-limited to {power_cap:g} W (--assume power_limit_w={power_cap:g})")
+    fw = rec.get("framework")
+    if kwargs.get("fsdp") and isinstance(fw, dict) and "fms-fsdp" in str(fw.get("name", "")).lower():
+        # IBM's fms-fsdp trains under its bfSixteen policy: reduce_dtype bfloat16 (fms_fsdp/policies/mixed_precision.py)
+        kwargs["main_grads"] = "bf16"
+        notes.append("fms-fsdp's bfSixteen policy reduces gradients in bf16 (--main-grads bf16)")
+    network = _network_bytes_per_s_per_gpu(hw.get("interconnect"), _int(hw.get("gpus_per_node")) or 8)
+    if network is not None and gpus > (_int(hw.get("gpus_per_node")) or 8):
+        # the cluster's own network, where the record states it (IBM's 800 Gb/s per 8-GPU node is a quarter of the
+        # catalog's one 400 Gb/s NIC per H100)
+        kwargs["assume"] = {**kwargs.get("assume", {}), "scale_out_bytes_per_s_per_gpu": network}
+        notes.append(
+            f"network as stated ('{hw.get('interconnect')}'): {network / 1e9:.3g} GB/s per GPU "
+            f"(--assume scale_out_bytes_per_s_per_gpu={network:.3g})"
+        )
     if assume_extra:
         kwargs["assume"] = {**kwargs.get("assume", {}), **assume_extra}
     dims = dict(
