@@ -78,3 +78,19 @@ def test_stated_network_per_gpu():
     assert _network_bytes_per_s_per_gpu("RDMA backend network 400 Gb/s per GPU", 8) == pytest.approx(48e9, rel=1e-9)
     assert _network_bytes_per_s_per_gpu("NVLink within node", 8) is None
     assert _network_bytes_per_s_per_gpu(None, 8) is None
+
+
+def test_per_op_sac_gathers_sequence_parallel_inputs_again():
+    """torchtitan's per-op SAC saves the reduce-scatters' outputs, not the all-gathers': under TP with sequence
+    parallelism the recompute adds the forward's all-gathers, half its tensor-parallel traffic (a quarter of the
+    forward + backward's); without SP there is no gather to repeat. Seen by slowing the link alone."""
+    gpu, model = BUNDLED_ACCELERATORS.get("h100-sxm-80gb"), BUNDLED_MODELS.get("llama-3.1-8b")
+    job = TrainingJob(micro_batch=2, seq_len=8192, global_batch=16, recompute="per-op", compile=True, fsdp=True)
+    slow = replace(A, link_efficiency=0.4)
+    for sp in (True, False):
+        layout = Parallelism(gpus=64, tp=8, zero=3, sequence_parallel=sp)
+        fast_s, slow_s = (training_step(model, gpu, layout, job, a) for a in (A, slow))
+        d_recompute = slow_s.parts["recompute"] - fast_s.parts["recompute"]
+        d_comm = slow_s.parts["tp_comm"] - fast_s.parts["tp_comm"]
+        assert d_comm > 0
+        assert d_recompute == pytest.approx(d_comm / 4 if sp else 0.0, rel=1e-9, abs=1e-12)

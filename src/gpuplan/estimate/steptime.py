@@ -977,6 +977,10 @@ def training_step(
         # torchtitan's per-op SAC saves every other matmul output and the attention output: half the
         # matmuls and the element-wise ops between them run again (torchtitan distributed/activation_checkpoint.py)
         recompute = 0.5 * (mm_f + fp8_f) + ew_f
+        # It saves the sequence-parallel reduce-scatters' outputs but not the all-gathers' (torchtitan
+        # distributed/activation_checkpoint.py: _COMM_OPS lists reduce_scatter_tensor and all_to_all_single, not
+        # all_gather_into_tensor): the backward gathers each block's input again, half the forward's TP traffic
+        recompute = recompute + xp.where(layout.sequence_parallel & (tp > 1), 0.5 * comm, 0.0)
     else:
         recompute = 0.0
 
