@@ -203,8 +203,10 @@ def _rule_explanation(job) -> str:
 def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout, job, report, rule) -> dict:
     """``gpuplan train``: memory of the most loaded GPU, itemized, with the rule of thumb beside it."""
     from ..estimate.memory import GROUPS
+    from ..estimate.steptime import resolve_stack
 
     params = count_params(model).total if isinstance(model, ModelSpec) else model.params
+    stack, stack_why = resolve_stack(job, layout, gpu)
     memory = {f"{g}_bytes": report.group_bytes(g) for g in GROUPS}
     memory.update(
         {
@@ -253,6 +255,8 @@ def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
             "fp8_params": job.fp8_params,
             "optimizer_dtype": job.optimizer_dtype,
             "overlap_param_gather": job.overlap_param_gather,
+            "stack": stack.name,
+            "stack_why": stack_why,
         },
         recipe={
             "name": report.recipe.name,
