@@ -155,3 +155,16 @@ def test_plan_train_on_tpus_runs_jax_and_equals_train():
     assert opts and {o.stack for o in opts} == {"jax"} and {o.recipe for o in opts} == {"fsdp"}
     for opt in random.Random(13).sample(opts, min(5, len(opts))):
         _agrees_with_train(opt, "llama-3.1-8b", 100e9, r.search.grid["seq_len"])
+
+
+def test_compile_under_auto_on_a_tpu_is_noted_not_refused(run):
+    """--compile with --stack auto on a TPU changes nothing (jax is compiled): a note, and the same numbers."""
+    base = ("train", "llama-3.1-8b", "--gpu", "tpu-v5p", "--gpus", "8", "--zero", "3", "--tokens", "1B", "--json")
+    code, out, err = run(*base, "--compile")
+    assert code == 0, err
+    compiled = json.loads(out)
+    assert any(n.startswith("--compile ignored") for n in compiled["notes"])
+    code, out, err = run(*base)
+    plain = json.loads(out)
+    assert not any(n.startswith("--compile ignored") for n in plain["notes"])
+    assert compiled["time"]["step_s"] == plain["time"]["step_s"]

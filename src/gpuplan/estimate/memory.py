@@ -762,6 +762,8 @@ def training_memory(
     if job.method != "full" and not isinstance(model, ModelSpec):
         raise JobError("LoRA/QLoRA needs the architecture to size the adapters; give a model id or config.json")
     notes = validate_layout(model, layout, job)
+    if job.compile and stack_job(job, gpu).stack != job.stack:
+        notes.append(f"--compile ignored: on {gpu.id} --stack auto is jax, whose whole step XLA compiles already")
     job.grad_accumulation(layout.dp)  # validates --global-batch against micro-batch x dp
     if layout.pp > 1 and job.global_batch is None:
         notes.append(
