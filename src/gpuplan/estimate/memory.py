@@ -239,11 +239,11 @@ def _named_recipe(job: TrainingJob, layout: Parallelism) -> tuple[Recipe, str]:
             name = "megatron-fp16"
         return RECIPES[name], f"--recipe {job.recipe}"
     if job.stack == "jax":
-        # MaxText's base.yml keeps the parameters in weight_dtype float32 (line 174) and computes in dtype
-        # bfloat16 (line 114), its gradients in grad_dtype float32 (line 111) and AdamW's mu in mu_dtype, which
-        # inherits weight_dtype (line 993; nu always does): 4 + 4 + 8 bytes per parameter, sharded with the
-        # parameters, with no separate master copy, and bf16 copies only of the layer in flight. That is the fsdp
-        # recipe's bookkeeping, whatever the sharding (ici_fsdp_parallelism, or none)
+        # MaxText's base.yml (AI-Hypercomputer/maxtext e591f30) keeps the parameters in weight_dtype float32 (line
+        # 174) and computes in dtype bfloat16 (line 114), its gradients in grad_dtype float32 (line 111) and AdamW's
+        # mu in mu_dtype, which inherits weight_dtype (line 993; nu always does): 4 + 4 + 8 bytes per parameter,
+        # sharded with the parameters, with no separate master copy, and bf16 copies only of the layer in flight. That
+        # is the fsdp recipe's bookkeeping, whatever the sharding (ici_fsdp_parallelism, or none)
         why = "auto (--stack jax: MaxText's float32 weights, gradients and AdamW states); --recipe to change"
         return RECIPES["fsdp"], why
     if layout.zero == 3 and job.fsdp:

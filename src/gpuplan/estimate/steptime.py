@@ -154,13 +154,14 @@ STACKS: Mapping[str, StackProfile] = MappingProxyType(
             overlap_grad_reduce=True,
             prefetch_gathers=True,
             gather_per_tensor=False,
-            source="MaxText-style JAX under XLA SPMD (AI-Hypercomputer/maxtext src/maxtext/configs/base.yml): the "
-            "whole step is one XLA program, so norms, RoPE, SwiGLU and the loss are compiled fusions and no Python "
-            "dispatches kernels; scan_layers: true (line 387) scans one decoder layer, so FSDP's parameter "
-            "all-gather is one collective per layer, which XLA's latency-hiding scheduler issues ahead of the layer "
-            "that needs it, and the gradient reduce-scatter runs behind backward; attention: autoselected (line "
-            "392) runs the Pallas splash/flash kernel on TPU, and the GPU configs (configs/gpu/models/*.yml) set "
-            "cudnn_flash_te, cuDNN's Hopper kernels; grouped K/V heads go to the kernel as they are",
+            source="MaxText-style JAX under XLA SPMD (AI-Hypercomputer/maxtext e591f30, "
+            "src/maxtext/configs/base.yml): the whole step is one XLA program, so norms, RoPE, SwiGLU and the loss "
+            "are compiled fusions and no Python dispatches kernels; scan_layers: true (line 387) scans one decoder "
+            "layer, so FSDP's parameter all-gather is one collective per layer, which XLA's latency-hiding "
+            "scheduler issues ahead of the layer that needs it, and the gradient reduce-scatter runs behind "
+            "backward; attention: autoselected (line 392) runs the Pallas splash/flash kernel on TPU, and the GPU "
+            "configs (configs/gpu/models/*.yml) set cudnn_flash_te, cuDNN's Hopper kernels; grouped K/V heads go "
+            "to the kernel as they are",
         ),
     }
 )
