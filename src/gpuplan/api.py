@@ -242,6 +242,12 @@ def train(
         zero = 3
         if stack == C.Stack.DEEPSPEED:
             raise InputError("--fsdp", "--fsdp is PyTorch FSDP, not DeepSpeed; with --stack deepspeed use --zero 3")
+    if stack == C.Stack.JAX and offload in (C.Offload.OPTIMIZER, C.Offload.PARAMS):
+        raise InputError(
+            "--offload",
+            f"--offload {offload} is DeepSpeed's ZeRO-Offload (CPU-Adam); --stack jax does not run it: drop --offload "
+            "or use --stack deepspeed",
+        )
     layout = Parallelism(
         gpus=gpus if gpus is not None else tp * pp * cp,
         tp=tp,

@@ -124,7 +124,7 @@ def _d(name: str) -> Any:
     default=_d("stack"),
     show_default=True,
     help="Software stack of the step time: megatron (fused kernels), fsdp2 (torchtitan-style eager PyTorch), "
-    "deepspeed, hf; auto follows --recipe.",
+    "deepspeed, hf, jax (XLA-compiled, MaxText-style FSDP); auto is jax on a TPU and follows --recipe elsewhere.",
 )
 @click.option(
     "--fp8-recipe",

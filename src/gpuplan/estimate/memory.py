@@ -229,6 +229,15 @@ def resolve_recipe(job: TrainingJob, layout: Parallelism) -> tuple[Recipe, str]:
     return recipe, why
 
 
+def stack_job(job: TrainingJob, gpu: Accelerator) -> TrainingJob:
+    """``job`` with ``--stack auto`` resolved where the accelerator decides it: on a Google TPU (catalog vendor
+    ``google``) training runs as XLA-compiled JAX (MaxText, Levanter, AXLearn; PyTorch/XLA aside), so auto means
+    ``jax``; on every other accelerator the job is returned as it is and auto follows the recipe."""
+    if job.stack == "auto" and gpu.vendor == "google":
+        return replace(job, stack="jax")
+    return job
+
+
 def _named_recipe(job: TrainingJob, layout: Parallelism) -> tuple[Recipe, str]:
     """The recipe that ``job.precision`` / ``job.recipe`` name, and why it was chosen."""
     if job.precision == "fp32":
@@ -240,6 +249,14 @@ def _named_recipe(job: TrainingJob, layout: Parallelism) -> tuple[Recipe, str]:
         if name == "megatron" and job.precision == "fp16-mixed":
             name = "megatron-fp16"
         return RECIPES[name], f"--recipe {job.recipe}"
+    if job.stack == "jax":
+        # MaxText's base.yml (AI-Hypercomputer/maxtext e591f30) keeps the parameters in weight_dtype float32 (line
+        # 174) and computes in dtype bfloat16 (line 114), its gradients in grad_dtype float32 (line 111) and AdamW's
+        # mu in mu_dtype, which inherits weight_dtype (line 993; nu always does): 4 + 4 + 8 bytes per parameter,
+        # sharded with the parameters, with no separate master copy, and bf16 copies only of the layer in flight. That
+        # is the fsdp recipe's bookkeeping, whatever the sharding (ici_fsdp_parallelism, or none)
+        why = "auto (--stack jax: MaxText's float32 weights, gradients and AdamW states); --recipe to change"
+        return RECIPES["fsdp"], why
     if layout.zero == 3 and job.fsdp:
         # FSDP2 composes with TP/PP/CP (torchtitan, NeMo AutoModel) and keeps its recipe: sharded fp32 params
         name, why = "fsdp", "--fsdp"
@@ -756,6 +773,8 @@ def training_memory(
     if job.method != "full" and not isinstance(model, ModelSpec):
         raise JobError("LoRA/QLoRA needs the architecture to size the adapters; give a model id or config.json")
     notes = validate_layout(model, layout, job)
+    if job.compile and stack_job(job, gpu).stack != job.stack:
+        notes.append(f"--compile ignored: on {gpu.id} --stack auto is jax, whose whole step XLA compiles already")
     job.grad_accumulation(layout.dp)  # validates --global-batch against micro-batch x dp
     if layout.pp > 1 and job.global_batch is None:
         notes.append(
@@ -1010,6 +1029,7 @@ def _memory_at(
 ) -> MemoryReport:
     """Itemized memory of one GPU in pipeline stage ``stage`` ("first", "last", or "only" without pp)."""
     spec = model if isinstance(model, ModelSpec) else None
+    job = stack_job(job, gpu)
     recipe, why = resolve_recipe(job, layout)
     parts: dict[str, float] = {}
     groups: dict[str, str] = {}

@@ -69,6 +69,7 @@ from .memory import (
     lora_adapter_params,
     micro_batches_per_step,
     resolve_recipe,
+    stack_job,
     stage_layers,
     trainable_linears,
 )
@@ -148,15 +149,33 @@ STACKS: Mapping[str, StackProfile] = MappingProxyType(
             source="Hugging Face Trainer / Accelerate: eager PyTorch modules, DDP bucketed all-reduce overlapped "
             "with backward",
         ),
+        "jax": StackProfile(
+            "jax",
+            fused_elementwise=True,
+            overlap_grad_reduce=True,
+            prefetch_gathers=True,
+            gather_per_tensor=False,
+            source="MaxText-style JAX under XLA SPMD (AI-Hypercomputer/maxtext e591f30, "
+            "src/maxtext/configs/base.yml): the whole step is one XLA program, so norms, RoPE, SwiGLU and the loss "
+            "are compiled fusions and no Python dispatches kernels; scan_layers: true (line 387) scans one decoder "
+            "layer, so FSDP's parameter all-gather is one collective per layer, which XLA's latency-hiding "
+            "scheduler issues ahead of the layer that needs it, and the gradient reduce-scatter runs behind "
+            "backward; attention: autoselected (line 392) runs the Pallas splash/flash kernel on TPU, and the GPU "
+            "configs (configs/gpu/models/*.yml) set cudnn_flash_te, cuDNN's Hopper kernels; grouped K/V heads go "
+            "to the kernel as they are",
+        ),
     }
 )
 
 
-def resolve_stack(job: TrainingJob, layout: Parallelism) -> tuple[StackProfile, str]:
-    """The stack profile ``job.stack`` names, else the one the memory recipe implies (--fsdp: fsdp2; Megatron
-    recipes: megatron; ZeRO: deepspeed; plain data parallel: hf)."""
+def resolve_stack(job: TrainingJob, layout: Parallelism, gpu: Accelerator | None = None) -> tuple[StackProfile, str]:
+    """The stack profile ``job.stack`` names, else the one the accelerator or the memory recipe implies (a Google
+    TPU: jax, the stack that trains on TPUs; --fsdp: fsdp2; Megatron recipes: megatron; ZeRO: deepspeed; plain data
+    parallel: hf)."""
     if job.stack != "auto":
         return STACKS[job.stack], f"--stack {job.stack}"
+    if gpu is not None and stack_job(job, gpu).stack == "jax":
+        return STACKS["jax"], "auto (Google TPU: XLA-compiled JAX, MaxText-style); --stack to change"
     if job.fsdp:
         return STACKS["fsdp2"], "auto (--fsdp: PyTorch FSDP2, torchtitan-style); --stack to change"
     recipe, _ = resolve_recipe(job, layout)
@@ -222,12 +241,14 @@ FP8_RECIPES: Mapping[str, Fp8Recipe] = MappingProxyType(
 
 
 def resolve_fp8_recipe(job: TrainingJob, stack: StackProfile) -> Fp8Recipe | None:
-    """The fp8 recipe of an fp8 job (``auto``: delayed on Megatron/TE, tensorwise elsewhere), None otherwise."""
+    """The fp8 recipe of an fp8 job (``auto``: delayed on Megatron/TE and on JAX, whose MaxText fp8 einsums scale
+    from an amax history, maxtext src/maxtext/layers/quantizations.py Fp8Einsum; tensorwise elsewhere), None
+    otherwise."""
     if job.precision != "fp8-mixed":
         return None
     if job.fp8_recipe != "auto":
         return FP8_RECIPES[job.fp8_recipe]
-    return FP8_RECIPES["delayed" if stack.name == "megatron" else "tensorwise"]
+    return FP8_RECIPES["delayed" if stack.name in ("megatron", "jax") else "tensorwise"]
 
 
 #: Tokens per optimizer step when no global batch is given, by parameter count: GPT-3's batch sizes (Brown et al.
@@ -789,7 +810,8 @@ def training_step(
 ) -> StepTime:
     """Predict one training iteration of ``job`` on ``layout`` (see the module docstring for the parts)."""
     peak = peak_for(gpu, job.precision)
-    stack, _ = resolve_stack(job, layout)
+    stack, _ = resolve_stack(job, layout, gpu)
+    job = stack_job(job, gpu)  # the recipe of the stack the accelerator picks (a TPU's jax)
     fp8 = resolve_fp8_recipe(job, stack)
     # attention, the LM head and the element-wise work run at 16 bits in fp8 training: their peak is the bf16 one
     peak16 = peak_for(gpu, "bf16-mixed") if fp8 is not None else peak

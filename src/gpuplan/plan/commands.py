@@ -210,6 +210,7 @@ def train(cat: Catalogs, req: TrainRequest) -> reports.TrainReport | reports.Tra
     model = resolve_model(req.model, cat.models(), fetch=hub_fetcher(req.offline), like=req.like)
     seq_len = req.job.get("seq_len")
     job = TrainingJob(**{**req.job, "seq_len": seq_len if seq_len is not None else default_seq_len(model)})
+    job.check_stack()
     accelerator = cat.accelerators().get(req.gpu)
     plan = calibrated = None
     if req.tokens is not None:

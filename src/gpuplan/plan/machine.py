@@ -252,13 +252,14 @@ def checkpointing(
     )
 
 
-def checkpoint_bytes_per_param(model, job, layout) -> tuple[float, float, float]:
+def checkpoint_bytes_per_param(model, job, layout, gpu: Accelerator | None = None) -> tuple[float, float, float]:
     """(weights, master weights, optimizer states) bytes per trained parameter of a layout: the recipe the memory
-    estimate resolves for it (``estimate.memory.resolve_recipe``: precision, sharding, model parallelism) and its
-    optimizer's states. ``layout`` needs ``tp``, ``pp``, ``cp`` and ``zero`` (one value each)."""
-    from ..estimate.memory import _optimizer_bytes_per_param, resolve_recipe
+    estimate resolves for it (``estimate.memory.resolve_recipe``: precision, sharding, model parallelism, and the
+    stack ``gpu`` implies: a TPU's jax) and its optimizer's states. ``layout`` needs ``tp``, ``pp``, ``cp`` and
+    ``zero`` (one value each)."""
+    from ..estimate.memory import _optimizer_bytes_per_param, resolve_recipe, stack_job
 
-    recipe, _ = resolve_recipe(job, layout)
+    recipe, _ = resolve_recipe(stack_job(job, gpu) if gpu is not None else job, layout)
     spec = model if isinstance(model, ModelSpec) else None
     return recipe.weights, recipe.master, _optimizer_bytes_per_param(job, recipe, spec)
 
@@ -281,7 +282,7 @@ def layout_failures(
 
     return checkpointing(
         trainable_params=count_params(model).total,
-        bytes_per_param=checkpoint_bytes_per_param(model, job, layout),
+        bytes_per_param=checkpoint_bytes_per_param(model, job, layout, gpu),
         tp=layout.tp,
         pp=layout.pp,
         data=layout.dp * layout.cp,

@@ -203,8 +203,10 @@ def _rule_explanation(job) -> str:
 def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout, job, report, rule) -> dict:
     """``gpuplan train``: memory of the most loaded GPU, itemized, with the rule of thumb beside it."""
     from ..estimate.memory import GROUPS
+    from ..estimate.steptime import resolve_stack
 
     params = count_params(model).total if isinstance(model, ModelSpec) else model.params
+    stack, stack_why = resolve_stack(job, layout, gpu)
     memory = {f"{g}_bytes": report.group_bytes(g) for g in GROUPS}
     memory.update(
         {
@@ -255,10 +257,11 @@ def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
             "fp8_params": job.fp8_params,
             "optimizer_dtype": job.optimizer_dtype,
             "overlap_param_gather": job.overlap_param_gather,
-            # the settings as asked (auto / None: the stack's default); the resolved stack and fp8 recipe are in
-            # the time block (``time.stack``, ``time.fp8_recipe``)
+            # the settings as asked (None: the stack's default); the stack as resolved, with why (auto: from the recipe
+            # or the GPU), and the fp8 recipe resolved in the time block (``time.fp8_recipe``)
             "fsdp": job.fsdp,
-            "stack": job.stack,
+            "stack": stack.name,
+            "stack_why": stack_why,
             "fp8_recipe": job.fp8_recipe if job.precision == "fp8-mixed" else None,
             "compile": job.compile,
             "overlap_grad_reduce": job.overlap_grad_reduce,

@@ -640,10 +640,13 @@ def _with_failures(
     tp, pp, cp = found["tp"], found["pp"], found["cp"]
     zero = np.array([s.zero for s in SHARDINGS])[found["sharding"]]
     bytes_per_param = np.empty((3, n))
-    recipe_key = (found["precision"] * len(SHARDINGS) + found["sharding"]) * 2 + (tp * pp * cp > 1)
+    tpu = np.array([g.vendor == "google" for g in gpus])[found["gpu"]]  # auto runs the jax stack's recipe there
+    recipe_key = ((found["precision"] * len(SHARDINGS) + found["sharding"]) * 2 + (tp * pp * cp > 1)) * 2 + tpu
     for idx in _groups(recipe_key, np.ones(n, dtype=bool)):
         c = _candidate(found, int(idx[0]), gpus, classes_of, precisions)  # the recipe is shared by the group
-        bytes_per_param[:, idx] = np.array(checkpoint_bytes_per_param(model, c.job(base_job), c.layout()))[:, None]
+        bytes_per_param[:, idx] = np.array(checkpoint_bytes_per_param(model, c.job(base_job), c.layout(), c.gpu))[
+            :, None
+        ]
     trainable: float = count_params(model).total
     if base_job.method != "full":  # LoRA/QLoRA: the adapters (the same for every layout), as train's machine block
         c = _candidate(found, 0, gpus, classes_of, precisions)
@@ -1118,13 +1121,13 @@ def _pareto_front_mask(*axes: Any) -> Any:
 def _option(model: ModelSpec, c: TrainCandidate, base_job: TrainingJob, pareto: bool, mem_a) -> TrainOption:
     """The full option of one reported candidate: its memory (peak and headroom), stack, launch hints and the
     error band ``train`` attaches to the same layout (:func:`option_band`)."""
-    from ..estimate.memory import resolve_recipe
+    from ..estimate.memory import resolve_recipe, stack_job
     from ..estimate.steptime import resolve_stack
 
     lay, job = c.layout(), c.job(base_job)
     mem = training_memory(model, c.gpu, lay, job, mem_a, find_max_batch=False)
-    stack, _ = resolve_stack(job, lay)
-    recipe, _ = resolve_recipe(job, lay)
+    stack, _ = resolve_stack(job, lay, c.gpu)
+    recipe, _ = resolve_recipe(stack_job(job, c.gpu), lay)
     accumulation = job.grad_accumulation(lay.dp)
     return TrainOption(
         c,

@@ -524,6 +524,8 @@ def train_report(record: dict) -> Group:
         ),
         Text(f"recipe: {recipe['title']} [{recipe['why']}]", style="dim"),
     ]
+    if job.get("stack"):
+        head.append(Text(f"stack: {job['stack']} [{job['stack_why']}]", style="dim"))
     stage = f", pipeline stage {mem['pipeline_stage']}" if mem["pipeline_stage"] != "only" else ""
     t = Table(box=box.SIMPLE_HEAD, header_style="bold")
     head.append(Text(f"memory per GPU (the busiest{stage})", style="bold"))

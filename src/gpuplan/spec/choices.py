@@ -62,6 +62,7 @@ class Stack(StrEnum):
     FSDP2 = "fsdp2"
     DEEPSPEED = "deepspeed"
     HF = "hf"
+    JAX = "jax"
 
 
 class Fp8Recipe(StrEnum):

@@ -140,7 +140,7 @@ class TrainingJob:
     offload_layers: int | None = None
     #: the software stack of the step time (``estimate/steptime.py`` STACKS; auto: from the recipe)
     stack: str = "auto"
-    #: fp8 scaling recipe with ``precision="fp8-mixed"`` (auto: delayed on Megatron/TE, tensorwise elsewhere)
+    #: fp8 scaling recipe with ``precision="fp8-mixed"`` (auto: delayed on Megatron/TE and JAX, tensorwise elsewhere)
     fp8_recipe: str = "auto"
     #: torch.compile: element-wise kernels fused
     compile: bool = False
@@ -218,6 +218,29 @@ class TrainingJob:
             )
         if not self.lora_targets:
             raise JobError("--lora-targets is empty; name at least one module (e.g. q_proj,v_proj) or all-linear")
+
+    def check_stack(self) -> None:
+        """Refuse the settings that name a PyTorch library under ``--stack jax`` as the user gave it (each message
+        says what to use): JAX has no torch.compile, FSDP2, DeepSpeed, AMP autocast cache or bitsandbytes to switch
+        on. Not run by ``__post_init__``: where ``--stack auto`` becomes jax on a TPU (``estimate.memory.stack_job``)
+        the planner's FSDP candidates and the user's other flags keep their meaning."""
+        if self.stack != "jax":
+            return
+        if self.compile:
+            raise JobError("--compile is torch.compile; --stack jax is compiled by XLA already: drop --compile")
+        if self.fsdp:
+            raise JobError(
+                "--fsdp is PyTorch FSDP2; --stack jax shards parameters, gradients and states MaxText-style with "
+                "--zero 3 (ici_fsdp_parallelism): use --zero 3"
+            )
+        if self.recipe not in ("auto", "fsdp", "zero"):
+            raise JobError(
+                f"--recipe {self.recipe} is a PyTorch framework's bookkeeping; --stack jax keeps MaxText's float32 "
+                "weights, gradients and states (--recipe auto, which is fsdp) or the ZeRO paper's (--recipe zero)"
+            )
+        if self.optimizer == "adamw-8bit" or self.quant is not None:
+            flag = "--optimizer adamw-8bit" if self.optimizer == "adamw-8bit" else "--quant/--method qlora"
+            raise JobError(f"{flag} runs bitsandbytes' CUDA kernels, which JAX lacks: drop it or change --stack")
 
     def grad_accumulation(self, dp: int) -> int:
         """Micro-batches per step per data-parallel rank: global / (micro x dp); must be whole."""
