@@ -304,3 +304,20 @@ def test_nemo_2407_recomputation_from_the_launcher_recipes(report):
     assert gpt.kwargs["recompute"] == "none"
     assert any("gpt3/175b.yaml" in n for n in gpt.notes)
     assert not any("none assumed" in n for n in gpt.notes)
+
+
+def test_tp_overlap_and_network_from_the_sources(report):
+    """TP communication overlap where the source's recipe turns it on (NeMo 24.07 Llama 70B recipes, NeMo's 405B
+    performance script) and off where it does not (GPT-3 175B); the cluster's network where the record states it
+    (IBM's 800 Gb/s per node) and fms-fsdp's bf16 reduce."""
+    for rid in (
+        "nemo-2407-h100-llama2-70b-64gpu-fp8",
+        "nemo-2407-h100-llama3-70b-64gpu-fp8",
+        "megatron-examples-llama3-405b-1024gpu-fp8",
+    ):
+        case = _mapped_case(report, rid)
+        assert case.kwargs["tp_comm_overlap"] is True and any("TP communication overlap" in n for n in case.notes)
+    assert _mapped_case(report, "nemo-2407-h100-gpt3-175b-512gpu-fp8").kwargs["tp_comm_overlap"] is False
+    ibm = _mapped_case(report, "ibm-fsdp-llama2-7b-96xh100-bf16")
+    assert ibm.kwargs["assume"]["scale_out_bytes_per_s_per_gpu"] == pytest.approx(800e9 / 8 / 8 * 0.96)
+    assert ibm.kwargs["main_grads"] == "bf16"

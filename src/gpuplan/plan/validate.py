@@ -599,6 +599,35 @@ _NEMO_2407_RECOMPUTE: dict[str, tuple[str, str]] = {
 }
 
 
+#: Tensor-parallel communication overlap (Transformer Engine userbuffers: TP collectives split behind the GEMMs beside
+#: them) as the sources' launch settings have it, for records with tensor parallelism that do not state it:
+#: record -> (on, where it is said).
+_SOURCE_TP_OVERLAP: dict[str, tuple[bool, str]] = {
+    "nemo-2407-h100-gpt3-175b-512gpu-fp8": (
+        False,
+        "NeMo-Framework-Launcher 24.07 conf/training/gpt3/175b.yaml: ub_tp_comm_overlap: False (the 175B fp8 example "
+        "does not change it)",
+    ),
+    "nemo-2407-h100-llama2-70b-64gpu-fp8": (
+        True,
+        "NeMo-Framework-Launcher 24.07 conf/training/llama/llama2_70b.yaml: ub_tp_comm_overlap: true",
+    ),
+    "nemo-2407-h100-llama3-70b-64gpu-fp8": (
+        True,
+        "NeMo-Framework-Launcher 24.07 conf/training/llama/llama3_70b.yaml: ub_tp_comm_overlap: true",
+    ),
+    "nemo-2407-h100-nemotron4-340b-128gpu-fp8": (
+        False,
+        "NeMo-Framework-Launcher 24.07 conf/training/nemotron/nemotron_340b.yaml: ub_tp_comm_overlap: False",
+    ),
+    "megatron-examples-llama3-405b-1024gpu-fp8": (
+        True,
+        "NeMo scripts/performance/llm/pretrain_llama31_405b.py, which the table follows: MegatronCommOverlapCallback "
+        "with tp_comm_overlap and userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192 on H100",
+    ),
+}
+
+
 #: Memory settings the sources state and the record does not (read with the recomputation above): record -> (the
 #: ``train`` arguments, where they are said): the gradient buffer's dtype (``--main-grads``), fp8 parameters
 #: (``--fp8-params``, fp8 runs only) and the optimizer's dtype (``--optimizer-dtype``).
@@ -988,6 +1017,12 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
     compile_ = par.get("torch_compile") is True or metric_is_compile(rec)
     overlap_text = str(par.get("overlap") or "").lower()
     tp_overlap = par.get("async_tp") is True or "--tp-comm-overlap" in overlap_text
+    if not tp_overlap and rid in _SOURCE_TP_OVERLAP and _SOURCE_TP_OVERLAP[rid][0]:
+        tp_overlap = True
+        notes.append(
+            f"TP communication overlap not stated: on, as the source's launch settings say "
+            f"({_SOURCE_TP_OVERLAP[rid][1]})"
+        )
     overlap_grad = True if "--overlap-grad-reduce" in overlap_text else None
     if overlap_grad is None and stack == "nemo":
         # NeMo's recipes train with distributed_fused_adam and optim.overlap_grad_sync: True (NeMo-Framework-Launcher
