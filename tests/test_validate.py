@@ -321,3 +321,6 @@ def test_tp_overlap_and_network_from_the_sources(report):
     ibm = _mapped_case(report, "ibm-fsdp-llama2-7b-96xh100-bf16")
     assert ibm.kwargs["assume"]["scale_out_bytes_per_s_per_gpu"] == pytest.approx(800e9 / 8 / 8 * 0.96)
     assert ibm.kwargs["main_grads"] == "bf16"
+    # the loss fusion the launch settings turn on; Megatron-LM's default (off) elsewhere
+    assert _mapped_case(report, "megatron-examples-llama3-8b-8gpu-fp8").kwargs["cross_entropy_fusion"] is True
+    assert "cross_entropy_fusion" not in _mapped_case(report, "megatron-core-r080-weak-1p7b-48xh100").kwargs

@@ -147,6 +147,12 @@ def _d(name: str) -> Any:
 )
 @click.option("--tp-comm-overlap", is_flag=True, help="Overlap tensor-parallel collectives with GEMMs (TE/async TP).")
 @click.option(
+    "--cross-entropy-fusion/--no-cross-entropy-fusion",
+    default=None,
+    help="The loss over the logits in one fused kernel (Megatron-LM --cross-entropy-loss-fusion) [default: the "
+    "stack's: off on megatron, fused under --compile and jax].",
+)
+@click.option(
     "--main-grads",
     type=click.Choice(values(MainGrads)),
     help="dtype of the data-parallel gradient reduction: the Megatron recipes' gradient buffer (Megatron-LM "

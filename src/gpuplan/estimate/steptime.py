@@ -359,6 +359,7 @@ class StepAssumptions(AssumptionSet):
     moe_dispatch_ranks_per_token: float | None = None  # None: one copy per routed expert (experts_per_token)
     eager_host_s_per_layer: float = 5.05e-3
     eager_loss_bytes_per_logit: float = 46.0
+    megatron_loss_bytes_per_logit: float = 52.0
 
     SOURCES = MappingProxyType(
         {
@@ -370,6 +371,15 @@ class StepAssumptions(AssumptionSet):
                 "log_softmax's backward reads gradient twice and output once and writes (16), the cast back reads 4 "
                 "and writes 2: 46 bytes; fused stacks (Megatron's vocab-parallel cross-entropy, --compile) are not "
                 "charged it",
+            ),
+            "megatron_loss_bytes_per_logit": (
+                "bytes of HBM traffic per token per vocabulary entry (on this TP rank), forward + backward",
+                "Megatron-Core's unfused vocab-parallel cross-entropy counted from its code (core_r0.8.0 "
+                "tensor_parallel/cross_entropy.py): forward upcasts the 16-bit logits (read 2, write 4), takes the "
+                "max (read 4), subtracts it, exponentiates and divides by the sum in place (3 x read 4 + write 4) "
+                "and sums (read 4): 38 B, keeping the fp32 softmax for backward; backward scales it in place by the "
+                "output gradient (8) and casts it to 16 bits (read 4, write 2): 52 B. Not charged with "
+                "--cross-entropy-fusion (Megatron-LM --cross-entropy-loss-fusion)",
             ),
             "eager_host_s_per_layer": (
                 "seconds per decoder layer and micro-batch, forward + backward + optimizer",
@@ -579,6 +589,7 @@ class StepAssumptions(AssumptionSet):
                 "moe_dispatch_ranks_per_token": (1, 4096),
                 "eager_host_s_per_layer": (0, 1),
                 "eager_loss_bytes_per_logit": (0, 1024),
+                "megatron_loss_bytes_per_logit": (0, 1024),
             },
             positive=(
                 "flash_attention_efficiency",
@@ -1012,10 +1023,17 @@ def training_step(
     head_dims = (model.vocab_size / tp, model.token_embedding_dim)
     head_passes = 3 if job.method == "full" else 2  # a frozen head: forward and input gradient only
     per_mb["matmul"] += head_passes * _gemm_s(tokens_mb, head_dims[0], head_dims[1], eta16 * peak16 * clock, bw)
-    if not fused:
-        # the loss as eager PyTorch runs it over the logits (transformers' ForCausalLMLoss, torchtitan's
-        # cross_entropy on .float() logits): memory-bound passes over every vocabulary entry of every token
-        per_mb["loss"] = tokens_mb * model.vocab_size / tp * a.eager_loss_bytes_per_logit / bw
+    # Megatron-LM's loss is unfused unless --cross-entropy-loss-fusion (arguments.py: store_true, off), however
+    # fused its layers; eager stacks fuse it under --compile, XLA always
+    fused_loss = (
+        job.cross_entropy_fusion if job.cross_entropy_fusion is not None else fused and stack.name != "megatron"
+    )
+    if not fused_loss:
+        # memory-bound passes over every vocabulary entry of every token: the loss as eager PyTorch runs it over the
+        # logits (transformers' ForCausalLMLoss, torchtitan's cross_entropy on .float() logits), or Megatron's
+        # vocab-parallel cross-entropy
+        per_logit = a.megatron_loss_bytes_per_logit if stack.name == "megatron" else a.eager_loss_bytes_per_logit
+        per_mb["loss"] = tokens_mb * model.vocab_size / tp * per_logit / bw
     if layout.offload == "activations":
         # --offload activations (Megatron-Core cpu_offloading, torch.autograd.graph.save_on_cpu): each offloaded
         # layer's saved tensors cross PCIe to the host during the next layer's forward and back during its

@@ -266,6 +266,7 @@ def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
             "compile": job.compile,
             "overlap_grad_reduce": job.overlap_grad_reduce,
             "tp_comm_overlap": job.tp_comm_overlap,
+            "cross_entropy_fusion": job.cross_entropy_fusion,
         },
         recipe={
             "name": report.recipe.name,

@@ -628,6 +628,20 @@ _SOURCE_TP_OVERLAP: dict[str, tuple[bool, str]] = {
 }
 
 
+#: The loss fused into one kernel (Megatron-LM --cross-entropy-loss-fusion, off unless set) where the source's launch
+#: settings turn it on: record -> where it is said. Megatron-stack records not listed run the unfused loss.
+_SOURCE_CE_FUSION: dict[str, str] = {
+    "megatron-examples-llama3-8b-8gpu-fp8": "Megatron-LM examples/llama/train_llama3_8b_h100_fp8.sh (bf6e9985): "
+    "--cross-entropy-loss-fusion",
+    "megatron-examples-llama3-405b-1024gpu-fp8": "NeMo scripts/performance, which the table follows: NeMo 2.0's "
+    "GPTConfig cross_entropy_loss_fusion True",
+    "nemo-2407-h100-llama3-8b-8gpu-fp8": "NeMo-Framework-Launcher 24.07 conf/training/llama/llama3_8b.yaml: "
+    "cross_entropy_loss_fusion: true",
+    "nemo-2407-h100-llama3-70b-64gpu-fp8": "NeMo-Framework-Launcher 24.07 conf/training/llama/llama3_70b.yaml: "
+    "cross_entropy_loss_fusion: true",
+}
+
+
 #: Memory settings the sources state and the record does not (read with the recomputation above): record -> (the
 #: ``train`` arguments, where they are said): the gradient buffer's dtype (``--main-grads``), fp8 parameters
 #: (``--fp8-params``, fp8 runs only) and the optimizer's dtype (``--optimizer-dtype``).
@@ -1109,6 +1123,9 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
         # IBM's fms-fsdp trains under its bfSixteen policy: reduce_dtype bfloat16 (fms_fsdp/policies/mixed_precision.py)
         kwargs["main_grads"] = "bf16"
         notes.append("fms-fsdp's bfSixteen policy reduces gradients in bf16 (--main-grads bf16)")
+    if rid in _SOURCE_CE_FUSION:
+        kwargs["cross_entropy_fusion"] = True
+        notes.append(f"loss fusion not stated: on, as the source's launch settings say ({_SOURCE_CE_FUSION[rid]})")
     network = _network_bytes_per_s_per_gpu(hw.get("interconnect"), _int(hw.get("gpus_per_node")) or 8)
     if network is not None and gpus > (_int(hw.get("gpus_per_node")) or 8):
         # the cluster's own network, where the record states it (IBM's 800 Gb/s per 8-GPU node is a quarter of the

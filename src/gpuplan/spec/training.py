@@ -151,6 +151,9 @@ class TrainingJob:
     overlap_param_gather: bool | None = None
     #: overlap tensor-parallel collectives with the neighbouring GEMMs (TE userbuffers, async TP)
     tp_comm_overlap: bool = False
+    #: the loss over the logits in one fused kernel (Megatron-LM --cross-entropy-loss-fusion); None: the stack's
+    #: default (off in Megatron-LM; compiled stacks fuse it)
+    cross_entropy_fusion: bool | None = None
     #: dtype of the gradient buffer the data-parallel reduction works in (Megatron-LM's main grads: fp32 unless
     #: --grad-reduce-in-bf16; NeMo's optim.grad_sync_dtype); None: the recipe's
     main_grads: str | None = None
