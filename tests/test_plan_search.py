@@ -233,7 +233,7 @@ def test_offload_only_where_nothing_fits_without_it():
         _agrees_with_train(opt, "llama-3.1-70b", 2e12, seq_len)
         job = c.job(TrainingJob(seq_len=seq_len))
         for recompute in ("none", "selective", "full"):
-            kept = replace(job, recompute=recompute)
+            kept = replace(job, recompute=recompute, recompute_layers=None)
             lay = replace(c.layout(), offload="none")
             assert not training_memory(_model70(), c.gpu, lay, kept, find_max_batch=False).fits
         if c.pp == 1 and c.cp == 1:
