@@ -251,6 +251,8 @@ def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
             "dropout": job.dropout,
             "main_grads": job.main_grads,
             "fp8_params": job.fp8_params,
+            # the low-precision recipe as given (auto or a name) with fp8-mixed/fp4-mixed; time.fp8_recipe resolves it
+            "fp8_recipe": job.fp8_recipe if job.precision in ("fp8-mixed", "fp4-mixed") else None,
             "optimizer_dtype": job.optimizer_dtype,
             "overlap_param_gather": job.overlap_param_gather,
         },
