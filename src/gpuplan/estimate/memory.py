@@ -256,7 +256,7 @@ def cublas_workspace_bytes(gpu: Accelerator) -> int:
 
 
 #: Share of decoder layers fp4 training keeps in bf16, the last ones (StepAssumptions.SOURCES
-#: ["fp4_bf16_tail_fraction"]: torchtitan's NVFP4 recipe, ~15 % of the final blocks; arXiv:2509.25149 section 4.1).
+#: ["fp4_bf16_tail_fraction"]: torchtitan's NVFP4 recipe, ~15 % of the final blocks; arXiv:2509.25149).
 #: The step time reads it as an assumption (``--assume fp4_bf16_tail_fraction``); the memory estimate at this value.
 FP4_BF16_TAIL_FRACTION = 0.15
 
@@ -367,7 +367,7 @@ class MemoryAssumptions(AssumptionSet):
                 "torchao's Float8Linear (FSDP stacks) saves the bf16 input and is left at 2 bytes",
             ),
             "fp4_saved_bytes_per_element": (
-                "bytes",
+                "bytes per element",
                 "NVFP4 training (--precision fp4-mixed) as torchao runs it (prototype/moe_training/nvfp4_training/"
                 "nvfp4_linear.py, nvfp4_mm_triton.forward, 36027d82): each quantized Linear saves for backward only "
                 "the column-wise fp4 codes of its input and of its weight with their e4m3 block scales (4 bits + one "

@@ -224,7 +224,7 @@ FP8_RECIPES: Mapping[str, Fp8Recipe] = MappingProxyType(
             "nvfp4",
             4.0 + 0.5625,
             0.5625,
-            "NVFP4 training (NVIDIA, 'Pretraining Large Language Models with NVFP4', arXiv:2509.25149 section 4: "
+            "NVFP4 training (NVIDIA, 'Pretraining Large Language Models with NVFP4', arXiv:2509.25149: "
             "1x16 blocks with e4m3 scales and a per-tensor fp32 scale, 16x16 blocks for weights, random Hadamard "
             "transforms on the weight-gradient GEMM's inputs, stochastic rounding of gradients) as torchao runs it "
             "(prototype/moe_training/nvfp4_training/nvfp4_linear.py, nvfp4_mm_triton at 36027d82): a per-tensor "
@@ -378,8 +378,9 @@ class StepAssumptions(AssumptionSet):
                 "final 15% of decoder blocks in BF16' and the LM head (torchtitan components/quantization/nvfp4.md; "
                 "nvfp4.py nvfp4_bf16_tail_fqns keeps the last ceil(layers x 0.15), _NVFP4_BF16_TAIL_FRACTION in "
                 "models/llama3/config_registry.py, b5bcd76c: Llama 3 8B layers 27-31 of 32, Qwen3 8B 30-35 of 36); "
-                "NVIDIA's NVFP4 paper (arXiv:2509.25149, section 4.1) keeps fewer than ~15% of the final layers in "
-                "BF16 (its 12B run also the first two blocks); 0 runs every decoder layer in fp4",
+                "NVIDIA's NVFP4 paper (arXiv:2509.25149, as nvfp4.md cites it) keeps fewer than ~15% of the final "
+                "layers in BF16 (its 12B run also the first two blocks); 0 runs every decoder layer in fp4 (the "
+                "memory estimate keeps the default, memory.FP4_BF16_TAIL_FRACTION)",
             ),
             "eager_loss_bytes_per_logit": (
                 "bytes of HBM traffic per token per vocabulary entry, forward + backward",
