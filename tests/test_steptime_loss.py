@@ -45,6 +45,10 @@ def test_cli_flag_and_json(run):
     assert code == 0, err
     rec = json.loads(out)
     assert rec["job"]["cross_entropy_fusion"] is True and "loss" not in rec["time"]["step_parts_s"]
-    plain = json.loads(run("train", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--stack", "megatron",
-                           "--recipe", "megatron", "--distributed-optimizer", "--tokens", "1B", "--json")[1])  # fmt: skip
+    plain = json.loads(
+        run(
+            "train", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--stack", "megatron", "--recipe", "megatron",
+            "--distributed-optimizer", "--tokens", "1B", "--json",
+        )[1]
+    )  # fmt: skip
     assert plain["job"]["cross_entropy_fusion"] is None and plain["time"]["step_parts_s"]["loss"] > 0

@@ -63,7 +63,7 @@ def test_fp8_recipes_charge_quantization():
     delayed = _step(precision="fp8-mixed", fp8_recipe="delayed", recipe="megatron")
     rowwise = _step(precision="fp8-mixed", fp8_recipe="rowwise", recipe="megatron")
     assert rowwise.parts["fp8_cast"] > delayed.parts["fp8_cast"] > 0
-    assert set(FP8_RECIPES) == {"delayed", "tensorwise", "rowwise", "blockwise", "mxfp8"}
+    assert set(FP8_RECIPES) == {"delayed", "tensorwise", "rowwise", "blockwise", "mxfp8", "nvfp4"}
 
 
 def test_micro_batch_1_vs_8_efficiency_differ():

@@ -131,7 +131,8 @@ def _d(name: str) -> Any:
     type=click.Choice(values(Fp8Recipe)),
     default=_d("fp8_recipe"),
     show_default=True,
-    help="fp8 scaling (with --precision fp8-mixed): delayed (TE), tensorwise, rowwise, blockwise, mxfp8.",
+    help="Low-precision scaling: with --precision fp8-mixed delayed (TE), tensorwise, rowwise, blockwise, mxfp8; "
+    "with --precision fp4-mixed nvfp4 (auto).",
 )
 @click.option("--compile", is_flag=True, help="torch.compile: element-wise kernels fused (as Megatron's are).")
 @click.option(

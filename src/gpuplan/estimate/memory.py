@@ -283,6 +283,18 @@ def cublas_workspace_bytes(gpu: Accelerator) -> int:
     return gpu.cublas_workspace_bytes if gpu.cublas_workspace_bytes is not None else DEFAULT_CUBLAS_WORKSPACE_BYTES
 
 
+#: Share of decoder layers fp4 training keeps in bf16, the last ones (StepAssumptions.SOURCES
+#: ["fp4_bf16_tail_fraction"]: torchtitan's NVFP4 recipe, ~15 % of the final blocks; arXiv:2509.25149).
+#: The step time reads it as an assumption (``--assume fp4_bf16_tail_fraction``); the memory estimate at this value.
+FP4_BF16_TAIL_FRACTION = 0.15
+
+
+def fp4_bf16_tail_layers(layers: int, fraction: float = FP4_BF16_TAIL_FRACTION) -> int:
+    """Decoder layers an fp4 run keeps in bf16: the last ceil(``fraction`` x layers) (torchtitan's Llama 3 8B
+    recipe: 5 of 32, Qwen3 8B: 6 of 36), at most all of them."""
+    return min(layers, math.ceil(fraction * layers - 1e-9))
+
+
 def fp8_weight_copies(gpu: Accelerator) -> tuple[int, str]:
     """Bytes per trained parameter of fp8 weight copies Transformer Engine keeps, and why.
 
@@ -318,6 +330,7 @@ class MemoryAssumptions(AssumptionSet):
     gated_mlp_saved_tensors: int = 4
     fused_gated_mlp_saved_tensors: int = 3
     fp8_saved_input_bytes_per_element: float = 1.0
+    fp4_saved_bytes_per_element: float = 0.5625
     activation_bytes_per_element: float = 2.0
 
     SOURCES = MappingProxyType(
@@ -380,6 +393,14 @@ class MemoryAssumptions(AssumptionSet):
                 "LayerNormLinear save their input cast to fp8 for the weight-gradient GEMM, 1 byte per element "
                 "(transformer_engine/pytorch/module/linear.py, _Linear.forward saves the fp8 inputmat); "
                 "torchao's Float8Linear (FSDP stacks) saves the bf16 input and is left at 2 bytes",
+            ),
+            "fp4_saved_bytes_per_element": (
+                "bytes per element",
+                "NVFP4 training (--precision fp4-mixed) as torchao runs it (prototype/moe_training/nvfp4_training/"
+                "nvfp4_linear.py, nvfp4_mm_triton.forward, 36027d82): each quantized Linear saves for backward only "
+                "the column-wise fp4 codes of its input and of its weight with their e4m3 block scales (4 bits + one "
+                "byte per 16 elements: 0.5625 B), not the bf16 input; the weight's codes are of the gathered (FSDP) "
+                "weight and are re-made every forward, so each micro-batch in flight holds its own",
             ),
             "activation_bytes_per_element": (
                 "bytes",
@@ -539,10 +560,14 @@ def activation_bytes_per_layer(
     a = a or MemoryAssumptions()
     e = 4.0 if job.precision == "fp32" else a.activation_bytes_per_element
     if job.recompute == "per-op":
+        # an fp4 layer's GEMMs are torch._scaled_mm_v2, which per-op SAC does not save (steptime's per-op recompute):
+        # such a layer keeps its input and the attention output only
+        fp4_share = 1.0 - fp4_bf16_tail_layers(spec.layers) / spec.layers if job.precision == "fp4-mixed" else 0.0
         out_op: dict[str, float] = {}
         for count, moe_layer in ((spec.dense_layers, False), (spec.layers - spec.dense_layers, True)):
             for term in per_op_sac_terms(spec, job, layout, e, moe_layer) if count else ():
-                out_op[term.name] = out_op.get(term.name, 0.0) + term.bytes * count / spec.layers
+                kept = 1.0 if term.name in ("layer_input", "attention_output", "attention_lse") else 1.0 - fp4_share
+                out_op[term.name] = out_op.get(term.name, 0.0) + term.bytes * count / spec.layers * kept
         return out_op
     if job.recompute == "full":
         # each layer keeps its input, 2sbh; sequence parallelism splits it over the TP group (Korthikanti section 4.3)
@@ -550,16 +575,23 @@ def activation_bytes_per_layer(
         return {"layer_input": job.seq_len / layout.cp * job.micro_batch * spec.hidden_size * e / rep}
     trainable = _saving_linears(spec, job)
     gated, lin, norm_bytes = _stack_saving(job, layout, a, spec)
+    # fp4 training: the quantized layers' linears save fp4 codes of their inputs (fp4_saved_bytes_per_element), the
+    # bf16 tail's (FP4_BF16_TAIL_FRACTION) their 16-bit inputs; averaged over the layers like dense and MoE ones
+    variants: list[tuple[float, float | None]] = [(1.0, lin)]
+    if job.precision == "fp4-mixed":
+        bf16_share = fp4_bf16_tail_layers(spec.layers) / spec.layers
+        variants = [(1.0 - bf16_share, a.fp4_saved_bytes_per_element), (bf16_share, lin)]
     out: dict[str, float] = {}
     for count, moe_layer in ((spec.dense_layers, False), (spec.layers - spec.dense_layers, True)):
-        if not count:
-            continue
-        for term in layer_activation_terms(
-            spec, job, layout, job.micro_batch, e, gated, trainable, moe_layer, lin, norm_bytes
-        ):
-            if job.recompute == "selective" and term.name in ("attention_scores", "attention_dropout"):
+        for share, saved in variants:
+            if not count or not share:
                 continue
-            out[term.name] = out.get(term.name, 0.0) + term.bytes * count / spec.layers
+            for term in layer_activation_terms(
+                spec, job, layout, job.micro_batch, e, gated, trainable, moe_layer, saved, norm_bytes
+            ):
+                if job.recompute == "selective" and term.name in ("attention_scores", "attention_dropout"):
+                    continue
+                out[term.name] = out.get(term.name, 0.0) + term.bytes * count / spec.layers * share
     return out
 
 
@@ -770,6 +802,16 @@ def training_memory(
     """
     if job.precision == "fp8-mixed" and not gpu.supports("fp8"):
         raise JobError(f"{gpu.id} has no fp8 tensor cores; use --precision bf16-mixed (or a GPU with fp8)")
+    if job.precision == "fp4-mixed" and not gpu.supports("fp4"):
+        raise JobError(
+            f"{gpu.id} has no fp4 peak in the catalog; use --precision fp8-mixed or bf16-mixed (or a GPU with fp4, "
+            "e.g. b200)"
+        )
+    if job.precision == "fp4-mixed" and gpu.vendor != "nvidia":
+        raise JobError(
+            f"NVFP4 is NVIDIA's 4-bit format (Blackwell tensor cores); {gpu.id} has no NVFP4 GEMMs: use --precision "
+            "fp8-mixed or bf16-mixed"
+        )
     if job.method != "full" and not isinstance(model, ModelSpec):
         raise JobError("LoRA/QLoRA needs the architecture to size the adapters; give a model id or config.json")
     notes = validate_layout(model, layout, job)
@@ -1205,6 +1247,22 @@ def _memory_at(
             put("zero3_gathered_layers", "other", xp.where(stage_kept, 0.0, (2 * units + 2) * layer_params))
     if job.method == "full" and recipe.autocast_copy:
         put("autocast_weight_copies", "other", trainable * recipe.autocast_copy)
+    if job.precision == "fp4-mixed" and spec is not None and job.recompute not in ("per-op", "full"):
+        # torchao's NVFP4 Linear saves the column-wise fp4 codes of its (gathered) weight for backward, re-made every
+        # forward: one copy per quantized layer of the stage and micro-batch in flight (fp4_saved_bytes_per_element);
+        # recomputed layers (full, per-op) save none of it
+        linear_per_layer = (
+            b.parts["attention"] + b.parts["mlp"] + b.parts.get("shared_experts", 0)
+        ) / L / tp + b.parts.get("experts", 0) / L / (tp * ep)
+        quantized_here = layers_here * (1.0 - fp4_bf16_tail_layers(L) / L)
+        v = layout.virtual_stages
+        flight = xp.minimum(xp.where(v > 1, pp + (pp - 1) / v, pp), micro_batches_per_step(job, layout))
+        flight = flight if stage == "first" else 1
+        put("fp4_weight_copies", "other", linear_per_layer * quantized_here * a.fp4_saved_bytes_per_element * flight)
+        notes.append(
+            f"fp4: the last {fp4_bf16_tail_layers(L)} of {L} decoder layers and the LM head in bf16; the others save "
+            f"fp4 codes of their inputs and weights for backward ({a.fp4_saved_bytes_per_element:g} B per element)"
+        )
     if job.precision == "fp8-mixed" and job.method == "full":
         fp8_copies, why = fp8_weight_copies(gpu)
         if job.fp8_params:  # the fp8 parameter is the first of those copies (counted as the weights)

@@ -62,10 +62,12 @@ from .flops import attention_flops_forward, flops_per_token
 from .machine import MachineAssumptions, cpu_cores_per_gpu
 from .mamf import matmul_efficiency
 from .memory import (
+    FP4_BF16_TAIL_FRACTION,
     NF4_BYTES_PER_PARAM,
     MemoryAssumptions,
     Recipe,
     activation_bytes_per_layer,
+    fp4_bf16_tail_layers,
     lora_adapter_params,
     micro_batches_per_step,
     resolve_recipe,
@@ -236,19 +238,48 @@ FP8_RECIPES: Mapping[str, Fp8Recipe] = MappingProxyType(
             "MXFP8 (OCP MX v1.0: 32-element blocks, e8m0 scales; TE MXFP8BlockScaling, torchao mx_formats): fused "
             "quantize (read 2 B, write 1 B + 1/32 B scale); the column-wise copy written by the same kernel (+1 B)",
         ),
+        # NVFP4 (--precision fp4-mixed): e2m1 values in 16-element blocks, one e4m3 scale per block (1/16 B) and an
+        # fp32 scale per tensor: NVFP4_BYTES_PER_ELEMENT per quantized element
+        "nvfp4": Fp8Recipe(
+            "nvfp4",
+            4.0 + 0.5625,
+            0.5625,
+            "NVFP4 training (NVIDIA, 'Pretraining Large Language Models with NVFP4', arXiv:2509.25149: "
+            "1x16 blocks with e4m3 scales and a per-tensor fp32 scale, 16x16 blocks for weights, random Hadamard "
+            "transforms on the weight-gradient GEMM's inputs, stochastic rounding of gradients) as torchao runs it "
+            "(prototype/moe_training/nvfp4_training/nvfp4_linear.py, nvfp4_mm_triton at 36027d82): a per-tensor "
+            "amax pass (read 2 B), then one fused kernel per operand (read 2 B) writes the row-wise codes for the "
+            "forward or dgrad GEMM and the Hadamard-transformed column-wise codes for wgrad (0.5 B + 1/16 B scale "
+            "each); inputs, weights (2D, row- and column-wise) and output gradients (stochastically rounded) alike",
+        ),
     }
 )
 
 
 def resolve_fp8_recipe(job: TrainingJob, stack: StackProfile) -> Fp8Recipe | None:
-    """The fp8 recipe of an fp8 job (``auto``: delayed on Megatron/TE and on JAX, whose MaxText fp8 einsums scale
-    from an amax history, maxtext src/maxtext/layers/quantizations.py Fp8Einsum; tensorwise elsewhere), None
-    otherwise."""
+    """The low-precision recipe of an fp8 job (``auto``: delayed on Megatron/TE and on JAX, whose MaxText fp8
+    einsums scale from an amax history, maxtext src/maxtext/layers/quantizations.py Fp8Einsum; tensorwise elsewhere)
+    or an fp4 job (``auto``: nvfp4, the one 4-bit training recipe a framework ships), None otherwise."""
+    if job.precision == "fp4-mixed":
+        return FP8_RECIPES["nvfp4" if job.fp8_recipe == "auto" else job.fp8_recipe]
     if job.precision != "fp8-mixed":
         return None
     if job.fp8_recipe != "auto":
         return FP8_RECIPES[job.fp8_recipe]
     return FP8_RECIPES["delayed" if stack.name in ("megatron", "jax") else "tensorwise"]
+
+
+def fp4_matmul_efficiency(gpu: Accelerator) -> tuple[float, str]:
+    """The fraction of the dense fp4 peak the best fp4 GEMM reaches, and where it comes from: the catalog's fp4 MAMF
+    where it has one, else its fp8 one as the proxy (an NVFP4 GEMM runs on the same block-scaled tensor-core path as
+    MXFP8 on Blackwell, tcgen05.mma with per-block scales, at twice the rate; no MAMF table measures fp4 yet), else
+    the bf16 chain of :func:`matmul_efficiency`."""
+    if gpu.matmul_efficiency.get("fp4") is not None:
+        return matmul_efficiency(gpu, "fp4")
+    if gpu.matmul_efficiency.get("fp8") is not None:
+        value, src = matmul_efficiency(gpu, "fp8")
+        return value, f"{src} (fp8 MAMF as the fp4 proxy: the same block-scaled tensor-core path; no fp4 MAMF)"
+    return matmul_efficiency(gpu, "fp4")
 
 
 #: Tokens per optimizer step when no global batch is given, by parameter count: GPT-3's batch sizes (Brown et al.
@@ -360,9 +391,20 @@ class StepAssumptions(AssumptionSet):
     eager_host_s_per_layer: float = 5.05e-3
     eager_loss_bytes_per_logit: float = 46.0
     megatron_loss_bytes_per_logit: float = 52.0
+    fp4_bf16_tail_fraction: float = FP4_BF16_TAIL_FRACTION
 
     SOURCES = MappingProxyType(
         {
+            "fp4_bf16_tail_fraction": (
+                "fraction of decoder layers (the last ones, rounded up to whole layers)",
+                "fp4 training keeps the final blocks in bf16: torchtitan's NVFP4 recipe 'leave approximately the "
+                "final 15% of decoder blocks in BF16' and the LM head (torchtitan components/quantization/nvfp4.md; "
+                "nvfp4.py nvfp4_bf16_tail_fqns keeps the last ceil(layers x 0.15), _NVFP4_BF16_TAIL_FRACTION in "
+                "models/llama3/config_registry.py, b5bcd76c: Llama 3 8B layers 27-31 of 32, Qwen3 8B 30-35 of 36); "
+                "NVIDIA's NVFP4 paper (arXiv:2509.25149, as nvfp4.md cites it) keeps fewer than ~15% of the final "
+                "layers in BF16 (its 12B run also the first two blocks); 0 runs every decoder layer in fp4 (the "
+                "memory estimate keeps the default, memory.FP4_BF16_TAIL_FRACTION)",
+            ),
             "eager_loss_bytes_per_logit": (
                 "bytes of HBM traffic per token per vocabulary entry, forward + backward",
                 "the eager loss path counted from its code (transformers ForCausalLMLoss: logits.float(), "
@@ -590,6 +632,7 @@ class StepAssumptions(AssumptionSet):
                 "eager_host_s_per_layer": (0, 1),
                 "eager_loss_bytes_per_logit": (0, 1024),
                 "megatron_loss_bytes_per_logit": (0, 1024),
+                "fp4_bf16_tail_fraction": (0, 1),
             },
             positive=(
                 "flash_attention_efficiency",
@@ -824,7 +867,8 @@ def training_step(
     stack, _ = resolve_stack(job, layout, gpu)
     job = stack_job(job, gpu)  # the recipe of the stack the accelerator picks (a TPU's jax)
     fp8 = resolve_fp8_recipe(job, stack)
-    # attention, the LM head and the element-wise work run at 16 bits in fp8 training: their peak is the bf16 one
+    fp4 = job.precision == "fp4-mixed"
+    # attention, the LM head and the element-wise work run at 16 bits in fp8/fp4 training: their peak is the bf16 one
     peak16 = peak_for(gpu, "bf16-mixed") if fp8 is not None else peak
     if a.matmul_efficiency is not None:
         # a set value cites its own source where the set carries one (a calibration profile overrides SOURCES)
@@ -832,7 +876,7 @@ def training_step(
         eta_mm = eta16 = a.matmul_efficiency
         eta_src = cited if cited != StepAssumptions.SOURCES["matmul_efficiency"][1] else "--assume matmul_efficiency"
     else:
-        best, eta_src = matmul_efficiency(gpu, training_dtype(job.precision))
+        best, eta_src = fp4_matmul_efficiency(gpu) if fp4 else matmul_efficiency(gpu, training_dtype(job.precision))
         eta_mm, eta_src = best * a.model_shape_factor, f"{eta_src}, x {a.model_shape_factor:g} for a model's shapes"
         eta16 = eta_mm if fp8 is None else matmul_efficiency(gpu, "bf16")[0] * a.model_shape_factor
     bw = gpu.memory_bandwidth_bytes_per_s * a.hbm_efficiency
@@ -860,7 +904,11 @@ def training_step(
     # ---- per layer, per micro-batch, forward, on one TP rank: the GEMMs on a roofline
     shapes = linear_shapes(model)
     mm_peak = eta_mm * peak * clock
+    # fp4 training keeps the last decoder layers' linears in bf16 (fp4_bf16_tail_fraction): a layer's GEMM time
+    # and quantization are averaged over the quantized and the bf16 layers
+    quantized = 1.0 - (fp4_bf16_tail_layers(L, a.fp4_bf16_tail_fraction) / L if fp4 else 0.0)
     mm_f = 0.0
+    mm_f16 = 0.0  # the same GEMMs at 16 bits, for fp4's bf16 layers
     cast_elements = 0.0  # elements quantized to fp8 per layer, forward (inputs) and backward (output grads)
     cast_grad_elements = 0.0
     weight_elements = 0.0
@@ -874,14 +922,23 @@ def training_step(
             rows = tokens_mb * model.moe.experts_per_token / experts
             per_layer = n / L  # expert matrices per layer on average (all experts of the MoE layers)
             mm_f += per_layer * _gemm_s(rows, dout / tp, din, mm_peak, bw)
+            if fp4:
+                mm_f16 += per_layer * _gemm_s(rows, dout / tp, din, eta16 * peak16 * clock, bw)
             cast_elements += per_layer * rows * din / tp
             cast_grad_elements += per_layer * rows * dout / tp
         else:
             per_layer = n / L
             mm_f += per_layer * _gemm_s(tokens_mb, dout / tp, din, mm_peak, bw)
+            if fp4:
+                mm_f16 += per_layer * _gemm_s(tokens_mb, dout / tp, din, eta16 * peak16 * clock, bw)
             cast_elements += per_layer * tokens_mb * din / tp
             cast_grad_elements += per_layer * tokens_mb * dout / tp
         weight_elements += n / L * din * dout / tp / (layout.ep if k.startswith("expert_") else 1)
+    mm_f4 = mm_f  # the fp4 layers' GEMMs alone
+    if fp4:
+        mm_f = quantized * mm_f + (1.0 - quantized) * mm_f16
+        cast_elements, cast_grad_elements = quantized * cast_elements, quantized * cast_grad_elements
+        weight_elements *= quantized
     score_flops = 2 * tokens_mb * model.attention_heads * (model.qk_head_dim + model.v_head_dim) * job.seq_len / tp
     if job.flash_attention:
         # the causal spans of flops.py (half the scores; sliding windows), per layer on average: the kernel
@@ -911,8 +968,9 @@ def training_step(
     fp8_f = fp8_b = 0.0
     if fp8 is not None:
         transpose = 0.0 if gpu.fp8_gemm_any_layout else fp8.transpose
-        if fp8.name in ("rowwise", "blockwise"):
-            transpose = fp8.transpose  # scales along the other axis: a re-quantization on every GPU
+        if fp8.name in ("rowwise", "blockwise", "nvfp4"):
+            # scales along the other axis (NVFP4: 16-element blocks along K): a re-quantization on every GPU
+            transpose = fp8.transpose
         # forward: inputs and weights quantized; backward: output gradients, plus the transposed copies
         fp8_f = (cast_elements + weight_elements) * fp8.cast / bw
         fp8_b = (
@@ -923,9 +981,10 @@ def training_step(
         # Transformer Engine userbuffers / async TP split the GEMMs next to each collective into chunks and
         # run the collective behind them: only what the GEMMs cannot cover stays exposed
         comm = xp.maximum(0.0, comm - mm_f)
-    fwd = {"matmul": mm_f, "attention": attn_f, "elementwise": ew_f, "tp_comm": comm, "fp8_cast": fp8_f}
-    bwd = {k: 2 * v if k not in ("tp_comm", "fp8_cast") else v for k, v in fwd.items()}
-    bwd["fp8_cast"] = fp8_b
+    cast_key = "fp4_cast" if fp4 else "fp8_cast"  # the quantization traffic's part
+    fwd = {"matmul": mm_f, "attention": attn_f, "elementwise": ew_f, "tp_comm": comm, cast_key: fp8_f}
+    bwd = {k: 2 * v if k not in ("tp_comm", cast_key) else v for k, v in fwd.items()}
+    bwd[cast_key] = fp8_b
     if job.method != "full":
         # LoRA/QLoRA (Hu et al. 2021): the base weights are frozen, so backward computes the input gradients of
         # every linear layer (to reach the adapters below) but no weight gradient: one GEMM of the forward's
@@ -1006,6 +1065,12 @@ def training_step(
     elif job.recompute == "selective":
         # the attention core runs again, with its ring under context parallelism
         recompute = attn_f + score_traffic + fwd.get("cp_ring", 0.0)
+    elif job.recompute == "per-op" and fp4:
+        # the NVFP4 GEMM is torch._scaled_mm_v2 (F.scaled_mm, as torchao's nvfp4_mm_triton calls it), which is not
+        # among the ops per-op SAC saves (torch._functorch.partitioners.get_default_op_list's compute-intensive ops
+        # hold aten.mm and aten._scaled_mm, torch 2.13): the fp4 layers re-run every GEMM and its quantization,
+        # the bf16 tail every other matmul
+        recompute = quantized * mm_f4 + (1.0 - quantized) * 0.5 * mm_f16 + fp8_f + ew_f
     elif job.recompute == "per-op":
         # torchtitan's per-op SAC saves every other matmul output and the attention output: half the
         # matmuls and the element-wise ops between them run again (torchtitan distributed/activation_checkpoint.py)

@@ -26,7 +26,14 @@ HOUR_S = 3600.0
 
 def training_dtype(precision: str) -> str:
     """The dtype whose dense peak bounds a recipe's matmuls (MFU is against it)."""
-    return {"fp32": "tf32", "fp16-mixed": "fp16", "bf16-mixed": "bf16", "bf16": "bf16", "fp8-mixed": "fp8"}[precision]
+    return {
+        "fp32": "tf32",
+        "fp16-mixed": "fp16",
+        "bf16-mixed": "bf16",
+        "bf16": "bf16",
+        "fp8-mixed": "fp8",
+        "fp4-mixed": "fp4",
+    }[precision]
 
 
 def peak_for(gpu: Accelerator, precision: str) -> float:

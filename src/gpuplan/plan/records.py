@@ -255,14 +255,15 @@ def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
             "dropout": job.dropout,
             "main_grads": job.main_grads,
             "fp8_params": job.fp8_params,
+            # the low-precision recipe as given (auto or a name) with fp8-mixed/fp4-mixed; time.fp8_recipe resolves it
+            "fp8_recipe": job.fp8_recipe if job.precision in ("fp8-mixed", "fp4-mixed") else None,
             "optimizer_dtype": job.optimizer_dtype,
             "overlap_param_gather": job.overlap_param_gather,
             # the settings as asked (None: the stack's default); the stack as resolved, with why (auto: from the recipe
-            # or the GPU), and the fp8 recipe resolved in the time block (``time.fp8_recipe``)
+            # or the GPU)
             "fsdp": job.fsdp,
             "stack": stack.name,
             "stack_why": stack_why,
-            "fp8_recipe": job.fp8_recipe if job.precision == "fp8-mixed" else None,
             "compile": job.compile,
             "overlap_grad_reduce": job.overlap_grad_reduce,
             "tp_comm_overlap": job.tp_comm_overlap,

@@ -162,7 +162,17 @@ def plan_training(
         )
     if step is not None and job.global_batch is None and deadline_s is None:
         notes.append(f"global batch {step.global_batch} sequences per step ({step.global_batch_source})")
-    if step is not None and step.fp8_recipe is not None:
+    if step is not None and step.fp8_recipe is not None and job.precision == "fp4-mixed":
+        from ..estimate.memory import fp4_bf16_tail_layers
+
+        frac = step_assumptions.fp4_bf16_tail_fraction
+        tail = fp4_bf16_tail_layers(model.layers, frac) if isinstance(model, ModelSpec) else 0
+        notes.append(
+            f"fp4 ({step.fp8_recipe}): the linear layers' GEMMs at the fp4 ceiling except the last {tail} decoder "
+            "layers (fp4_bf16_tail_fraction), attention, the LM head and those layers at 16 bits, quantization as "
+            "memory traffic (fp4_cast)"
+        )
+    elif step is not None and step.fp8_recipe is not None:
         notes.append(
             f"fp8 ({step.fp8_recipe} scaling): the linear layers' GEMMs at the fp8 ceiling, attention and the LM "
             "head at 16 bits, quantization as memory traffic (fp8_cast)"

@@ -96,13 +96,22 @@ class Case:
     architecture: str
     confidence: str = ""
     notes: tuple[str, ...] = ()
-    #: a measured run (False: a paper's analytic table): only measured runs count as false "does not fit"
+    #: a measured run on its stated hardware (False: a paper's analytic table, or a speed-up predicted on a part or GPU
+    #: count the source leaves unstated): only these count as false "does not fit"
     measured: bool = True
+    #: for a speed-up (``quantity`` ``speedup_vs_bf16``): the keywords of the baseline run it is measured against;
+    #: the predicted value is the run's tokens/s over the baseline's
+    baseline: Mapping[str, Any] | None = None
 
     @property
     def run_key(self) -> str:
         """Cases of one run (throughput and memory of the same training step) share one API call."""
         return self.call + repr(sorted(self.kwargs.items()))
+
+    @property
+    def baseline_key(self) -> str | None:
+        """The baseline run's key (a speed-up's), else None."""
+        return None if self.baseline is None else self.call + repr(sorted(self.baseline.items()))
 
 
 @dataclass(frozen=True)
@@ -163,6 +172,7 @@ class Row:
             "measured": c.measured,
             "call": c.call,
             "arguments": dict(c.kwargs),
+            "baseline_arguments": dict(c.baseline) if c.baseline is not None else None,
             "notes": list(c.notes),
         }
 
@@ -721,8 +731,10 @@ def _training_precision(rec: Mapping[str, Any], eager: bool) -> tuple[str, str, 
     cls = str(rec.get("precision_class") or "").lower().strip()
     text = str(rec.get("precision") or "").lower()
     if cls:
-        if cls in ("nvfp4", "mxfp4", "fp4"):
-            return f"{cls} training is not modeled (gpuplan's precisions: fp32, fp16/bf16 mixed, fp8 mixed)"
+        if cls in ("mxfp4", "fp4"):
+            return f"{cls} training is not modeled (gpuplan's precisions: fp32, fp16/bf16 mixed, fp8 mixed, fp4 mixed)"
+        if cls == "nvfp4":
+            return "fp4-mixed", cls, ()
         if cls not in _TRAIN_PRECISION:
             return f"precision '{cls}' is not one run (a comparison of several) or not modeled"
         notes = ("MXFP8 run as fp8-mixed (the same dense fp8 peak)",) if cls == "mxfp8" else ()
@@ -866,13 +878,119 @@ def _unstated_sku(source: str, text: Any) -> tuple[str, str] | None:
     return rule[1], rule[2]
 
 
+@dataclass(frozen=True)
+class _Speedup:
+    """A published low-precision speed-up over bf16 whose two throughputs come from one table: the ratio does not
+    hang on what the record leaves unstated (the GPU part, the GPU count), so it is scored where the throughput
+    itself is not. ``gpu``, ``layout`` and ``job`` are the API keywords of the run, the same for both precisions
+    but ``precision`` and ``fp8_recipe``; ``why`` says where each setting comes from."""
+
+    metric: str
+    precision: str
+    fp8_recipe: str
+    gpu: str
+    layout: Mapping[str, Any]
+    job: Mapping[str, Any]
+    why: tuple[str, ...]
+
+
+_SPEEDUPS: Mapping[str, _Speedup] = {
+    "torchtitan-blackwell-llama3-8b-4gpu-fsdp4-nvfp4": _Speedup(
+        "nvfp4_speedup_vs_bf16",
+        "fp4-mixed",
+        "nvfp4",
+        "gb200",
+        {"gpus": 4, "fsdp": True},
+        {"micro_batch": 32, "global_batch": 128, "seq_len": 2048, "compile": True, "stack": "fsdp2"},
+        (
+            "speed-up NVFP4 / bf16 from the same table (30,040 / 21,919 tokens/s/GPU); the part is unnamed, so the "
+            "ratio is predicted on the GB200: 4 GPUs per node and 110.95 GiB = 60.2 % of a ~184 GiB device fit the "
+            "GB200 (the B200 holds 179 GiB; Blackwell Ultra parts have a 1.5x fp4 rate and 288 GB); the fp4:bf16 "
+            "peak ratio is 4 on B200 and GB200 alike",
+            "recomputation not stated: the recipe's llama3_8b config (torchtitan models/llama3/config_registry.py, "
+            "b5bcd76c), SelectiveAC per-op",
+            "the recipe (llama3_8b_first_85_pct_layers_nvfp4): layers 0-26 NVFP4, 27-31 and the LM head bf16 "
+            "(fp4_bf16_tail_fraction 0.15, torchtitan's _NVFP4_BF16_TAIL_FRACTION), torch.compile",
+        ),
+    ),
+    "torchtitan-gb200-llama4-scout-moe-mxfp8": _Speedup(
+        "speedup_vs_bf16",
+        "fp8-mixed",
+        "mxfp8",
+        "gb200",
+        {"gpus": 256, "fsdp": True, "ep": 16},
+        {"micro_batch": 10, "global_batch": 2560, "seq_len": 8192, "compile": True, "stack": "fsdp2"},
+        (
+            "speed-up MXFP8 / bf16 from the same table (7401 / 6169 tokens/s/GPU, printed 1.20x); 256 GPUs (torchtitan "
+            "mxfp8.md: 64 nodes x 4; the TorchAO table says 512), FSDP over all of them with expert parallelism 16",
+            "MXFP8 on every linear and routed-expert GEMM (the run left the output, router gate, wk and wv in bf16)",
+        ),
+    ),
+}
+
+
+def _map_speedup(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> None:
+    """The speed-up case of a record in :data:`_SPEEDUPS`: the low-precision run over its bf16 baseline."""
+    rid = str(rec["id"])
+    rule = _SPEEDUPS[rid]
+    published = _number(_value(rec, rule.metric))
+    seq = int(rule.job["seq_len"])
+    mapped = map_model(rec, cat.models(), out.models, seq)
+    if published is None or isinstance(mapped, str):
+        out.skipped.append(Skip(rid, stem, "training", mapped if isinstance(mapped, str) else "no speed-up value"))
+        return
+    model_arg, spec, notes_m = mapped
+    acc = cat.accelerators().get(rule.gpu)
+    base = dict(
+        model=model_arg,
+        gpu=rule.gpu,
+        **rule.layout,
+        **rule.job,
+        recompute=_recompute(rec.get("parallelism", {}).get("recompute"))[0],
+        precision="bf16-mixed",
+        tokens=float(int(rule.job["global_batch"]) * seq * PLANNED_STEPS),
+    )
+    if "not stated" in str(rec.get("parallelism", {}).get("recompute")):
+        base["recompute"] = "per-op"
+    out.cases.append(
+        Case(
+            id=f"{rid}#speedup",
+            record=rid,
+            file=stem,
+            category="training",
+            metric=rule.metric,
+            quantity="speedup_vs_bf16",
+            unit="x",
+            published=published,
+            call="train",
+            kwargs={**base, "precision": rule.precision, "fp8_recipe": rule.fp8_recipe},
+            baseline=base,
+            source=source_key(rec),
+            gpu_generation=acc.architecture,
+            precision=str(rec.get("precision_class") or rule.fp8_recipe),
+            stack="torchtitan",
+            architecture="moe" if spec.moe is not None else "dense",
+            confidence=str(rec.get("confidence") or ""),
+            notes=(
+                *rule.why,
+                *notes_m,
+                "the fit is shown, not counted: it is judged on the mapping's part or GPU count, not the source's",
+            ),
+            measured=False,
+        )
+    )
+
+
 def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> None:
     """A training record: a throughput case (category training) and, where published, a peak-memory case
-    (category memory), both from one ``api.train`` call."""
+    (category memory), both from one ``api.train`` call; a record of :data:`_SPEEDUPS` also a speed-up case."""
     rid = str(rec["id"])
 
     def skip(reason: str) -> None:
         out.skipped.append(Skip(rid, stem, "training", reason))
+
+    if rid in _SPEEDUPS:
+        _map_speedup(stem, rec, cat, out)
 
     if rec.get("record_type") == "kernel_microbenchmark":
         return skip("kernel microbenchmark (MAMF): an input of the catalog (matmul_efficiency), not a prediction")
@@ -1822,6 +1940,21 @@ def score(
         report = reports[key]
         if isinstance(report, GpuplanError):
             failed.append(Skip(case.record, case.file, case.category, f"gpuplan refused the mapped run: {report}"))
+            continue
+        if case.baseline is not None and case.baseline_key is not None:
+            # a speed-up: this run's throughput over its baseline's, predicted the same way on the same layout
+            bkey = case.baseline_key + extra
+            if bkey not in reports:
+                try:
+                    reports[bkey] = run(case.call, case.baseline, assume or {})
+                except GpuplanError as e:
+                    reports[bkey] = e
+            base = reports[bkey]
+            if isinstance(base, GpuplanError):
+                failed.append(Skip(case.record, case.file, case.category, f"gpuplan refused the baseline run: {base}"))
+                continue
+            speed = report.plan.step.tokens_per_s / base.plan.step.tokens_per_s
+            rows.append(Row(case, float(speed), bool(report.fits and base.fits), bands.class_of(case.call, report)))
             continue
         predicted, fits = _read(case, report)
         rows.append(Row(case, predicted, fits, bands.class_of(case.call, report)))

@@ -19,6 +19,7 @@ class Precision(StrEnum):
     BF16_MIXED = "bf16-mixed"
     BF16 = "bf16"
     FP8_MIXED = "fp8-mixed"
+    FP4_MIXED = "fp4-mixed"
 
 
 class MainGrads(StrEnum):
@@ -66,7 +67,8 @@ class Stack(StrEnum):
 
 
 class Fp8Recipe(StrEnum):
-    """How fp8 training scales its tensors (``--fp8-recipe``, with ``--precision fp8-mixed``)."""
+    """How low-precision training scales its tensors (``--fp8-recipe``): the fp8 recipes with ``--precision
+    fp8-mixed``, NVFP4 with ``--precision fp4-mixed``."""
 
     AUTO = "auto"
     DELAYED = "delayed"
@@ -74,6 +76,7 @@ class Fp8Recipe(StrEnum):
     ROWWISE = "rowwise"
     BLOCKWISE = "blockwise"
     MXFP8 = "mxfp8"
+    NVFP4 = "nvfp4"
 
 
 class Optimizer(StrEnum):

@@ -37,6 +37,8 @@ OFFLOAD = values(Offload)
 QUANT = values(Quant)
 STACKS = values(Stack)
 FP8_RECIPES = values(Fp8Recipe)
+#: the ``--fp8-recipe`` values that quantize to 4 bits (with ``--precision fp4-mixed``); the others are fp8's
+FP4_RECIPES = (Fp8Recipe.NVFP4.value,)
 
 #: Module names LoRA can target, as PEFT calls them on Llama-style models.
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -140,7 +142,8 @@ class TrainingJob:
     offload_layers: int | None = None
     #: the software stack of the step time (``estimate/steptime.py`` STACKS; auto: from the recipe)
     stack: str = "auto"
-    #: fp8 scaling recipe with ``precision="fp8-mixed"`` (auto: delayed on Megatron/TE and JAX, tensorwise elsewhere)
+    #: fp8 scaling recipe with ``precision="fp8-mixed"`` (auto: delayed on Megatron/TE and JAX, tensorwise
+    #: elsewhere), or the 4-bit one with ``precision="fp4-mixed"`` (auto: nvfp4)
     fp8_recipe: str = "auto"
     #: torch.compile: element-wise kernels fused
     compile: bool = False
@@ -198,16 +201,23 @@ class TrainingJob:
             )
         if self.fp8_params and self.precision != "fp8-mixed":
             raise JobError(f"--fp8-params needs --precision fp8-mixed (got {self.precision})")
-        if self.fp8_recipe != "auto" and self.precision != "fp8-mixed":
+        if self.fp8_recipe in FP4_RECIPES and self.precision != "fp4-mixed":
+            raise JobError(f"--fp8-recipe {self.fp8_recipe} needs --precision fp4-mixed (got {self.precision})")
+        if self.fp8_recipe not in ("auto", *FP4_RECIPES) and self.precision != "fp8-mixed":
             raise JobError(f"--fp8-recipe {self.fp8_recipe} needs --precision fp8-mixed (got {self.precision})")
+        if self.precision == "fp4-mixed" and self.method != "full":
+            raise JobError(
+                f"--precision fp4-mixed models full training (the NVFP4 pretraining recipes); --method "
+                f"{self.method} fine-tunes in bf16-mixed or fp8-mixed"
+            )
         if self.quant is not None and self.quant not in QUANT:
             raise JobError(f"--quant must be one of {', '.join(QUANT)}, got {self.quant!r}")
         if self.method == "qlora" and self.quant is None:
             object.__setattr__(self, "quant", "nf4")
-        if self.quant is not None and self.precision == "fp8-mixed":
+        if self.quant is not None and self.precision in ("fp8-mixed", "fp4-mixed"):
             raise JobError(
                 "a quantized frozen base (--quant, --method qlora) computes in bf16 (bitsandbytes dequantizes to its "
-                "compute dtype): --precision fp8-mixed does not apply; use bf16-mixed"
+                f"compute dtype): --precision {self.precision} does not apply; use bf16-mixed"
             )
         if self.method == "full" and self.quant is not None:
             raise JobError(
@@ -300,7 +310,8 @@ PLAN_PRECISIONS_ANY = (Precision.BF16_MIXED.value, Precision.FP8_MIXED.value)
 
 def parse_precisions(value: str | Iterable[str]) -> tuple[str, ...]:
     """``plan train --precision``: one precision, a comma list (``bf16-mixed,fp8-mixed``) or ``any``
-    (:data:`PLAN_PRECISIONS_ANY`); each must be one ``train --precision`` takes. Repeats are dropped, the order
+    (:data:`PLAN_PRECISIONS_ANY`); each must be one ``train --precision`` takes, except fp4-mixed, which the
+    vectorized search does not model (refused with the train command to use). Repeats are dropped, the order
     kept (it breaks ties between equal candidates)."""
     items = value.split(",") if isinstance(value, str) else list(value)
     names = [i.strip() for i in items if isinstance(i, str) and i.strip()]
@@ -312,6 +323,11 @@ def parse_precisions(value: str | Iterable[str]) -> tuple[str, ...]:
         for p in expanded:
             if p not in PRECISIONS:
                 raise JobError(f"--precision must be any or a comma list of {', '.join(PRECISIONS)}, got {name!r}")
+            if p == Precision.FP4_MIXED.value:
+                raise JobError(
+                    "plan train does not search --precision fp4-mixed; price an NVFP4 layout with "
+                    "gpuplan train --precision fp4-mixed"
+                )
             if p not in out:
                 out.append(p)
     return tuple(out)
