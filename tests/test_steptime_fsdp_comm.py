@@ -94,3 +94,26 @@ def test_per_op_sac_gathers_sequence_parallel_inputs_again():
         d_comm = slow_s.parts["tp_comm"] - fast_s.parts["tp_comm"]
         assert d_comm > 0
         assert d_recompute == pytest.approx(d_comm / 4 if sp else 0.0, rel=1e-9, abs=1e-12)
+
+
+def test_deepspeed_2021_list_gathers_cost_per_rank():
+    """DeepSpeed v0.3's ZeRO-3 gathers each tensor into a list of one view per rank, which PyTorch fills by one copy
+    per rank: a per-rank cost per gathered tensor, so the gathers grow with the group; today's DeepSpeed
+    (all_gather_into_tensor, prefetched) has none of it."""
+    gpu, model = BUNDLED_ACCELERATORS.get("a100-sxm-80gb"), BUNDLED_MODELS.get("llama-2-7b")
+    job = TrainingJob(micro_batch=1, seq_len=2048, global_batch=512, precision="fp16-mixed", stack="deepspeed-2021")
+    free = replace(A, list_gather_s_per_rank=0.0)
+    extra = {}
+    for n in (64, 256):
+        layout = Parallelism(gpus=n, zero=3)
+        costly, plain = (training_step(model, gpu, layout, job, a) for a in (A, free))
+        extra[n] = costly.parts["zero3_gather"] - plain.parts["zero3_gather"]
+        # two passes (no recompute) x micro-batches x gathered tensors per layer x layers x ranks x the per-rank cost
+        tensors = costly.parts["zero3_gather"] > 0 and extra[n] / (2 * costly.micro_batches * model.layers * n * 5e-6)
+        assert tensors == pytest.approx(round(tensors), rel=1e-9) and tensors >= 4
+    # the cost per micro-batch grows with the group (4x the ranks, 4x the cost)
+    per_mb = {n: extra[n] / training_step(model, gpu, Parallelism(gpus=n, zero=3), job, A).micro_batches for n in extra}
+    assert per_mb[256] == pytest.approx(4 * per_mb[64], rel=1e-9)
+    modern = training_step(model, gpu, Parallelism(gpus=64, zero=3), replace(job, stack="deepspeed"), A)
+    modern_free = training_step(model, gpu, Parallelism(gpus=64, zero=3), replace(job, stack="deepspeed"), free)
+    assert modern.iteration_s == pytest.approx(modern_free.iteration_s, rel=1e-12)

@@ -69,18 +69,18 @@ def test_gradients_exposed_when_backward_is_short():
 
 
 def test_params_offload_fetches_each_pass():
-    """ZeRO-Infinity on 8 GPUs, DeepSpeed (no prefetch): each micro-batch fetches the rank's shard (1/8) of every
-    layer up PCIe for the forward, the backward and the recompute; no upload after the step."""
+    """ZeRO-Infinity on 8 GPUs, DeepSpeed of 2021 (no prefetch): each micro-batch fetches the rank's shard (1/8) of
+    every layer up PCIe for the forward, the backward and the recompute; no upload after the step."""
     n = count_params(MODEL_10B).total
     lay = Parallelism(gpus=8, tp=1, pp=1, zero=3, offload="params")
-    job = TrainingJob(micro_batch=4, seq_len=512, global_batch=64, precision="fp16-mixed", stack="deepspeed")
+    job = TrainingJob(micro_batch=4, seq_len=512, global_batch=64, precision="fp16-mixed", stack="deepspeed-2021")
     s = training_step(MODEL_10B, _v100(), lay, job, StepAssumptions())
     fetch = n / 8 * 2 / (pcie_bytes_per_s(3) * 0.8)
     assert s.micro_batches == 2
     assert s.parts["offload_param_fetch"] == pytest.approx(2 * 2 * fetch, rel=1e-12)  # recompute none: 2 passes
     assert "offload_params_up" not in s.parts
     job_rc = TrainingJob(
-        micro_batch=4, seq_len=512, global_batch=64, precision="fp16-mixed", stack="deepspeed", recompute="full"
+        micro_batch=4, seq_len=512, global_batch=64, precision="fp16-mixed", stack="deepspeed-2021", recompute="full"
     )
     s_rc = training_step(MODEL_10B, _v100(), lay, job_rc, StepAssumptions())
     assert s_rc.parts["offload_param_fetch"] == pytest.approx(2 * 3 * fetch, rel=1e-12)

@@ -99,6 +99,9 @@ class StackProfile:
     #: the model code repeats grouped-query K and V heads up to the query heads before the attention call
     #: (torchtitan models/llama3/model.py, Hugging Face's repeat_kv), so context parallelism's ring carries them so
     expands_gqa_kv: bool = False
+    #: each gather's output is a list of one tensor per rank (DeepSpeed v0.3's torch.distributed.all_gather into
+    #: narrow views), which PyTorch fills by one copy per rank after the collective: a per-rank cost per gather
+    list_output_gathers: bool = False
 
 
 #: The stacks ``--stack`` names; ``auto`` follows the memory recipe (:func:`resolve_stack`).
@@ -134,11 +137,26 @@ STACKS: Mapping[str, StackProfile] = MappingProxyType(
             "deepspeed",
             fused_elementwise=False,
             overlap_grad_reduce=True,
+            prefetch_gathers=True,
+            gather_per_tensor=True,
+            hopper_attention=False,
+            source="DeepSpeed ZeRO as it runs since 2022 (v0.6+): overlap_comm reduction; ZeRO-3 gathers each "
+            "sub-module's parameters in one coalesced all_gather_into_tensor (partition_parameters.py "
+            "all_gather_coalesced) and prefetches the next ones behind compute (PartitionedParameterCoordinator, "
+            "stage3_prefetch_bucket_size)",
+        ),
+        "deepspeed-2021": StackProfile(
+            "deepspeed-2021",
+            fused_elementwise=False,
+            overlap_grad_reduce=True,
             prefetch_gathers=False,
             gather_per_tensor=True,
             hopper_attention=False,
-            source="DeepSpeed ZeRO (2021): overlap_comm reduction; ZeRO-3 fetches each sub-module's parameters "
-            "tensor by tensor when the module runs (partitioned_param_coordinator), on the critical path",
+            list_output_gathers=True,
+            source="DeepSpeed ZeRO-3 of 2021 (v0.3.x, the ZeRO-Infinity and Megatron-LM Table 2 era): each parameter "
+            "gathered alone when its module runs, after a torch.cuda.synchronize (partition_parameters.py "
+            "_allgather_param, v0.3.16), into a list of one view per rank, so PyTorch's list all_gather copies the "
+            "result out rank by rank (ProcessGroupNCCL::allgather)",
         ),
         "hf": StackProfile(
             "hf",
@@ -391,6 +409,7 @@ class StepAssumptions(AssumptionSet):
     eager_host_s_per_layer: float = 5.05e-3
     eager_loss_bytes_per_logit: float = 46.0
     megatron_loss_bytes_per_logit: float = 52.0
+    list_gather_s_per_rank: float = 5e-6
     fp4_bf16_tail_fraction: float = FP4_BF16_TAIL_FRACTION
 
     SOURCES = MappingProxyType(
@@ -413,6 +432,15 @@ class StepAssumptions(AssumptionSet):
                 "log_softmax's backward reads gradient twice and output once and writes (16), the cast back reads 4 "
                 "and writes 2: 46 bytes; fused stacks (Megatron's vocab-parallel cross-entropy, --compile) are not "
                 "charged it",
+            ),
+            "list_gather_s_per_rank": (
+                "seconds per rank of the group, per gathered tensor",
+                "a list-output all_gather (DeepSpeed v0.3 ZeRO-3) costs, per rank, a Python narrow() of the flat "
+                "buffer (partition_parameters.py _allgather_param) and a copy_ from PyTorch's flattened output "
+                "(ProcessGroupNCCL::allgather), each a dispatched ATen op with a kernel launch for the copy: about "
+                "half the 10.6 us per Python-issued ATen op measured on an H200 host (docs/measurements/"
+                "kernel_counts_h200.json: 80.8 ms for 7,624 ops), since the copies are issued from C++; an estimate, "
+                "not a measurement of DeepSpeed",
             ),
             "megatron_loss_bytes_per_logit": (
                 "bytes of HBM traffic per token per vocabulary entry (on this TP rank), forward + backward",
@@ -632,6 +660,7 @@ class StepAssumptions(AssumptionSet):
                 "eager_host_s_per_layer": (0, 1),
                 "eager_loss_bytes_per_logit": (0, 1024),
                 "megatron_loss_bytes_per_logit": (0, 1024),
+                "list_gather_s_per_rank": (0, 1),
                 "fp4_bf16_tail_fraction": (0, 1),
             },
             positive=(
@@ -1172,7 +1201,9 @@ def training_step(
             per_layer = sum(1 for k in shapes if k != "lm_head") * 2 if stack.gather_per_tensor else 1
             # NCCL's ring latency (tuning.cc): n - 1 network steps and r - n NVLink steps for r ranks on n nodes
             ring = (group_nodes - 1) * a.ring_step_latency_s + (dp_group - group_nodes) * a.intra_ring_step_latency_s
-            latency = (a.collective_latency_s + ring) * per_layer * layers_here
+            # a list-output gather (DeepSpeed 2021) then copies the result out rank by rank
+            per_rank = dp_group * a.list_gather_s_per_rank if stack.list_output_gathers else 0.0
+            latency = (a.collective_latency_s + ring + per_rank) * per_layer * layers_here
             gather = local_params * 2 * (dp_group - 1) / dp_group / dp_bw + latency
             fwd_compute = sum(fwd.values()) * layers_here
             bwd_compute = sum(bwd.values()) * layers_here

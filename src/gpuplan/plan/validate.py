@@ -1145,7 +1145,7 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
         "nemo-automodel": "fsdp2",
     }.get(stack, "auto")
     if stack == "megatron" and zero >= 2:
-        step_stack = "deepspeed"  # Megatron Table 2's ZeRO-3 baseline ran on DeepSpeed
+        step_stack = "deepspeed-2021"  # Megatron Table 2's ZeRO-3 baseline ran on DeepSpeed of early 2021
     compile_ = par.get("torch_compile") is True or metric_is_compile(rec)
     overlap_text = str(par.get("overlap") or "").lower()
     tp_overlap = par.get("async_tp") is True or "--tp-comm-overlap" in overlap_text

@@ -62,6 +62,7 @@ class Stack(StrEnum):
     MEGATRON = "megatron"
     FSDP2 = "fsdp2"
     DEEPSPEED = "deepspeed"
+    DEEPSPEED_2021 = "deepspeed-2021"
     HF = "hf"
     JAX = "jax"
 
