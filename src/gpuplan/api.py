@@ -147,6 +147,7 @@ def train(
     pp: int = 1,
     cp: int = 1,
     ep: int = 1,
+    etp: int | None = None,
     sequence_parallel: bool = False,
     zero: int = 0,
     fsdp: bool = False,
@@ -208,7 +209,7 @@ def train(
     from .spec.training import Parallelism
     from .units import parse_duration, parse_tokens, parse_usd_per_hour
 
-    tp, pp, cp, ep = (_num(n, v) for n, v in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep)))
+    tp, pp, cp, ep, etp = (_num(n, v) for n, v in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep), ("etp", etp)))
     gpus, zero, virtual_stages = _num("gpus", gpus), _num("zero", zero), _num("virtual_stages", virtual_stages)
     from .errors import JobError
 
@@ -248,6 +249,7 @@ def train(
         pp=pp,
         cp=cp,
         ep=ep,
+        etp=etp,
         sequence_parallel=sequence_parallel,
         zero=zero,
         offload=offload,
