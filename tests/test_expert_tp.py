@@ -148,3 +148,11 @@ def test_all_to_all_volume():
     # 16 GPUs, 8 per node: etp 1 keeps the 8 EP ranks on one node, etp 2 puts 4 of them on each of two nodes
     inside, across = _step(16, tp=1, ep=8, etp=1), _step(16, tp=1, ep=8, etp=2)
     assert across["moe_all_to_all"] > inside["moe_all_to_all"]
+
+
+def test_table_shows_etp_only_where_it_differs_from_tp(run):
+    base = ("train", QWEN, "--gpu", "h100", "--gpus", "16", "--tp", "2", "--sequence-parallel")
+    code, out, _ = run(*base, "--ep", "16", "--etp", "1")
+    assert code in (0, 3) and "ep=16 etp=1 +sp" in out
+    code, out, _ = run(*base, "--ep", "4")
+    assert code in (0, 3) and "ep=4 +sp" in out and "etp=" not in out
