@@ -156,3 +156,14 @@ def test_table_shows_etp_only_where_it_differs_from_tp(run):
     assert code in (0, 3) and "ep=16 etp=1 +sp" in out
     code, out, _ = run(*base, "--ep", "4")
     assert code in (0, 3) and "ep=4 +sp" in out and "etp=" not in out
+
+
+def test_unset_gpu_count_and_deadline_fit_the_fold(run):
+    """Without --gpus the count is the fewest GPUs the fold divides; --deadline grows dp in whole folds."""
+    code, out, _ = run("train", QWEN, "--gpu", "h100", "--tp", "2", "--ep", "8", "--etp", "1", "--json")
+    assert code in (0, 3)
+    assert {k: json.loads(out)["layout"][k] for k in ("gpus", "dp", "ep", "etp")} == dict(gpus=8, dp=4, ep=8, etp=1)
+    code, out, _ = run("train", QWEN, "--gpu", "h100", "--ep", "8", "--tokens", "1e11", "--deadline", "2d", "--json")
+    assert code in (0, 3)
+    lay = json.loads(out)["layout"]
+    assert lay["ep"] == 8 and lay["gpus"] > 8 and lay["gpus"] % 8 == 0

@@ -15,6 +15,7 @@ call, so ``import gpuplan`` stays cheap.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -244,7 +245,8 @@ def train(
         if stack == C.Stack.DEEPSPEED:
             raise InputError("--fsdp", "--fsdp is PyTorch FSDP, not DeepSpeed; with --stack deepspeed use --zero 3")
     layout = Parallelism(
-        gpus=gpus if gpus is not None else tp * pp * cp,
+        # unset: the fewest GPUs the layout divides, with ep x etp folded into each pipeline stage
+        gpus=gpus if gpus is not None else pp * math.lcm(tp * cp, ep * (tp if etp is None else etp)),
         tp=tp,
         pp=pp,
         cp=cp,

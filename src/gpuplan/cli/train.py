@@ -60,7 +60,11 @@ def _d(name: str) -> Any:
 @click.command()
 @click.argument("model_name", metavar="MODEL")
 @click.option("--gpu", required=True, help="Accelerator id or alias (gpuplan gpus list).")
-@click.option("--gpus", type=number("gpus"), help="Number of GPUs [default: tp x pp x cp, or what --deadline needs].")
+@click.option(
+    "--gpus",
+    type=number("gpus"),
+    help="Number of GPUs [default: tp x pp x cp (more where --ep x --etp needs), or what --deadline needs].",
+)
 @click.option("--tp", type=number("tp"), default=_d("tp"), show_default=True, help="Tensor-parallel degree.")
 @click.option("--pp", type=number("pp"), default=_d("pp"), show_default=True, help="Pipeline-parallel degree.")
 @click.option("--cp", type=number("cp"), default=_d("cp"), show_default=True, help="Context-parallel degree.")
