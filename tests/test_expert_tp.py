@@ -167,3 +167,18 @@ def test_unset_gpu_count_and_deadline_fit_the_fold(run):
     assert code in (0, 3)
     lay = json.loads(out)["layout"]
     assert lay["ep"] == 8 and lay["gpus"] > 8 and lay["gpus"] % 8 == 0
+
+
+def test_plan_prices_and_launches_expert_tp_as_tp():
+    """``plan train`` keeps etp = tp: Megatron-Core's default, and torchtitan (whose expert_tensor_parallel_degree
+    defaults to 1) is told so on an MoE option with tp and ep > 1."""
+    import gpuplan
+    from gpuplan.catalog.session import Catalogs
+
+    found = gpuplan.plan_train(MIXTRAL, tokens="1e9", gpu="h100", catalog=Catalogs(())).search.options
+    both = [o for o in found if o.candidate.tp > 1 and o.candidate.ep > 1]
+    assert both, "expected an option with tp > 1 and ep > 1"
+    for o in both:
+        assert o.candidate.layout().expert_tp == o.candidate.tp
+        assert f"--parallelism.expert_tensor_parallel_degree {o.candidate.tp}" in o.launch["torchtitan"]
+        assert "--expert-tensor-parallel-size" not in o.launch["megatron"]
