@@ -182,3 +182,16 @@ def test_plan_prices_and_launches_expert_tp_as_tp():
         assert o.candidate.layout().expert_tp == o.candidate.tp
         assert f"--parallelism.expert_tensor_parallel_degree {o.candidate.tp}" in o.launch["torchtitan"]
         assert "--expert-tensor-parallel-size" not in o.launch["megatron"]
+
+
+def test_web_api_takes_etp():
+    pytest.importorskip("fastapi")
+    from gpuplan import api
+    from gpuplan.web import app
+
+    train = next(e for e in app.ENDPOINTS if e.fn is api.train)
+    query = {"model": QWEN, "gpu": "h100", "gpus": "16", "tp": "2", "ep": "16"}
+    ok = app.call(train, {**query, "etp": "1"})
+    assert ok.status_code == 200 and json.loads(ok.body)["layout"]["etp"] == 1
+    bad = app.call(train, query)
+    assert bad.status_code == 400 and "set --etp 1" in json.loads(bad.body)["error"]
