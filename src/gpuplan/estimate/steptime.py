@@ -1013,9 +1013,9 @@ def training_step(
     if job.method == "full" and xp.nonzero(replicated):
         dp_bw = _data_parallel_busbw(gpu, layout, a, link, scale_out)
         edp_bw = _data_parallel_busbw(gpu, layout, a, link, scale_out, inner=etp * layout.ep * pp)
-        t_dp = _allreduce_s(local_dense * recipe.grads, dp_group, dp_bw, a.collective_latency_s) + _allreduce_s(
-            local_experts * recipe.grads, edp, edp_bw, a.collective_latency_s
-        )
+        t_dp = _allreduce_s(local_dense * recipe.grads, dp_group, dp_bw, a.collective_latency_s)
+        if model.moe is not None:  # a second collective, on the expert-data-parallel group
+            t_dp = t_dp + _allreduce_s(local_experts * recipe.grads, edp, edp_bw, a.collective_latency_s)
         if overlap_dp is None:
             overlap_dp = job.overlap_grad_reduce if job.overlap_grad_reduce is not None else stack.overlap_grad_reduce
         # hidden behind the last micro-batch's backward. With ZeRO-1/2 (Megatron's distributed optimizer) the
