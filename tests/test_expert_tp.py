@@ -195,3 +195,10 @@ def test_web_api_takes_etp():
     assert ok.status_code == 200 and json.loads(ok.body)["layout"]["etp"] == 1
     bad = app.call(train, query)
     assert bad.status_code == 400 and "set --etp 1" in json.loads(bad.body)["error"]
+
+
+def test_a_rank_reads_only_its_local_experts():
+    """Expert parallelism leaves the FLOPs per GPU alone (compute-bound: same time) but a rank's grouped GEMM reads
+    only its experts / ep experts' weights, each with the tokens of the ep ranks: memory-bound GEMMs get faster."""
+    assert _step(8, tp=1, ep=4, etp=1)["matmul"] == pytest.approx(_step(8, tp=1, ep=1)["matmul"], rel=1e-9)
+    assert _step(8, seq_len=128, tp=1, ep=4, etp=1)["matmul"] < 0.8 * _step(8, seq_len=128, tp=1, ep=1)["matmul"]
