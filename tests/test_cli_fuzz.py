@@ -30,6 +30,7 @@ TRAIN = {
     "--pp": INTS,
     "--cp": INTS,
     "--ep": INTS,
+    "--etp": INTS,
     "--zero": ["0", "1", "2", "3", "4"],
     "--micro-batch": INTS,
     "--global-batch": INTS,

@@ -474,7 +474,7 @@ def test_lora_activations_are_smaller_than_full():
     "kwargs,fragment",
     [
         (dict(gpus=12, tp=8), "gpus(12) is not divisible by tp(8) * pp(1) * cp(1) = 8"),
-        (dict(gpus=8, tp=2, pp=2, ep=4), "ep(4) must divide dp(2)"),
+        (dict(gpus=8, tp=2, pp=2, ep=4), "ep(4) * etp(2, by default tp) = 8 must divide gpus(8) / pp(2)"),
         (dict(gpus=8, offload="params", zero=2), "needs --zero 3"),
         (dict(gpus=8, sequence_parallel=True), "needs --tp > 1"),
         (dict(gpus=0), "--gpus must be a whole number >= 1"),

@@ -116,6 +116,7 @@ TRAIN_NUMERIC = [
     "--pp",
     "--cp",
     "--ep",
+    "--etp",
     "--zero",
     "--micro-batch",
     "--global-batch",

@@ -15,6 +15,7 @@ call, so ``import gpuplan`` stays cheap.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -147,6 +148,7 @@ def train(
     pp: int = 1,
     cp: int = 1,
     ep: int = 1,
+    etp: int | None = None,
     sequence_parallel: bool = False,
     zero: int = 0,
     fsdp: bool = False,
@@ -209,7 +211,7 @@ def train(
     from .spec.training import Parallelism
     from .units import parse_duration, parse_tokens, parse_usd_per_hour
 
-    tp, pp, cp, ep = (_num(n, v) for n, v in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep)))
+    tp, pp, cp, ep, etp = (_num(n, v) for n, v in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep), ("etp", etp)))
     gpus, zero, virtual_stages = _num("gpus", gpus), _num("zero", zero), _num("virtual_stages", virtual_stages)
     from .errors import JobError
 
@@ -250,11 +252,13 @@ def train(
             "or use --stack deepspeed",
         )
     layout = Parallelism(
-        gpus=gpus if gpus is not None else tp * pp * cp,
+        # unset: the fewest GPUs the layout divides, with ep x etp folded into each pipeline stage
+        gpus=gpus if gpus is not None else pp * math.lcm(tp * cp, ep * (tp if etp is None else etp)),
         tp=tp,
         pp=pp,
         cp=cp,
         ep=ep,
+        etp=etp,
         sequence_parallel=sequence_parallel,
         zero=zero,
         offload=offload,

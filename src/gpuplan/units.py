@@ -390,6 +390,7 @@ BOUNDS: dict[str, Bound] = {
     "pp": whole(1, MAX_GPUS),
     "cp": whole(1, MAX_GPUS),
     "ep": whole(1, MAX_GPUS),
+    "etp": whole(1, MAX_GPUS),
     "replicas": whole(1, MAX_GPUS),
     "zero": whole(0, 3),
     "micro_batch": whole(1, MAX_BATCH),

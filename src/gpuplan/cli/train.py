@@ -60,11 +60,21 @@ def _d(name: str) -> Any:
 @click.command()
 @click.argument("model_name", metavar="MODEL")
 @click.option("--gpu", required=True, help="Accelerator id or alias (gpuplan gpus list).")
-@click.option("--gpus", type=number("gpus"), help="Number of GPUs [default: tp x pp x cp, or what --deadline needs].")
+@click.option(
+    "--gpus",
+    type=number("gpus"),
+    help="Number of GPUs [default: tp x pp x cp (more where --ep x --etp needs), or what --deadline needs].",
+)
 @click.option("--tp", type=number("tp"), default=_d("tp"), show_default=True, help="Tensor-parallel degree.")
 @click.option("--pp", type=number("pp"), default=_d("pp"), show_default=True, help="Pipeline-parallel degree.")
 @click.option("--cp", type=number("cp"), default=_d("cp"), show_default=True, help="Context-parallel degree.")
 @click.option("--ep", type=number("ep"), default=_d("ep"), show_default=True, help="Expert-parallel degree (MoE).")
+@click.option(
+    "--etp",
+    type=number("etp"),
+    help="Expert tensor-parallel degree (MoE; Megatron-Core --expert-tensor-parallel-size) [default: --tp]; "
+    "ep x etp must divide gpus / pp.",
+)
 @click.option("--sequence-parallel", is_flag=True, help="Megatron sequence parallelism (needs --tp > 1).")
 @click.option("--zero", type=number("zero"), default=_d("zero"), show_default=True, help="ZeRO stage (0-3).")
 @click.option("--fsdp", is_flag=True, help="PyTorch FSDP full sharding (ZeRO-3 semantics, FSDP recipe).")

@@ -536,7 +536,12 @@ def layer_activation_terms(
         k = moe.experts_per_token
         add("mlp_input", s * b * h, rep, "input of the router and experts", per_element=lin)
         add("router_logits", s * b * moe.experts, 1, "router logits (fp32)", per_element=4.0)
-        add("expert_dispatch", s * b * k * h, t, f"tokens copied to their {k} experts", per_element=lin)
+        # Megatron-Core's all-to-all dispatcher (token_dispatcher.py MoEAlltoAllTokenDispatcher) routes each rank's
+        # 1/tp of the tokens (the sequence-parallel shard), sends the k copies over the EP group, then all-gathers
+        # them over the expert-TP group: an expert GEMM's saved input holds etp ranks' tokens at the full hidden
+        # size, its hidden tensors the same rows at 1/etp of the expert width
+        etp = layout.expert_tp
+        add("expert_dispatch", s * b * k * h * etp, t, f"tokens copied to their {k} experts", per_element=lin)
         _, hidden = _mlp_terms(moe.expert_ffn_size, spec.mlp_gated, gated_saved, needs, "expert_")
         add("expert_hidden", s * b * k * hidden, t, f"expert MLP hidden tensors x {k} experts per token")
         if moe.shared_ffn_size:
@@ -749,9 +754,10 @@ def validate_layout(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job
             )
         if not job.flash_attention:
             raise JobError("context parallelism (ring attention) needs flash attention; drop --no-flash-attention")
+    splits_experts = layout.etp is not None and layout.etp != layout.tp  # an expert TP of its own
     if not isinstance(model, ModelSpec):
-        if layout.ep > 1:
-            raise JobError("--ep needs the architecture (experts); give a model id or config.json")
+        if layout.ep > 1 or splits_experts:
+            raise JobError("--ep/--etp need the architecture (experts); give a model id or config.json")
         return notes
     spec = model
     if layout.pp > spec.layers:
@@ -763,6 +769,19 @@ def validate_layout(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job
             raise JobError(f"--ep {layout.ep} splits experts, but {spec.id} is a dense model; drop --ep")
         if spec.moe.experts % layout.ep:
             raise JobError(f"ep({layout.ep}) must divide {spec.id}'s {spec.moe.experts} experts")
+    if spec.moe is not None and layout.etp is None and (layout.tp > 1 or layout.ep > 1):
+        notes.append(
+            f"expert tensor parallelism not given (--etp): etp = tp = {layout.tp}, Megatron-Core's default "
+            "(--expert-tensor-parallel-size follows --tensor-model-parallel-size, megatron/training/arguments.py)"
+        )
+    if splits_experts:
+        if spec.moe is None:
+            raise JobError(f"--etp {layout.etp} splits experts, but {spec.id} is a dense model; drop --etp")
+        if spec.moe.expert_ffn_size % layout.expert_tp:
+            raise JobError(
+                f"etp({layout.expert_tp}) must divide {spec.id}'s expert width {spec.moe.expert_ffn_size}: each "
+                "expert-TP rank holds an equal slice of every expert"
+            )
     per_stage = -(-spec.layers // layout.pp)  # the busiest stage's layers
     for name, value in (("recompute-layers", job.recompute_layers), ("offload-layers", job.offload_layers)):
         if value is not None and xp.nonzero(value > per_stage):
@@ -1053,7 +1072,7 @@ class _Held:
     """Parameters one GPU holds, split into the parts that shard differently."""
 
     dense: float  # on this GPU after TP (and PP); experts excluded
-    experts: float  # routed experts on this GPU after TP x EP (and PP)
+    experts: float  # routed experts on this GPU after ETP x EP (and PP)
 
     @property
     def total(self) -> float:
@@ -1083,11 +1102,12 @@ def _memory_at(
             groups[name] = group
 
     tp, pp, dp, ep, cp, zero = layout.tp, layout.pp, layout.dp, layout.ep, layout.cp, layout.zero
+    etp = layout.expert_tp  # routed experts split over etp x ep (Megatron-Core MoE parallel folding)
     # ZeRO / the distributed optimizer partition over every data-parallel replica of a parameter: dense
     # parameters over dp x cp (Megatron builds them on the data-parallel group with context parallelism),
-    # experts over the dp x cp / ep replicas of each expert
+    # experts over their expert-data-parallel group, gpus / (pp x ep x etp) (Parallelism.expert_dp)
     dense_shards = dp * cp
-    expert_shards = xp.maximum(1, dp * cp // ep)
+    expert_shards = xp.maximum(1, layout.expert_dp)
     holds_embedding = stage in ("first", "only")
     holds_head = stage in ("last", "only")
 
@@ -1109,12 +1129,12 @@ def _memory_at(
         if holds_head:
             # a tied head lives in the embedding; split across stages, the last stage keeps its own copy
             dense += b.parts["lm_head"] or (b.parts["embeddings"] if stage == "last" else 0)
-        held = _Held(dense / tp, b.parts.get("experts", 0) * layers_here / L / (tp * ep))
+        held = _Held(dense / tp, b.parts.get("experts", 0) * layers_here / L / (etp * ep))
         total_params = b.total
         largest = largest_layer_params if largest_layer_params is not None else largest_module_params(spec)
         # a ZeRO-3 layer gather collects only the parameters that are partitioned (more than one replica)
         layer_params = xp.where(dense_shards > 1, shared_per_layer / tp, 0.0) + xp.where(
-            expert_shards > 1, b.parts.get("experts", 0) / L / (tp * ep), 0.0
+            expert_shards > 1, b.parts.get("experts", 0) / L / (etp * ep), 0.0
         )
     else:
         assert isinstance(model, ParamsOnlyModel)  # (spec is None exactly then)
@@ -1141,8 +1161,8 @@ def _memory_at(
         share = layers_here / spec.layers
 
         def on_gpu(params_by_name: Mapping[str, float]) -> float:
-            """Per-GPU share of per-layer matrices: experts split over TP x EP, the rest over TP."""
-            return sum(v / (tp * ep if k.startswith("expert_") else tp) for k, v in params_by_name.items()) * share
+            """Per-GPU share of per-layer matrices: experts split over ETP x EP, the rest over TP."""
+            return sum(v / (etp * ep if k.startswith("expert_") else tp) for k, v in params_by_name.items()) * share
 
         adapters = lora_adapter_params(spec, job)
         if not adapters:
@@ -1363,6 +1383,7 @@ def _memory_at(
     put("cuda_context", "other", a.cuda_context_bytes)
     put("cublas_workspace", "other", cublas_workspace_bytes(gpu))
     communicators = sum(xp.where(n > 1, 1, 0) for n in (dp, tp, pp, cp, ep))
+    communicators = communicators + xp.where((etp > 1) & (etp != tp), 1, 0)  # an expert-TP group of its own
     put("nccl_buffers", "other", communicators * a.nccl_buffer_bytes_per_communicator)
     if job.method == "full":
         replicated = dp * cp > 1

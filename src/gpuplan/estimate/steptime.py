@@ -753,7 +753,7 @@ def _reduce_bytes_per_param(job: TrainingJob, recipe: Recipe) -> float:
 
 
 def _data_parallel_busbw(
-    gpu: Accelerator, layout: Parallelism, a: StepAssumptions, link: float, scale_out: float
+    gpu: Accelerator, layout: Parallelism, a: StepAssumptions, link: float, scale_out: float, inner: int | None = None
 ) -> float:
     """Bus bandwidth of the data-parallel reduction.
 
@@ -761,12 +761,14 @@ def _data_parallel_busbw(
     Across nodes each GPU has its own NIC and NCCL runs a ring per NIC, so the k members of a
     data-parallel group that share a node move their data over k NICs at once: ~192 GB/s measured across
     DGX A100 nodes with 8 HDR NICs (NVIDIA/nccl#812), one NIC's ~24 GB/s when tensor x pipeline
-    parallelism fills the node and each group has one GPU per node.
+    parallelism fills the node and each group has one GPU per node. ``inner``: the model-parallel ranks between two
+    members of the group, tp x pp unless given (an expert-data-parallel group: etp x ep x pp).
     """
     if gpu.vendor == "google":
         return link
     domain = nvlink_domain_gpus(gpu, a)
-    per_node = xp.maximum(1, domain // (layout.tp * layout.pp))
+    inner = layout.tp * layout.pp if inner is None else inner
+    per_node = xp.maximum(1, domain // inner)
     return xp.where(layout.gpus <= domain, link, xp.minimum(link, per_node * scale_out))
 
 
@@ -911,6 +913,7 @@ def training_step(
     bw = gpu.memory_bandwidth_bytes_per_s * a.hbm_efficiency
     clock = power_clock_factor(gpu, a)  # a power cap slows the tensor cores, not HBM
     tp, pp, cp, dp = layout.tp, layout.pp, layout.cp, layout.dp
+    etp = layout.expert_tp  # routed experts' own tensor parallelism (Megatron-Core MoE parallel folding)
     link = gpu.scale_up_bytes_per_s * a.link_efficiency
     scale_out = scale_out_bytes_per_s_per_gpu(gpu, a)
     domain = nvlink_domain_gpus(gpu, a)  # GPUs whose collectives stay on the scale-up link
@@ -946,15 +949,19 @@ def training_step(
             continue
         if k.startswith("expert_"):
             assert model.moe is not None
-            # the tokens routed to each local expert form one GEMM of a grouped GEMM
+            # the tokens routed to each local expert form one GEMM of a grouped GEMM. A rank routes its 1/tp of
+            # the tokens (the sequence-parallel shard); the all-to-all brings each of its experts/ep experts the
+            # tokens of the ep ranks, and the expert-TP group all-gathers them (Megatron-Core
+            # MoEAlltoAllTokenDispatcher: A2A over EP, then AG over expert TP): a local expert's GEMM has
+            # tokens_mb x k / experts x ep x etp / tp rows and 1/etp of the columns
             experts = model.moe.experts
-            rows = tokens_mb * model.moe.experts_per_token / experts
-            per_layer = n / L  # expert matrices per layer on average (all experts of the MoE layers)
-            mm_f += per_layer * _gemm_s(rows, dout / tp, din, mm_peak, bw)
+            rows = tokens_mb * model.moe.experts_per_token / experts * layout.ep * etp / tp
+            per_layer = n / L / layout.ep  # local expert matrices per layer on average (over the MoE layers)
+            mm_f += per_layer * _gemm_s(rows, dout / etp, din, mm_peak, bw)
             if fp4:
-                mm_f16 += per_layer * _gemm_s(rows, dout / tp, din, eta16 * peak16 * clock, bw)
-            cast_elements += per_layer * rows * din / tp
-            cast_grad_elements += per_layer * rows * dout / tp
+                mm_f16 += per_layer * _gemm_s(rows, dout / etp, din, eta16 * peak16 * clock, bw)
+            cast_elements += per_layer * rows * din / etp
+            cast_grad_elements += per_layer * rows * dout / etp
         else:
             per_layer = n / L
             mm_f += per_layer * _gemm_s(tokens_mb, dout / tp, din, mm_peak, bw)
@@ -962,7 +969,7 @@ def training_step(
                 mm_f16 += per_layer * _gemm_s(tokens_mb, dout / tp, din, eta16 * peak16 * clock, bw)
             cast_elements += per_layer * tokens_mb * din / tp
             cast_grad_elements += per_layer * tokens_mb * dout / tp
-        weight_elements += n / L * din * dout / tp / (layout.ep if k.startswith("expert_") else 1)
+        weight_elements += n / L * din * dout / (etp * layout.ep if k.startswith("expert_") else tp)
     mm_f4 = mm_f  # the fp4 layers' GEMMs alone
     if fp4:
         mm_f = quantized * mm_f + (1.0 - quantized) * mm_f16
@@ -1005,7 +1012,21 @@ def training_step(
         fp8_b = (
             cast_grad_elements * fp8.cast + (cast_elements + cast_grad_elements + weight_elements) * transpose
         ) / bw
-    comm = 2 * _allreduce_s(tokens_mb * h * bytes_e, tp, link, a.collective_latency_s)
+    # tensor-parallel collectives per layer: one all-reduce (or all-gather + reduce-scatter with sequence parallelism)
+    # around the attention and one around the MLP. An MoE layer's routed experts gather instead over the expert-TP
+    # group what the all-to-all brought (Megatron-Core MoEAlltoAllTokenDispatcher dispatch_postprocess: all-gather
+    # over expert TP; combine_preprocess: reduce-scatter): k copies of each of its etp ranks' 1/tp of the tokens;
+    # shared experts are a dense MLP on the attention's TP group (Megatron-Core SharedExpertMLP)
+    tp_block = _allreduce_s(tokens_mb * h * bytes_e, tp, link, a.collective_latency_s)
+    mlp_comm = tp_block
+    if model.moe is not None:
+        moe_share = model.moe.layers / L
+        gathered = tokens_mb * model.moe.experts_per_token * etp / tp * h * bytes_e
+        etp_bw = xp.where(etp <= a.gpus_per_node, link, scale_out)
+        expert_comm = _allreduce_s(gathered, etp, etp_bw, a.collective_latency_s)
+        shared_comm = tp_block if model.moe.shared_ffn_size else 0.0
+        mlp_comm = (1 - moe_share) * tp_block + moe_share * (shared_comm + expert_comm)
+    comm = tp_block + mlp_comm
     if job.tp_comm_overlap:
         # Transformer Engine userbuffers / async TP split the GEMMs next to each collective into chunks and
         # run the collective behind them: only what the GEMMs cannot cover stays exposed
@@ -1025,10 +1046,12 @@ def training_step(
         for k, (din, dout, n) in shapes.items():
             if k not in targets:
                 continue
-            rows = tokens_mb  # the same rows as the base GEMM above (an expert's: its routed tokens)
+            # the same rows and matrices as the base GEMM above (an expert's: a local expert's routed tokens)
+            rows, shard, count = tokens_mb, tp, n / L
             if k.startswith("expert_") and model.moe is not None:
-                rows = tokens_mb * model.moe.experts_per_token / model.moe.experts
-            adapter_f += n / L * (_gemm_s(rows, r, din, mm_peak, bw) + _gemm_s(rows, dout / tp, r, mm_peak, bw))
+                rows = tokens_mb * model.moe.experts_per_token / model.moe.experts * layout.ep * etp / tp
+                shard, count = etp, n / L / layout.ep
+            adapter_f += count * (_gemm_s(rows, r, din, mm_peak, bw) + _gemm_s(rows, dout / shard, r, mm_peak, bw))
         fwd["matmul"] = mm_f + adapter_f
         bwd["matmul"] = mm_f + 2 * adapter_f
         if job.quant == "nf4":
@@ -1078,7 +1101,10 @@ def training_step(
         )
         moe_share = model.moe.layers / L
         sent = tokens_mb * copies * h * bytes_e / tp * (layout.ep - 1) / layout.ep
-        local = xp.minimum(layout.ep, xp.maximum(1, domain // tp))  # expert ranks on this NVLink domain
+        # a rank sends its own 1/tp of the tokens whatever etp is (the dispatcher routes the sequence-parallel
+        # shard); the EP group strides over the etp ranks of an expert shard (Megatron-Core's expert rank order
+        # tp-ep-dp-pp, parallel_state.py), so etp sets how many of its members share an NVLink domain
+        local = xp.minimum(layout.ep, xp.maximum(1, domain // etp))  # expert ranks on this NVLink domain
         peers = xp.maximum(1, layout.ep - 1)
         a2a_s = xp.maximum(sent * (layout.ep - local) / peers / scale_out, sent * (local - 1) / peers / link)
         a2a = xp.where(layout.ep > 1, moe_share * 2 * (a2a_s + a.collective_latency_s), 0.0)
@@ -1147,22 +1173,30 @@ def training_step(
         p2p_bw = xp.where(tp * pp > domain, scale_out, link)
         parts["pp_p2p"] = xp.where(pp > 1, 2 * virtual_stages * m * (a.collective_latency_s + send / p2p_bw), 0.0)
     # ---- data parallel: gradient reduction of the parameters this GPU holds
+    # dense parameters are replicated over dp x cp; routed experts, split over etp x ep, over the expert-data-parallel
+    # group gpus / (pp x ep x etp) (Megatron-Core reduces and shards expert gradients there, parallel_state.py
+    # _EXPERT_DATA_PARALLEL_GROUP)
     b = count_params(model)
-    local_params = (b.total - b.parts.get("experts", 0)) / (tp * pp) + b.parts.get("experts", 0) / (tp * pp * layout.ep)
-    dp_group = dp * cp
+    local_dense = (b.total - b.parts.get("experts", 0)) / (tp * pp)
+    local_experts = b.parts.get("experts", 0) / (etp * pp * layout.ep)
+    local_params = local_dense + local_experts
+    dp_group, edp = dp * cp, layout.expert_dp
+    sharded_params = local_dense / dp_group + local_experts / edp  # one ZeRO/FSDP shard
     overlapped = 0.0  # data-parallel collective time hidden behind compute (it still holds SMs)
-    replicated = dp_group > 1  # (elements of a grid with dp_group 1 get 0 from every where below)
+    replicated = (dp_group > 1) | (edp > 1)  # (elements of a grid with neither get 0 from every where below)
     if job.method == "full" and xp.nonzero(replicated):
         dp_bw = _data_parallel_busbw(gpu, layout, a, link, scale_out)
-        grad_bytes = local_params * _reduce_bytes_per_param(job, recipe)
+        grad_b = _reduce_bytes_per_param(job, recipe)
+        edp_bw = _data_parallel_busbw(gpu, layout, a, link, scale_out, inner=etp * layout.ep * pp)
         # ZeRO-3/FSDP reduce-scatter the gradients and gather parameters layer by layer (zero3_gather below): the
         # gradient collective is half an all-reduce (Rajbhandari et al. 2020, section 7: 3 x params in all, of
-        # which one is the reduce-scatter)
-        t_dp = xp.where(
-            layout.zero >= 3,
-            _reduce_scatter_s(grad_bytes, dp_group, dp_bw, a.collective_latency_s),
-            _allreduce_s(grad_bytes, dp_group, dp_bw, a.collective_latency_s),
-        )
+        # which one is the reduce-scatter); routed experts reduce on their own expert-data-parallel group
+        grads_rs = _reduce_scatter_s(local_dense * grad_b, dp_group, dp_bw, a.collective_latency_s)
+        grads_ar = _allreduce_s(local_dense * grad_b, dp_group, dp_bw, a.collective_latency_s)
+        if model.moe is not None:
+            grads_rs = grads_rs + _reduce_scatter_s(local_experts * grad_b, edp, edp_bw, a.collective_latency_s)
+            grads_ar = grads_ar + _allreduce_s(local_experts * grad_b, edp, edp_bw, a.collective_latency_s)
+        t_dp = xp.where(layout.zero >= 3, grads_rs, grads_ar)
         if overlap_dp is None:
             overlap_dp = job.overlap_grad_reduce if job.overlap_grad_reduce is not None else stack.overlap_grad_reduce
         # hidden behind the last micro-batch's backward. With ZeRO-1/2 (Megatron's distributed optimizer) the
@@ -1178,8 +1212,8 @@ def training_step(
         layer_params = (local_params - outside) / layers_here
         drain = xp.where(
             layout.zero >= 3,
-            _reduce_scatter_s(outside * grad_bytes / local_params, dp_group, dp_bw, a.collective_latency_s)
-            + _reduce_scatter_s(layer_params * grad_bytes / local_params, dp_group, dp_bw, a.collective_latency_s),
+            _reduce_scatter_s(outside * grad_b, dp_group, dp_bw, a.collective_latency_s)
+            + _reduce_scatter_s(layer_params * grad_b, dp_group, dp_bw, a.collective_latency_s),
             0.0,
         )
         drain = xp.minimum(drain, t_dp) if overlap_dp else 0.0
@@ -1204,7 +1238,11 @@ def training_step(
             # a list-output gather (DeepSpeed 2021) then copies the result out rank by rank
             per_rank = dp_group * a.list_gather_s_per_rank if stack.list_output_gathers else 0.0
             latency = (a.collective_latency_s + ring + per_rank) * per_layer * layers_here
-            gather = local_params * 2 * (dp_group - 1) / dp_group / dp_bw + latency
+            gather = (
+                local_dense * 2 * (dp_group - 1) / dp_group / dp_bw
+                + local_experts * 2 * (edp - 1) / edp / edp_bw
+                + latency
+            )
             fwd_compute = sum(fwd.values()) * layers_here
             bwd_compute = sum(bwd.values()) * layers_here
             if stack.prefetch_gathers:  # prefetching hides a gather behind the compute of the same pass
@@ -1244,7 +1282,7 @@ def training_step(
     if gpu.sm_count and xp.nonzero(overlapped):
         parts["comm_sm_contention"] = overlapped * min(1.0, a.collective_sms / gpu.sm_count)
     # ---- optimizer step: on the GPU, or on the host with ZeRO-Offload / ZeRO-Infinity
-    opt_params = local_params / (dp_group if layout.zero >= 1 else 1)
+    opt_params = xp.where(layout.zero >= 1, sharded_params, local_params)
     if job.method != "full":  # the optimizer steps the adapters only
         opt_params = sum(lora_adapter_params(model, job).values()) / (tp * pp)
     if layout.offload in ("optimizer", "params"):
@@ -1253,7 +1291,7 @@ def training_step(
                 gpu,
                 a,
                 opt_params,
-                local_params / dp_group,
+                sharded_params,
                 m,
                 sum(fwd.values()) * layers_here,
                 sum(bwd.values()) * layers_here,

@@ -19,6 +19,7 @@ Every call is a pure function of its inputs; the caller prints the advice.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -104,13 +105,13 @@ def _training_steps(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job
             or model.attention_heads % tp
         ):
             return None
-        return {"tp": tp}, replace(lay, tp=tp, ep=1 if (lay.gpus // (tp * lay.pp * lay.cp)) % lay.ep else lay.ep), jb
+        return {"tp": tp}, _refold(lay, tp=tp, pp=lay.pp), jb
 
     def pp_double(lay, jb):
         pp = lay.pp * 2
         if lay.gpus % (lay.tp * pp * lay.cp) or not isinstance(model, ModelSpec) or model.layers % pp:
             return None
-        return {"pp": pp}, replace(lay, pp=pp, ep=1 if (lay.gpus // (lay.tp * pp * lay.cp)) % lay.ep else lay.ep), jb
+        return {"pp": pp}, _refold(lay, tp=lay.tp, pp=pp), jb
 
     def offload(lay, jb):
         if lay.offload != "none" or lay.zero == 0:
@@ -135,6 +136,16 @@ _LAYOUT_FLAGS = {
     "gpus": "gpus",
 }
 _JOB_FLAGS = {"recompute": "recompute", "micro-batch": "micro_batch"}
+
+
+def _refold(lay: Parallelism, tp: int, pp: int) -> Parallelism:
+    """``lay`` at a new tp or pp, keeping ep and an explicit etp while ep x etp still divides gpus / pp (the
+    rule of :class:`Parallelism`), else without expert parallelism (and with etp back at its default)."""
+    per_stage = lay.gpus // pp
+    etp = tp if lay.etp is None else lay.etp
+    if per_stage % (lay.ep * etp) == 0:
+        return replace(lay, tp=tp, pp=pp)
+    return replace(lay, tp=tp, pp=pp, ep=1, etp=lay.etp if per_stage % etp == 0 else None)
 
 
 def _apply(layout: Parallelism, job: TrainingJob, changes: dict[str, Any]) -> tuple[Parallelism, TrainingJob] | None:
@@ -208,6 +219,8 @@ def training_fit_advice(
     # drops --global-batch (memory does not depend on it beyond the micro-batches in flight), so the count is
     # the memory bound; a global batch that does not divide is reported by the plan itself.
     unit = lay.tp * lay.pp * lay.cp * lay.ep
+    if lay.etp is not None:  # also a multiple of pp x ep x etp, so that ep x etp divides gpus / pp
+        unit = math.lcm(unit, lay.pp * lay.ep * lay.etp)
     search_job = replace(jb, global_batch=None)
 
     def at(k: int):

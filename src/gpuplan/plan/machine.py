@@ -664,8 +664,9 @@ def _scale_up_check(offer, tp: int, name: str) -> tuple[dict, str | None] | None
 def _network(model, gpu, layout, job, memory, step, a: StepAssumptions, gpn: int) -> dict:
     """Per-GPU inter-node traffic per step, the bandwidth that hides it, and what shows when it does not.
 
-    Data parallel: the ring all-reduce of the gradients this GPU holds (2(n-1)/n x S), split over the NICs of
-    the group's members on one node, as the step-time model counts it, overlapped with the last micro-batch's
+    Data parallel: the ring all-reduce of the gradients this GPU holds (2(n-1)/n x S; experts' over their
+    expert-data-parallel group), split over the NICs of the group's members on one node, as the step-time model
+    counts it, overlapped with the last micro-batch's
     backward (two thirds of its compute); ZeRO-3 moves 1.5x (Rajbhandari et al. 2020,
     section 7). Pipeline: 2 x chunks x micro-batches activations of tokens x hidden / tp per step, spread
     over the step.
@@ -688,14 +689,18 @@ def _network(model, gpu, layout, job, memory, step, a: StepAssumptions, gpn: int
     window = compute * 2 / 3 / m  # backward is two thirds of forward + backward
     recipe, _ = resolve_recipe(job, layout)
     b = count_params(model)
-    local = (b.total - b.parts.get("experts", 0)) / (layout.tp * layout.pp) + b.parts.get("experts", 0) / (
-        layout.tp * layout.pp * layout.ep
-    )
-    group = layout.dp * layout.cp
+    # dense gradients over dp x cp; routed experts (split over etp x ep) over expert-DP, as the step time counts them
+    dense = (b.total - b.parts.get("experts", 0)) / (layout.tp * layout.pp)
+    experts = b.parts.get("experts", 0) / (layout.expert_tp * layout.pp * layout.ep)
+    group, expert_group = layout.dp * layout.cp, layout.expert_dp
     per_node = max(1, gpn // (layout.tp * layout.pp))
+    expert_per_node = max(1, gpn // (layout.expert_tp * layout.ep * layout.pp))
     dp_bytes = 0.0
-    if group > 1 and job.method == "full":
-        dp_bytes = mx.allreduce_bytes_per_rank(local * recipe.grads, group) / per_node
+    if (group > 1 or expert_group > 1) and job.method == "full":
+        dp_bytes = (
+            mx.allreduce_bytes_per_rank(dense * recipe.grads, group) / per_node
+            + mx.allreduce_bytes_per_rank(experts * recipe.grads, expert_group) / expert_per_node
+        )
         if layout.zero >= 3:
             dp_bytes *= 1.5
     pp_bytes = 0.0

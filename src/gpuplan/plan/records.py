@@ -231,6 +231,7 @@ def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
             "pp": layout.pp,
             "cp": layout.cp,
             "ep": layout.ep,
+            "etp": layout.expert_tp,
             "sequence_parallel": layout.sequence_parallel,
             "zero": layout.zero,
             "offload": layout.offload,

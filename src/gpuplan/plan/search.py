@@ -14,7 +14,8 @@ Training (:func:`search_train`). The grid, per accelerator:
   with tp > 1, as Megatron-LM runs it); pp: the divisors of the layer count and the powers of two (uneven stages, as
   Llama 3 405B's 126 layers on 16 stages), up to 64; virtual stages (interleaved 1F1B) 1, 2, 4, 8 where pp > 1 and
   the busiest stage's layers split evenly (:func:`virtual_stage_choices`); cp 1, 2, 4, 8, 16 dividing the sequence
-  from CP_MIN_SEQ_LEN tokens on (:func:`cp_choices`); ep (MoE): 1, 2, 4, 8 dividing the experts;
+  from CP_MIN_SEQ_LEN tokens on (:func:`cp_choices`); ep (MoE): 1, 2, 4, 8 dividing the experts and dp, with
+  expert tensor parallelism = tp (Megatron-Core's default; ``train --etp`` prices other folds);
 - sharding: pure data parallelism: DDP (zero 0), ZeRO-1/2/3 (DeepSpeed), FSDP2; with tp, pp or cp > 1: Megatron's
   distributed optimizer (zero 1, which is never slower and never larger than zero 0 in the model) or FSDP2;
 - micro-batch 1, 2, 4, 8, 16; memory rungs (:func:`sharding_rungs`): recompute none, selective, partial, full, where
@@ -1179,6 +1180,8 @@ def train_launch(model: ModelSpec, c: TrainCandidate, job: TrainingJob, accumula
         tt.append(f"--parallelism.context_parallel_degree {c.cp}")
     if c.ep > 1:
         tt.append(f"--parallelism.expert_parallel_degree {c.ep}")
+        if c.tp > 1:  # the search prices expert TP = tp; torchtitan's expert_tensor_parallel_degree defaults to 1
+            tt.append(f"--parallelism.expert_tensor_parallel_degree {c.tp}")
     if shard and c.sharding.zero < 3:
         tt.append("--parallelism.fsdp_reshard_after_forward never")
     host_states = c.offload in ("optimizer", "params")

@@ -199,6 +199,8 @@ def _layout_for_deadline(model, gpu, layout, job, total_flops, deadline_s, peak,
     from ..estimate.memory import _divisors
 
     group = layout.tp * layout.pp * layout.cp
+    # dp a multiple of this, so that ep x etp divides each pipeline stage's tp x cp x dp GPUs
+    fold = layout.ep * layout.expert_tp // math.gcd(layout.ep * layout.expert_tp, layout.tp * layout.cp)
     max_dp = MAX_GPUS // group
     per_instance = offer.gpu_count if offer else 1
     if job.global_batch is not None:
@@ -210,7 +212,7 @@ def _layout_for_deadline(model, gpu, layout, job, total_flops, deadline_s, peak,
     dp = 1
     for _ in range(256):
         if candidates is not None:
-            fitting = [d for d in candidates if d >= dp and (d * group) % per_instance == 0]
+            fitting = [d for d in candidates if d >= dp and (d * group) % per_instance == 0 and d % fold == 0]
             if not fitting:
                 raise JobError(
                     f"the deadline needs data parallelism >= {dp}, but --global-batch {job.global_batch} / "
@@ -219,7 +221,8 @@ def _layout_for_deadline(model, gpu, layout, job, total_flops, deadline_s, peak,
                 )
             dp = fitting[0]
         else:
-            dp = math.ceil(dp * group / per_instance) * per_instance // group if (dp * group) % per_instance else dp
+            step = math.lcm(fold, per_instance // math.gcd(per_instance, group))  # dp in whole instances and folds
+            dp = math.ceil(dp / step) * step
         if dp > max_dp:
             raise JobError(
                 f"the deadline needs more than {MAX_GPUS:,} GPUs (data parallelism {dp} x {group}); "

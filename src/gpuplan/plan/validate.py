@@ -1028,6 +1028,11 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
     if isinstance(par.get("fsdp"), str) or isinstance(par.get("dp"), str) or isinstance(par.get("zero_stage"), str):
         return skip("parallel layout not stated as numbers (data-parallel degree as text)")
     tp, pp, cp, ep = degrees["tp"], degrees["pp"], degrees["cp"], degrees["ep"]
+    # expert tensor parallelism where the record states it (Megatron-Core --expert-tensor-parallel-size; the
+    # schema's parallelism.etp); unstated, gpuplan's default (the tp, as Megatron-Core's)
+    etp = _int(par["etp"]) if par.get("etp") is not None else None
+    if par.get("etp") is not None and etp is None:
+        return skip(f"parallel layout not stated as numbers (etp={par['etp']!r})")
     if gpus % (tp * pp * cp):
         return skip(f"{gpus} GPUs are not a multiple of tp x pp x cp = {tp * pp * cp}")
     dp = gpus // (tp * pp * cp)
@@ -1206,6 +1211,7 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
         pp=pp,
         cp=cp,
         ep=ep,
+        etp=etp,
         sequence_parallel=sequence_parallel,
         zero=zero,
         fsdp=fsdp,

@@ -48,7 +48,13 @@ LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 class Parallelism:
     """How ``gpus`` devices split the work: tensor (tp), pipeline (pp), context (cp), expert (ep) and data
     parallelism (dp = gpus / (tp x pp x cp), derived), plus ZeRO stage and offload; ``virtual_stages``: interleaved
-    pipeline chunks per rank (``--virtual-stages``; the first stage then holds more micro-batches' activations)."""
+    pipeline chunks per rank (``--virtual-stages``; the first stage then holds more micro-batches' activations).
+
+    Expert layers lay their own grid over the same GPUs, Megatron-Core's MoE parallel folding (Liu et al. 2025,
+    arXiv:2504.14960; Megatron-LM megatron/core/parallel_state.py initialize_model_parallel): expert tensor
+    parallelism ``etp`` x ``ep`` x expert data parallelism x pp, where attention uses tp x cp x dp x pp. ``etp``
+    None is Megatron's default, the attention's tp (megatron/training/arguments.py: --expert-tensor-parallel-size
+    unset follows --tensor-model-parallel-size). ep x etp must divide gpus / pp = tp x cp x dp, so ep may exceed dp."""
 
     gpus: int = 1
     tp: int = 1
@@ -59,10 +65,14 @@ class Parallelism:
     zero: int = 0
     offload: str = "none"
     virtual_stages: int = 1
+    #: expert tensor parallelism (Megatron-Core --expert-tensor-parallel-size); None: the attention's tp
+    etp: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("gpus", "tp", "pp", "cp", "ep", "virtual_stages"):
+        for name in ("gpus", "tp", "pp", "cp", "ep", "virtual_stages", "etp"):
             value = getattr(self, name)
+            if name == "etp" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise LayoutError(f"--{name.replace('_', '-')} must be a whole number >= 1, got {value!r}")
         model_parallel = self.tp * self.pp * self.cp
@@ -72,10 +82,18 @@ class Parallelism:
                 f"{model_parallel}; "
                 f"data parallelism dp = gpus / (tp * pp * cp) must be whole"
             )
-        if self.dp % self.ep:
+        per_stage = self.gpus // self.pp  # = tp x cp x dp: the GPUs of one pipeline stage
+        if per_stage % (self.ep * self.expert_tp):
+            etp = f"etp({self.expert_tp})" if self.etp is not None else f"etp({self.expert_tp}, by default tp)"
+            if per_stage % self.ep == 0:
+                room = per_stage // self.ep
+                fix = "set --etp 1" if room == 1 else f"set --etp to a divisor of {room} (--etp 1 always fits)"
+            else:
+                fix = f"choose an --ep that divides {per_stage}"
             raise LayoutError(
-                f"ep({self.ep}) must divide dp({self.dp}) = gpus({self.gpus}) / (tp({self.tp}) * "
-                f"pp({self.pp}) * cp({self.cp})): experts are spread over the data-parallel ranks"
+                f"ep({self.ep}) * {etp} = {self.ep * self.expert_tp} must divide gpus({self.gpus}) "
+                f"/ pp({self.pp}) = tp({self.tp}) * cp({self.cp}) * dp({self.dp}) = {per_stage}: expert layers "
+                f"split the same GPUs as etp x ep x expert-dp (Megatron-Core MoE parallel folding); {fix}"
             )
         if self.zero not in (0, 1, 2, 3):
             raise LayoutError(f"--zero must be 0, 1, 2 or 3, got {self.zero}")
@@ -100,6 +118,18 @@ class Parallelism:
     def dp(self) -> int:
         return self.gpus // (self.tp * self.pp * self.cp)
 
+    @property
+    def expert_tp(self) -> int:
+        """Expert tensor parallelism: ``etp``, or the attention's tp where unset (Megatron-Core's default)."""
+        return self.tp if self.etp is None else self.etp
+
+    @property
+    def expert_dp(self) -> int:
+        """Expert data parallelism: the replicas of one expert shard, gpus / (pp x ep x etp) (Megatron-Core
+        parallel_state.py: expert_data_parallel_size = world_size // (etp x ep x pp)); the distributed optimizer
+        and ZeRO shard expert states over it, and expert gradients are reduced over it."""
+        return self.gpus // (self.pp * self.ep * self.expert_tp)
+
     def describe(self) -> str:
         parts = [f"dp={self.dp}", f"tp={self.tp}", f"pp={self.pp}"]
         if self.virtual_stages > 1:
@@ -108,6 +138,8 @@ class Parallelism:
             parts.append(f"cp={self.cp}")
         if self.ep > 1:
             parts.append(f"ep={self.ep}")
+        if self.etp is not None and self.etp != self.tp:
+            parts.append(f"etp={self.etp}")
         if self.sequence_parallel:
             parts.append("sp")
         if self.zero:
@@ -282,8 +314,9 @@ class TrainingJob:
 class ParallelismGrid(Parallelism):
     """Many layouts at once, for the planner (``plan/search.py``): ``gpus``, ``tp``, ``pp``, ``cp``, ``ep``,
     ``virtual_stages`` and ``sequence_parallel`` may be numpy arrays of one shape, which the estimate functions
-    evaluate element by element (``estimate/xp.py``). Not checked here: the planner builds only layouts that pass
-    Parallelism's checks, and counts the others as pruned."""
+    evaluate element by element (``estimate/xp.py``); ``etp`` stays None (expert TP = tp, the planner's choice).
+    Not checked here: the planner builds only layouts that pass Parallelism's checks, and counts the others as
+    pruned."""
 
     def __post_init__(self) -> None:
         return None
