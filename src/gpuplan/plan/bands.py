@@ -27,9 +27,10 @@ pooled dimension).
 Quantiles. Each *source* (:func:`gpuplan.plan.validate.source_key`: one repository, paper or web page)
 weighs 1 in total, split evenly over its residuals, so a source with 25 rows does not outvote four
 sources with 3; quantiles are read on the weighted empirical distribution (mid-point plotting positions,
-log-linear interpolation). The P10 and P90 are then widened in log space around the weighted median by
-``1 + 1/S`` (S: the sources pooled), a small-sample inflation: with few sources the spread of the next
-source is wider than that of the ones seen (as the ``(n + 1) / n`` correction of conformal intervals).
+log-linear interpolation). The band is those P10 and P90 as they are. (Until 2026-11-27 they were widened
+in log space by ``1 + 1/S``, S the sources pooled, a small-sample inflation; once the step model's large
+source-specific errors were explained, that put 88 % of the training values inside their band
+leave-one-source-out, above the 75-85 % target, while the plain quantiles give 82 %, and 80 % for serving.)
 
 A band is ``value x [ratio P10, ratio P90]`` for a value that moves with the family's reference quantity
 (throughput, MFU; TTFT, TPOT) and ``value / [ratio P90, ratio P10]`` for one that moves against it (time,
@@ -92,8 +93,8 @@ QUANTITIES: Mapping[tuple[str, str], tuple[str, int]] = {
 METHOD = (
     "ratio published / predicted per validation value (gpuplan validate, today's defaults); class (GPU "
     "generation, precision, stack, dense/MoE) pooled to (stack, dense/MoE), dense/MoE, then all until it holds "
-    f">= {MIN_RESIDUALS} residuals from >= {MIN_SOURCES} sources; source-weighted P10/P90 widened by 1 + 1/sources "
-    "around the median; band = value x ratio quantiles (inverted for times and costs from a throughput)"
+    f">= {MIN_RESIDUALS} residuals from >= {MIN_SOURCES} sources; the source-weighted P10 and P90 of the "
+    "ratios; band = value x ratio quantiles (inverted for times and costs from a throughput)"
 )
 
 
@@ -200,25 +201,17 @@ def weighted_quantile(points: Sequence[tuple[float, float]], p: float) -> float:
 
 
 def quantiles(sample: Sequence[Residual]) -> dict[str, Any]:
-    """The band of a pool of residuals: count, sources, and the source-weighted ratio P10 / P50 / P90, the
-    P10 and P90 widened by ``1 + 1/sources`` in log space around the P50."""
+    """The band of a pool of residuals: count, sources, and the source-weighted ratio P10 / P50 / P90."""
     per_source: dict[str, int] = {}
     for x in sample:
         per_source[x.source] = per_source.get(x.source, 0) + 1
     points = [(x.ratio, 1 / per_source[x.source]) for x in sample]
-    mid = weighted_quantile(points, 0.5)
-    widen = 1 + 1 / len(per_source)
-
-    def wide(p: float) -> float:
-        return math.exp(math.log(mid) + widen * (math.log(weighted_quantile(points, p)) - math.log(mid)))
-
     return {
         "residuals": len(sample),
         "sources": len(per_source),
-        "ratio_p10": wide(LEVELS[0]),
-        "ratio_p50": mid,
-        "ratio_p90": wide(LEVELS[1]),
-        "widening": widen,
+        "ratio_p10": weighted_quantile(points, LEVELS[0]),
+        "ratio_p50": weighted_quantile(points, 0.5),
+        "ratio_p90": weighted_quantile(points, LEVELS[1]),
     }
 
 
