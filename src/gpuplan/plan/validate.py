@@ -1936,26 +1936,24 @@ def score(
     failed: list[Skip] = []
     reports: dict[str, Any] = {} if cache is None else cache
     extra = repr(sorted((assume or {}).items()))
-    for case in cases:
-        key = case.run_key + extra
+
+    def once(key: str, call: str, kwargs: Mapping[str, Any]) -> Any:
+        """The report of one distinct call (or gpuplan's refusal of it), run at most once."""
         if key not in reports:
             try:
-                reports[key] = run(case.call, case.kwargs, assume or {})
+                reports[key] = run(call, kwargs, assume or {})
             except GpuplanError as e:
                 reports[key] = e
-        report = reports[key]
+        return reports[key]
+
+    for case in cases:
+        report = once(case.run_key + extra, case.call, case.kwargs)
         if isinstance(report, GpuplanError):
             failed.append(Skip(case.record, case.file, case.category, f"gpuplan refused the mapped run: {report}"))
             continue
         if case.baseline is not None and case.baseline_key is not None:
             # a speed-up: this run's throughput over its baseline's, predicted the same way on the same layout
-            bkey = case.baseline_key + extra
-            if bkey not in reports:
-                try:
-                    reports[bkey] = run(case.call, case.baseline, assume or {})
-                except GpuplanError as e:
-                    reports[bkey] = e
-            base = reports[bkey]
+            base = once(case.baseline_key + extra, case.call, case.baseline)
             if isinstance(base, GpuplanError):
                 failed.append(Skip(case.record, case.file, case.category, f"gpuplan refused the baseline run: {base}"))
                 continue
