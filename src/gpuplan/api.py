@@ -243,8 +243,8 @@ def train(
         if zero not in (0, 3):
             raise InputError("--fsdp", "--fsdp is ZeRO-3 sharding; drop --zero or use --zero 3")
         zero = 3
-        if stack == C.Stack.DEEPSPEED:
-            raise InputError("--fsdp", "--fsdp is PyTorch FSDP, not DeepSpeed; with --stack deepspeed use --zero 3")
+        if stack in (C.Stack.DEEPSPEED, C.Stack.DEEPSPEED_2021):
+            raise InputError("--fsdp", f"--fsdp is PyTorch FSDP, not DeepSpeed; with --stack {stack} use --zero 3")
     if stack == C.Stack.JAX and offload in (C.Offload.OPTIMIZER, C.Offload.PARAMS):
         raise InputError(
             "--offload",
@@ -512,9 +512,13 @@ def plan_train(
     if budget is not None:
         text = _text("budget", budget)
         budget_usd = parse_usd(text.strip().rstrip("$") if isinstance(text, str) else text, "--budget")
-    mem_items, machine_items, step_items = split_assumptions(
-        _assume(assume), frozenset(MemoryAssumptions.SOURCES), frozenset(MachineAssumptions.SOURCES)
+    mem_items, machine_items, step_known, unknown = split_assumptions(
+        _assume(assume),
+        frozenset(MemoryAssumptions.SOURCES),
+        frozenset(MachineAssumptions.SOURCES),
+        frozenset(StepAssumptions.SOURCES),
     )
+    step_items = {**step_known, **unknown}
     mem_a = parse_assumptions(mem_items, MemoryAssumptions())
     machine_a = parse_assumptions(machine_items, MachineAssumptions())
     step_a = parse_assumptions(step_items, StepAssumptions())

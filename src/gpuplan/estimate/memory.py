@@ -331,6 +331,7 @@ class MemoryAssumptions(AssumptionSet):
     fused_gated_mlp_saved_tensors: int = 3
     fp8_saved_input_bytes_per_element: float = 1.0
     fp4_saved_bytes_per_element: float = 0.5625
+    fp4_bf16_tail_fraction: float = FP4_BF16_TAIL_FRACTION
     activation_bytes_per_element: float = 2.0
 
     SOURCES = MappingProxyType(
@@ -394,6 +395,12 @@ class MemoryAssumptions(AssumptionSet):
                 "(transformer_engine/pytorch/module/linear.py, _Linear.forward saves the fp8 inputmat); "
                 "torchao's Float8Linear (FSDP stacks) saves the bf16 input and is left at 2 bytes",
             ),
+            "fp4_bf16_tail_fraction": (
+                "share of decoder layers",
+                "the last decoder layers fp4 training keeps in bf16 (ceil(layers x this)): torchtitan's NVFP4 recipe "
+                "(0.15, _NVFP4_BF16_TAIL_FRACTION; arXiv:2509.25149 keeps ~15 % of the final blocks); the step "
+                "time reads the same assumption (--assume sets both)",
+            ),
             "fp4_saved_bytes_per_element": (
                 "bytes per element",
                 "NVFP4 training (--precision fp4-mixed) as torchao runs it (prototype/moe_training/nvfp4_training/"
@@ -413,7 +420,7 @@ class MemoryAssumptions(AssumptionSet):
     def __post_init__(self) -> None:
         check_assumptions(
             self,
-            fractions=("allocator_reserve_fraction",),
+            fractions=("allocator_reserve_fraction", "fp4_bf16_tail_fraction"),
             ranges={
                 "gated_mlp_saved_tensors": (2, 4),
                 "fused_gated_mlp_saved_tensors": (2, 4),
@@ -567,7 +574,8 @@ def activation_bytes_per_layer(
     if job.recompute == "per-op":
         # an fp4 layer's GEMMs are torch._scaled_mm_v2, which per-op SAC does not save (steptime's per-op recompute):
         # such a layer keeps its input and the attention output only
-        fp4_share = 1.0 - fp4_bf16_tail_layers(spec.layers) / spec.layers if job.precision == "fp4-mixed" else 0.0
+        tail = fp4_bf16_tail_layers(spec.layers, a.fp4_bf16_tail_fraction)
+        fp4_share = 1.0 - tail / spec.layers if job.precision == "fp4-mixed" else 0.0
         out_op: dict[str, float] = {}
         for count, moe_layer in ((spec.dense_layers, False), (spec.layers - spec.dense_layers, True)):
             for term in per_op_sac_terms(spec, job, layout, e, moe_layer) if count else ():
@@ -584,7 +592,7 @@ def activation_bytes_per_layer(
     # bf16 tail's (FP4_BF16_TAIL_FRACTION) their 16-bit inputs; averaged over the layers like dense and MoE ones
     variants: list[tuple[float, float | None]] = [(1.0, lin)]
     if job.precision == "fp4-mixed":
-        bf16_share = fp4_bf16_tail_layers(spec.layers) / spec.layers
+        bf16_share = fp4_bf16_tail_layers(spec.layers, a.fp4_bf16_tail_fraction) / spec.layers
         variants = [(1.0 - bf16_share, a.fp4_saved_bytes_per_element), (bf16_share, lin)]
     out: dict[str, float] = {}
     for count, moe_layer in ((spec.dense_layers, False), (spec.layers - spec.dense_layers, True)):
@@ -1274,13 +1282,14 @@ def _memory_at(
         linear_per_layer = (
             b.parts["attention"] + b.parts["mlp"] + b.parts.get("shared_experts", 0)
         ) / L / tp + b.parts.get("experts", 0) / L / (tp * ep)
-        quantized_here = layers_here * (1.0 - fp4_bf16_tail_layers(L) / L)
+        tail = fp4_bf16_tail_layers(L, a.fp4_bf16_tail_fraction)
+        quantized_here = layers_here * (1.0 - tail / L)
         v = layout.virtual_stages
         flight = xp.minimum(xp.where(v > 1, pp + (pp - 1) / v, pp), micro_batches_per_step(job, layout))
         flight = flight if stage == "first" else 1
         put("fp4_weight_copies", "other", linear_per_layer * quantized_here * a.fp4_saved_bytes_per_element * flight)
         notes.append(
-            f"fp4: the last {fp4_bf16_tail_layers(L)} of {L} decoder layers and the LM head in bf16; the others save "
+            f"fp4: the last {tail} of {L} decoder layers and the LM head in bf16; the others save "
             f"fp4 codes of their inputs and weights for backward ({a.fp4_saved_bytes_per_element:g} B per element)"
         )
     if job.precision == "fp8-mixed" and job.method == "full":

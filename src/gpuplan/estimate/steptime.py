@@ -421,8 +421,8 @@ class StepAssumptions(AssumptionSet):
                 "nvfp4.py nvfp4_bf16_tail_fqns keeps the last ceil(layers x 0.15), _NVFP4_BF16_TAIL_FRACTION in "
                 "models/llama3/config_registry.py, b5bcd76c: Llama 3 8B layers 27-31 of 32, Qwen3 8B 30-35 of 36); "
                 "NVIDIA's NVFP4 paper (arXiv:2509.25149, as nvfp4.md cites it) keeps fewer than ~15% of the final "
-                "layers in BF16 (its 12B run also the first two blocks); 0 runs every decoder layer in fp4 (the "
-                "memory estimate keeps the default, memory.FP4_BF16_TAIL_FRACTION)",
+                "layers in BF16 (its 12B run also the first two blocks); 0 runs every decoder layer in fp4 (--assume "
+                "sets the memory estimate's too)",
             ),
             "eager_loss_bytes_per_logit": (
                 "bytes of HBM traffic per token per vocabulary entry, forward + backward",
@@ -1017,12 +1017,14 @@ def training_step(
     # group what the all-to-all brought (Megatron-Core MoEAlltoAllTokenDispatcher dispatch_postprocess: all-gather
     # over expert TP; combine_preprocess: reduce-scatter): k copies of each of its etp ranks' 1/tp of the tokens;
     # shared experts are a dense MLP on the attention's TP group (Megatron-Core SharedExpertMLP)
-    tp_block = _allreduce_s(tokens_mb * h * bytes_e, tp, link, a.collective_latency_s)
+    # (a TP group wider than the NVLink domain, which a smaller --assume nvlink_domain_gpus can make, crosses NICs)
+    tp_bw = xp.where(tp <= domain, link, scale_out)
+    tp_block = _allreduce_s(tokens_mb * h * bytes_e, tp, tp_bw, a.collective_latency_s)
     mlp_comm = tp_block
     if model.moe is not None:
         moe_share = model.moe.layers / L
         gathered = tokens_mb * model.moe.experts_per_token * etp / tp * h * bytes_e
-        etp_bw = xp.where(etp <= a.gpus_per_node, link, scale_out)
+        etp_bw = xp.where(etp <= domain, link, scale_out)
         expert_comm = _allreduce_s(gathered, etp, etp_bw, a.collective_latency_s)
         shared_comm = tp_block if model.moe.shared_ffn_size else 0.0
         mlp_comm = (1 - moe_share) * tp_block + moe_share * (shared_comm + expert_comm)

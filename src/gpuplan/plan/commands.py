@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..catalog.session import Catalogs
-from ..errors import InputError
+from ..errors import InputError, JobError
 from ..spec.choices import GpuSort, OfferSort
 from . import reports
 
@@ -134,11 +134,13 @@ def _whole_float(value: Any) -> int:
 
 
 def split_assumptions(assume: dict[str, Any], *groups: frozenset[str]) -> list[dict[str, Any]]:
-    """``assume`` split by the names each group knows; the last list gets the names no group claimed."""
+    """``assume`` split by the names each group knows (a name two sets share, such as the fp4 recipe's bf16 tail
+    that both memory and step time read, goes to both); the last list gets the names no group claimed."""
     out: list[dict[str, Any]] = [{} for _ in range(len(groups) + 1)]
     for name, value in assume.items():
-        i = next((k for k, g in enumerate(groups) if name in g), len(groups))
-        out[i][name] = value
+        claimed = [k for k, g in enumerate(groups) if name in g] or [len(groups)]
+        for i in claimed:
+            out[i][name] = value
     return out
 
 
@@ -182,7 +184,10 @@ def train(cat: Catalogs, req: TrainRequest) -> reports.TrainReport | reports.Tra
     from .machine import MachineOptions, train_machine
 
     memory_names, machine_names = frozenset(MemoryAssumptions.SOURCES), frozenset(MachineAssumptions.SOURCES)
-    mem_items, machine_items, step_items = split_assumptions(req.assume, memory_names, machine_names)
+    mem_items, machine_items, step_known, unknown = split_assumptions(
+        req.assume, memory_names, machine_names, frozenset(StepAssumptions.SOURCES)
+    )
+    step_items = {**step_known, **unknown}  # an unknown name is refused with the step set's list
     memory_assumptions = parse_assumptions(mem_items, MemoryAssumptions())
     machine_assumptions = parse_assumptions(machine_items, MachineAssumptions())
     step_assumptions = parse_assumptions(step_items, StepAssumptions())
@@ -212,6 +217,16 @@ def train(cat: Catalogs, req: TrainRequest) -> reports.TrainReport | reports.Tra
     job = TrainingJob(**{**req.job, "seq_len": seq_len if seq_len is not None else default_seq_len(model)})
     job.check_stack()
     accelerator = cat.accelerators().get(req.gpu)
+    if accelerator.vendor == "google":
+        # a TPU runs neither bitsandbytes' CUDA kernels nor DeepSpeed's CPU-Adam, whatever --stack says
+        if job.optimizer == "adamw-8bit" or job.quant is not None:
+            flag = "--optimizer adamw-8bit" if job.optimizer == "adamw-8bit" else "--quant/--method qlora"
+            raise JobError(f"{flag} runs bitsandbytes' CUDA kernels, which a TPU lacks: drop it or pick a GPU")
+        if layout.offload in ("optimizer", "params"):
+            raise JobError(
+                f"--offload {layout.offload} is DeepSpeed's ZeRO-Offload (CPU-Adam beside a GPU); TPU training does "
+                "not run it: drop --offload or pick a GPU"
+            )
     plan = calibrated = None
     if req.tokens is not None:
         from .training import plan_training, rank_offers

@@ -41,7 +41,7 @@ from ..estimate.steptime import (
 )
 from ..estimate.time import peak_for, time_to_train, training_compute
 from ..spec.accelerator import Accelerator
-from ..spec.choices import PlanPrune, Precision, Recompute, values
+from ..spec.choices import Offload, PlanPrune, Precision, Recipe, Recompute, Stack, values
 from ..spec.model import ModelSpec
 from ..spec.offer import Offer
 from ..spec.training import Parallelism, TrainingJob
@@ -97,6 +97,14 @@ def parse_explain(text: str) -> dict[str, Any]:
                 raise InputError(FLAG, f"recompute must be one of {', '.join(values(Recompute))}, got {raw!r}")
             if key == "precision" and value not in values(Precision):
                 raise InputError(FLAG, f"precision must be one of {', '.join(values(Precision))}, got {raw!r}")
+            if key == "precision" and value == "fp4-mixed":
+                raise InputError(FLAG, "plan train does not search fp4-mixed; price an fp4 layout with gpuplan train")
+            if key == "stack" and value not in values(Stack):
+                raise InputError(FLAG, f"stack must be one of {', '.join(values(Stack))}, got {raw!r}")
+            if key == "recipe" and value not in values(Recipe):
+                raise InputError(FLAG, f"recipe must be one of {', '.join(values(Recipe))}, got {raw!r}")
+            if key == "offload" and value not in values(Offload):
+                raise InputError(FLAG, f"offload must be one of {', '.join(values(Offload))}, got {raw!r}")
         out[key] = value
     if not out:
         raise InputError(FLAG, "give a layout, e.g. tp=8,pp=16,dp=128")

@@ -231,7 +231,8 @@ def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
             "pp": layout.pp,
             "cp": layout.cp,
             "ep": layout.ep,
-            "etp": layout.expert_tp,
+            # expert tensor parallelism: a dense model has no experts to split
+            "etp": layout.expert_tp if getattr(model, "moe", None) is not None else None,
             "sequence_parallel": layout.sequence_parallel,
             "zero": layout.zero,
             "offload": layout.offload,

@@ -900,6 +900,8 @@ class _TrainGrid:
             for level in offload_choices(SHARDINGS[-1]):
                 if level != "none" and (chosen >= 0).any():
                     break  # offload: only on a GPU where nothing fits without it
+                if gpu.vendor == "google" and level in ("optimizer", "params"):
+                    continue  # ZeRO-Offload's CPU-Adam runs beside a GPU, not a TPU (train refuses it there)
                 selective = np.full(n_el, -1, dtype=np.int64)
                 for rung in rungs_of(level):
                     at = self.rung_at[rung][e["sharding"]]

@@ -113,6 +113,10 @@ class Parallelism:
             raise LayoutError(
                 "--sequence-parallel splits activations along the tensor-parallel group: it needs --tp > 1"
             )
+        if self.virtual_stages > 1 and self.pp == 1:
+            raise LayoutError(
+                f"--virtual-stages {self.virtual_stages} interleaves pipeline stages: it needs --pp > 1 (or drop it)"
+            )
 
     @property
     def dp(self) -> int:
