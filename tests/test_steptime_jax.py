@@ -45,7 +45,7 @@ def test_no_host_floor_and_fused_elementwise_bytes():
     hf = training_step(model, gpu, ONE, job)
     jax = training_step(model, gpu, ONE, replace(job, stack="jax"))
     assert "host_dispatch_wait" in hf.parts and "loss" in hf.parts
-    assert "host_dispatch_wait" not in jax.parts and "loss" not in jax.parts
+    assert "host_dispatch_wait" not in jax.parts and jax.parts["loss"] < hf.parts["loss"] / 4  # fused: 10 B per logit
     assert jax.iteration_s < 0.5 * hf.iteration_s
     bw = gpu.memory_bandwidth_bytes_per_s * A.hbm_efficiency
     per_layer = 256 * model.hidden_size * A.elementwise_bytes_per_token_hidden / bw

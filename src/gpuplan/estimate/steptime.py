@@ -409,6 +409,7 @@ class StepAssumptions(AssumptionSet):
     eager_host_s_per_layer: float = 5.05e-3
     eager_loss_bytes_per_logit: float = 46.0
     megatron_loss_bytes_per_logit: float = 52.0
+    fused_loss_bytes_per_logit: float = 10.0
     list_gather_s_per_rank: float = 5e-6
     fp4_bf16_tail_fraction: float = FP4_BF16_TAIL_FRACTION
 
@@ -441,6 +442,14 @@ class StepAssumptions(AssumptionSet):
                 "half the 10.6 us per Python-issued ATen op measured on an H200 host (docs/measurements/"
                 "kernel_counts_h200.json: 80.8 ms for 7,624 ops), since the copies are issued from C++; an estimate, "
                 "not a measurement of DeepSpeed",
+            ),
+            "fused_loss_bytes_per_logit": (
+                "bytes of HBM traffic per token per vocabulary entry (on this TP rank), forward + backward",
+                "a fused cross-entropy as Liger-Kernel writes it (ops/cross_entropy.py, the design Transformer "
+                "Engine's triton cross_entropy follows): forward reads each 16-bit logit for the online max and sum "
+                "(2 B), then again to write its gradient in place (2 + 2 B); backward's element_mul_kernel scales "
+                "that gradient by the loss gradient in place (2 + 2 B): 10 B. Charged with --cross-entropy-fusion "
+                "and where a compiled stack fuses the loss",
             ),
             "megatron_loss_bytes_per_logit": (
                 "bytes of HBM traffic per token per vocabulary entry (on this TP rank), forward + backward",
@@ -660,6 +669,7 @@ class StepAssumptions(AssumptionSet):
                 "eager_host_s_per_layer": (0, 1),
                 "eager_loss_bytes_per_logit": (0, 1024),
                 "megatron_loss_bytes_per_logit": (0, 1024),
+                "fused_loss_bytes_per_logit": (0, 1024),
                 "list_gather_s_per_rank": (0, 1),
                 "fp4_bf16_tail_fraction": (0, 1),
             },
@@ -1150,7 +1160,11 @@ def training_step(
     fused_loss = (
         job.cross_entropy_fusion if job.cross_entropy_fusion is not None else fused and stack.name != "megatron"
     )
-    if not fused_loss:
+    if fused_loss:
+        # a fused loss still streams every logit: the online max/sum pass, the pass writing the gradient in place,
+        # and backward's scaling of it (fused_loss_bytes_per_logit)
+        per_mb["loss"] = tokens_mb * model.vocab_size / tp * a.fused_loss_bytes_per_logit / bw
+    else:
         # memory-bound passes over every vocabulary entry of every token: the loss as eager PyTorch runs it over the
         # logits (transformers' ForCausalLMLoss, torchtitan's cross_entropy on .float() logits), or Megatron's
         # vocab-parallel cross-entropy
