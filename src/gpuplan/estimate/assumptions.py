@@ -82,7 +82,12 @@ def check_assumptions(
             or (isinstance(value, float) and not math.isfinite(value))
             or value < 0
         ):
-            raise JobError(f"assumption {f.name} must be a finite number >= 0, got {value!r}")
+            wanted = ">= 0"
+            if f.name in ranges:
+                wanted = f"between {ranges[f.name][0]:g} and {ranges[f.name][1]:g}"
+            elif f.name in fractions:
+                wanted = "between 0 and 1"
+            raise JobError(f"assumption {f.name} must be a finite number {wanted}, got {value!r}")
         if value > MAX_ASSUMPTION:
             raise JobError(f"assumption {f.name} must be at most {MAX_ASSUMPTION:g}, got {value:g}")
         if f.name in fractions and value > 1:
