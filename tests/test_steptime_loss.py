@@ -53,5 +53,6 @@ def test_cli_flag_and_json(run):
             "--distributed-optimizer", "--tokens", "1B", "--json",
         )[1]
     )  # fmt: skip
-    assert plain["job"]["cross_entropy_fusion"] is None
+    assert plain["job"]["cross_entropy_fusion"] is None and plain["time"]["cross_entropy_fusion"] is False
+    assert rec["time"]["cross_entropy_fusion"] is True
     assert plain["time"]["step_parts_s"]["loss"] == pytest.approx(fused_loss * 52 / 10, rel=1e-9)

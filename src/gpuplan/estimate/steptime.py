@@ -723,6 +723,8 @@ class StepTime:
     attention_flops_share: float = 0.0
     stack: str = ""
     fp8_recipe: str | None = None
+    #: whether the loss ran as one fused kernel (--cross-entropy-fusion, or the stack's default)
+    cross_entropy_fusion: bool | None = None
     global_batch: int | None = None
     global_batch_source: str = ""
 
@@ -1343,6 +1345,7 @@ def training_step(
         attention_flops_share=per_token.forward_attention_flops / per_token.forward_flops,
         stack=stack.name,
         fp8_recipe=fp8.name if fp8 is not None else None,
+        cross_entropy_fusion=bool(fused_loss),
         global_batch=global_batch,
         global_batch_source=gb_source,
     )

@@ -493,6 +493,8 @@ def _plan_dict(plan) -> dict:
             "matmul_efficiency_source": step.matmul_efficiency_source if step else None,
             "stack": step.stack if step else None,
             "fp8_recipe": step.fp8_recipe if step else None,
+            # the loss as priced: one fused kernel, or the stack's unfused passes (job.cross_entropy_fusion: as asked)
+            "cross_entropy_fusion": step.cross_entropy_fusion if step else None,
             "global_batch": step.global_batch if step else None,
             "global_batch_source": step.global_batch_source if step else None,
             "peak_flops_per_s": plan.time.peak_flops_per_s,
