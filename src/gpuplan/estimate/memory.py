@@ -158,6 +158,13 @@ RECIPES: Mapping[str, Recipe] = MappingProxyType(
 #: AutoModel (components/moe/parallelizer.py), which FSDPParam.to_accumulated_grad_if_needed casts to.
 FSDP_REDUCE_BYTES = 4.0
 
+
+def fsdp_reduce_bytes(job: TrainingJob) -> float:
+    """Bytes per element of FSDP's reduce dtype: :data:`FSDP_REDUCE_BYTES`, or bf16's 2 with ``--main-grads bf16``
+    (MixedPrecisionPolicy ``reduce_dtype``, as IBM's fms-fsdp sets it)."""
+    return 2.0 if job.main_grads == "bf16" else FSDP_REDUCE_BYTES
+
+
 #: Optimizer states per parameter, in units of one state element, and what each is.
 OPTIMIZER_STATES: Mapping[str, tuple[float, str]] = MappingProxyType(
     {
@@ -1269,8 +1276,8 @@ def _memory_at(
             # the parameters' dtype: FSDP_REDUCE_BYTES) until the one reduce-scatter at the end
             stage_kept = fsdp and (pp > 1) & (dense_shards > 1)
             put("fsdp_unsharded_stage_params", "other", xp.where(stage_kept, 2 * held.total, 0.0))
-            reduce_bytes = 2.0 if job.main_grads == "bf16" else FSDP_REDUCE_BYTES  # --main-grads: the reduce dtype
-            put("fsdp_unsharded_stage_grads", "gradients", xp.where(stage_kept, reduce_bytes * held.total, 0.0))
+            unsharded = fsdp_reduce_bytes(job) * held.total
+            put("fsdp_unsharded_stage_grads", "gradients", xp.where(stage_kept, unsharded, 0.0))
             # otherwise the units in flight: 16-bit params + grads
             put("zero3_gathered_layers", "other", xp.where(stage_kept, 0.0, (2 * units + 2) * layer_params))
     if job.method == "full" and recipe.autocast_copy:

@@ -63,11 +63,13 @@ from .machine import MachineAssumptions, cpu_cores_per_gpu
 from .mamf import matmul_efficiency
 from .memory import (
     FP4_BF16_TAIL_FRACTION,
+    FSDP_REDUCE_BYTES,
     NF4_BYTES_PER_PARAM,
     MemoryAssumptions,
     Recipe,
     activation_bytes_per_layer,
     fp4_bf16_tail_layers,
+    fsdp_reduce_bytes,
     lora_adapter_params,
     micro_batches_per_step,
     resolve_recipe,
@@ -431,8 +433,8 @@ class StepAssumptions(AssumptionSet):
                 "cross_entropy = log_softmax + nll_loss): forward writes the 16-bit logits (2), upcasts them (read 2, "
                 "write 4), log_softmax reads twice and writes (12); backward writes the dense nll gradient (4), "
                 "log_softmax's backward reads gradient twice and output once and writes (16), the cast back reads 4 "
-                "and writes 2: 46 bytes; fused stacks (Megatron's vocab-parallel cross-entropy, --compile) are not "
-                "charged it",
+                "and writes 2: 46 bytes; a fused loss pays fused_loss_bytes_per_logit instead, Megatron's unfused one "
+                "megatron_loss_bytes_per_logit",
             ),
             "list_gather_s_per_rank": (
                 "seconds per rank of the group, per gathered tensor",
@@ -736,8 +738,9 @@ class StepTime:
 
 
 def _allreduce_s(message: float, n: int, busbw: float, latency: float) -> float:
-    """Ring all-reduce: S x 2(n-1)/n / bus bandwidth (nccl-tests PERFORMANCE.md) plus latency."""
-    return xp.where(n > 1, latency + message * 2 * (n - 1) / n / busbw, 0.0)
+    """Ring all-reduce: S x 2(n-1)/n / bus bandwidth (nccl-tests PERFORMANCE.md) plus latency: a reduce-scatter's
+    traffic twice over."""
+    return _reduce_scatter_s(2 * message, n, busbw, latency)
 
 
 def nvlink_domain_gpus(gpu: Accelerator, a: StepAssumptions) -> int:
@@ -760,7 +763,7 @@ def _reduce_bytes_per_param(job: TrainingJob, recipe: Recipe) -> float:
     """Bytes per parameter the data-parallel gradient collective moves: the recipe's gradient dtype, or under
     FSDP the MixedPrecisionPolicy reduce dtype (fp32 as torchtitan sets it, bf16 with --main-grads bf16)."""
     if recipe.name == "fsdp" and job.main_grads is not None:
-        return 2.0 if job.main_grads == "bf16" else 4.0
+        return fsdp_reduce_bytes(job)
     return float(recipe.grads)
 
 
@@ -1125,11 +1128,11 @@ def training_step(
         fwd["moe_all_to_all"] = a2a
         bwd["moe_all_to_all"] = a2a
     full_layer = sum(v for k, v in fwd.items() if k != "moe_all_to_all") + fwd.get("moe_all_to_all", 0.0)
+    # --recompute partial: the stage's layers that re-run their forward (Megatron --recompute-method block)
+    n_recomputed = xp.minimum(0 if job.recompute_layers is None else job.recompute_layers, layers_here)
     if job.recompute == "full":
         recompute = full_layer
     elif job.recompute == "partial":
-        # --recompute-layers N of the stage's layers re-run their forward (Megatron --recompute-method block)
-        n_recomputed = xp.minimum(0 if job.recompute_layers is None else job.recompute_layers, layers_here)
         recompute = full_layer * n_recomputed / layers_here
     elif job.recompute == "selective":
         # the attention core runs again, with its ring under context parallelism
@@ -1255,7 +1258,8 @@ def training_step(
             ring = (group_nodes - 1) * a.ring_step_latency_s + (dp_group - group_nodes) * a.intra_ring_step_latency_s
             # a list-output gather (DeepSpeed 2021) then copies the result out rank by rank
             per_rank = dp_group * a.list_gather_s_per_rank if stack.list_output_gathers else 0.0
-            latency = (a.collective_latency_s + ring + per_rank) * per_layer * layers_here
+            one = (a.collective_latency_s + ring + per_rank) * per_layer  # a layer's gather collectives
+            latency = one * layers_here
             gather = (
                 local_dense * 2 * (dp_group - 1) / dp_group / dp_bw
                 + local_experts * 2 * (edp - 1) / edp / edp_bw
@@ -1267,7 +1271,6 @@ def training_step(
                 # but not the pass's first: the forward waits for the unit outside the layers and the first layer
                 # (the backward starts on the last layer and the head, still gathered: torchtitan keeps them,
                 # reshard_after_forward False for the last block; FSDP2 keeps the root's)
-                one = (a.collective_latency_s + ring) * per_layer
                 fill = (outside + layer_params) * 2 * (dp_group - 1) / dp_group / dp_bw + 2 * one
                 exposed = xp.maximum(xp.minimum(fill, gather), gather - fwd_compute) + xp.maximum(
                     0.0, gather - bwd_compute
@@ -1280,9 +1283,9 @@ def training_step(
             # step under pipeline parallelism, whose schedule keeps the stage gathered and defers the reduce-scatter
             # to the last micro-batch (torchtitan apply_fsdp; torch.distributed.pipelining stage.py)
             copies = xp.where(pp == 1, m, 1)
-            # the gradient copy-in writes the reduce dtype: 2 B less per parameter where it is bf16 (--main-grads)
+            # the gradient copy-in writes the reduce dtype (the profile counts fp32's): less where it is bf16
             copy_bytes = stack.sharding_copy_bytes_per_param - (
-                2.0 if recipe.name == "fsdp" and job.main_grads == "bf16" else 0.0
+                FSDP_REDUCE_BYTES - grad_b if recipe.name == "fsdp" else 0.0
             )
             copy_s = local_params * xp.maximum(0.0, copy_bytes) * copies / bw
             parts["sharding_copies"] = xp.where(replicated, copy_s, 0.0)
@@ -1292,7 +1295,7 @@ def training_step(
         if job.recompute in ("full", "selective"):
             rerun = 1.0
         elif job.recompute == "partial":
-            rerun = xp.minimum(0 if job.recompute_layers is None else job.recompute_layers, layers_here) / layers_here
+            rerun = n_recomputed / layers_here
         else:
             rerun = 0.0
         overlapped = overlapped + (ring_hidden + ring_rerun * rerun) * layers_here * m
