@@ -476,11 +476,8 @@ def plan_train(
     from .catalog import resolve_model
     from .catalog.hub import hub_fetcher
     from .errors import InputError
-    from .estimate.machine import MachineAssumptions
-    from .estimate.memory import MemoryAssumptions
-    from .estimate.steptime import StepAssumptions
     from .plan import reports
-    from .plan.commands import parse_assumptions, split_assumptions
+    from .plan.commands import train_assumptions
     from .plan.machine import MachineOptions
     from .plan.records import default_seq_len
     from .plan.search import search_train
@@ -512,16 +509,7 @@ def plan_train(
     if budget is not None:
         text = _text("budget", budget)
         budget_usd = parse_usd(text.strip().rstrip("$") if isinstance(text, str) else text, "--budget")
-    mem_items, machine_items, step_known, unknown = split_assumptions(
-        _assume(assume),
-        frozenset(MemoryAssumptions.SOURCES),
-        frozenset(MachineAssumptions.SOURCES),
-        frozenset(StepAssumptions.SOURCES),
-    )
-    step_items = {**step_known, **unknown}
-    mem_a = parse_assumptions(mem_items, MemoryAssumptions())
-    machine_a = parse_assumptions(machine_items, MachineAssumptions())
-    step_a = parse_assumptions(step_items, StepAssumptions())
+    mem_a, machine_a, step_a = train_assumptions(_assume(assume))
     machine_options = MachineOptions.from_flags(
         C.check(C.Storage, storage, "--storage"),
         _text("storage_write", storage_write),

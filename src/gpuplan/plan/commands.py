@@ -144,6 +144,26 @@ def split_assumptions(assume: dict[str, Any], *groups: frozenset[str]) -> list[d
     return out
 
 
+def train_assumptions(assume: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """``--assume`` of a training command as its memory, machine and step-time assumption sets (a name two sets
+    share goes to both; a name none knows is refused with the step set's list)."""
+    from ..estimate.machine import MachineAssumptions
+    from ..estimate.memory import MemoryAssumptions
+    from ..estimate.steptime import StepAssumptions
+
+    mem_items, machine_items, step_known, unknown = split_assumptions(
+        assume,
+        frozenset(MemoryAssumptions.SOURCES),
+        frozenset(MachineAssumptions.SOURCES),
+        frozenset(StepAssumptions.SOURCES),
+    )
+    return (
+        parse_assumptions(mem_items, MemoryAssumptions()),
+        parse_assumptions(machine_items, MachineAssumptions()),
+        parse_assumptions({**step_known, **unknown}, StepAssumptions()),
+    )
+
+
 # ------------------------------------------------------------------------------------------------- train
 
 
@@ -175,22 +195,14 @@ def train(cat: Catalogs, req: TrainRequest) -> reports.TrainReport | reports.Tra
     """Memory, and with tokens the time, cost and machine of one training run (or the ranking of offers)."""
     from ..catalog import resolve_model
     from ..catalog.hub import hub_fetcher
-    from ..estimate.machine import MachineAssumptions
     from ..estimate.memory import MemoryAssumptions, training_memory
     from ..estimate.params import count_params
     from ..estimate.rules import inference_rule, training_rule
-    from ..estimate.steptime import StepAssumptions
     from ..spec.model import ModelSpec
     from .machine import MachineOptions, train_machine
 
-    memory_names, machine_names = frozenset(MemoryAssumptions.SOURCES), frozenset(MachineAssumptions.SOURCES)
-    mem_items, machine_items, step_known, unknown = split_assumptions(
-        req.assume, memory_names, machine_names, frozenset(StepAssumptions.SOURCES)
-    )
-    step_items = {**step_known, **unknown}  # an unknown name is refused with the step set's list
-    memory_assumptions = parse_assumptions(mem_items, MemoryAssumptions())
-    machine_assumptions = parse_assumptions(machine_items, MachineAssumptions())
-    step_assumptions = parse_assumptions(step_items, StepAssumptions())
+    memory_names = frozenset(MemoryAssumptions.SOURCES)
+    memory_assumptions, machine_assumptions, step_assumptions = train_assumptions(req.assume)
     needs_tokens = (
         req.deadline_s is not None
         or req.rank
