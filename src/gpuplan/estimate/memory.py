@@ -292,7 +292,7 @@ def cublas_workspace_bytes(gpu: Accelerator) -> int:
 
 #: Share of decoder layers fp4 training keeps in bf16, the last ones (StepAssumptions.SOURCES
 #: ["fp4_bf16_tail_fraction"]: torchtitan's NVFP4 recipe, ~15 % of the final blocks; arXiv:2509.25149).
-#: The step time reads it as an assumption (``--assume fp4_bf16_tail_fraction``); the memory estimate at this value.
+#: The default of the ``fp4_bf16_tail_fraction`` assumption, which memory and step time both read (``--assume``).
 FP4_BF16_TAIL_FRACTION = 0.15
 
 

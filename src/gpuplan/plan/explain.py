@@ -57,6 +57,14 @@ _INT_KEYS = (
 _BOOL_KEYS = ("fsdp", "sequence_parallel")
 _TEXT_KEYS = ("gpu", "recompute", "stack", "recipe", "offload", "precision")
 KEYS = _INT_KEYS + _BOOL_KEYS + _TEXT_KEYS
+#: The text keys whose value is one of a flag's choices.
+_CHOICE_KEYS: dict[str, type] = {
+    "recompute": Recompute,
+    "precision": Precision,
+    "stack": Stack,
+    "recipe": Recipe,
+    "offload": Offload,
+}
 #: Relative tolerance of "as good as" when ranking: the search's arrays and one layout's plain numbers agree to
 #: 1e-12 (tests/test_plan_search.py), so a candidate does not outrank itself.
 _TIE = 1e-9
@@ -93,18 +101,11 @@ def parse_explain(text: str) -> dict[str, Any]:
             value = low_raw in ("true", "1", "yes")
         else:
             value = raw.lower() if key != "gpu" else raw
-            if key == "recompute" and value not in values(Recompute):
-                raise InputError(FLAG, f"recompute must be one of {', '.join(values(Recompute))}, got {raw!r}")
-            if key == "precision" and value not in values(Precision):
-                raise InputError(FLAG, f"precision must be one of {', '.join(values(Precision))}, got {raw!r}")
+            choices = _CHOICE_KEYS.get(key)
+            if choices is not None and value not in values(choices):
+                raise InputError(FLAG, f"{key} must be one of {', '.join(values(choices))}, got {raw!r}")
             if key == "precision" and value == "fp4-mixed":
                 raise InputError(FLAG, "plan train does not search fp4-mixed; price an fp4 layout with gpuplan train")
-            if key == "stack" and value not in values(Stack):
-                raise InputError(FLAG, f"stack must be one of {', '.join(values(Stack))}, got {raw!r}")
-            if key == "recipe" and value not in values(Recipe):
-                raise InputError(FLAG, f"recipe must be one of {', '.join(values(Recipe))}, got {raw!r}")
-            if key == "offload" and value not in values(Offload):
-                raise InputError(FLAG, f"offload must be one of {', '.join(values(Offload))}, got {raw!r}")
         out[key] = value
     if not out:
         raise InputError(FLAG, "give a layout, e.g. tp=8,pp=16,dp=128")
