@@ -1250,8 +1250,9 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
     if rid in _SOURCE_CE_FUSION:
         kwargs["cross_entropy_fusion"] = True
         notes.append(f"loss fusion not stated: on, as the source's launch settings say ({_SOURCE_CE_FUSION[rid]})")
-    network = _network_bytes_per_s_per_gpu(hw.get("interconnect"), _int(hw.get("gpus_per_node")) or 8)
-    if network is not None and gpus > (_int(hw.get("gpus_per_node")) or 8):
+    per_node = _int(hw.get("gpus_per_node")) or 8
+    network = _network_bytes_per_s_per_gpu(hw.get("interconnect"), per_node)
+    if network is not None and gpus > per_node:
         # the cluster's own network, where the record states it (IBM's 800 Gb/s per 8-GPU node is a quarter of the
         # catalog's one 400 Gb/s NIC per H100)
         kwargs["assume"] = {**kwargs.get("assume", {}), "scale_out_bytes_per_s_per_gpu": network}
