@@ -231,9 +231,10 @@ def train(cat: Catalogs, req: TrainRequest) -> reports.TrainReport | reports.Tra
     accelerator = cat.accelerators().get(req.gpu)
     if accelerator.vendor == "google":
         # a TPU runs neither bitsandbytes' CUDA kernels nor DeepSpeed's CPU-Adam, whatever --stack says
-        if job.optimizer == "adamw-8bit" or job.quant is not None:
-            flag = "--optimizer adamw-8bit" if job.optimizer == "adamw-8bit" else "--quant/--method qlora"
-            raise JobError(f"{flag} runs bitsandbytes' CUDA kernels, which a TPU lacks: drop it or pick a GPU")
+        if job.bitsandbytes_flag is not None:
+            raise JobError(
+                f"{job.bitsandbytes_flag} runs bitsandbytes' CUDA kernels, which a TPU lacks: drop it or pick a GPU"
+            )
         if layout.offload in ("optimizer", "params"):
             raise JobError(
                 f"--offload {layout.offload} is DeepSpeed's ZeRO-Offload (CPU-Adam beside a GPU); TPU training does "

@@ -287,9 +287,17 @@ class TrainingJob:
                 f"--recipe {self.recipe} is a PyTorch framework's bookkeeping; --stack jax keeps MaxText's float32 "
                 "weights, gradients and states (--recipe auto, which is fsdp) or the ZeRO paper's (--recipe zero)"
             )
-        if self.optimizer == "adamw-8bit" or self.quant is not None:
-            flag = "--optimizer adamw-8bit" if self.optimizer == "adamw-8bit" else "--quant/--method qlora"
-            raise JobError(f"{flag} runs bitsandbytes' CUDA kernels, which JAX lacks: drop it or change --stack")
+        if self.bitsandbytes_flag is not None:
+            raise JobError(
+                f"{self.bitsandbytes_flag} runs bitsandbytes' CUDA kernels, which JAX lacks: drop it or change --stack"
+            )
+
+    @property
+    def bitsandbytes_flag(self) -> str | None:
+        """The flag that asks for bitsandbytes' CUDA kernels (8-bit Adam, an NF4/int8 base), else None."""
+        if self.optimizer == "adamw-8bit":
+            return "--optimizer adamw-8bit"
+        return "--quant/--method qlora" if self.quant is not None else None
 
     def grad_accumulation(self, dp: int) -> int:
         """Micro-batches per step per data-parallel rank: global / (micro x dp); must be whole."""
