@@ -81,7 +81,7 @@ def test_stack_profiles():
     assert eager.tokens_per_s < compiled.tokens_per_s
     assert eager.parts["elementwise"] > compiled.parts["elementwise"]
     assert mega.stack == "megatron" and eager.stack == "fsdp2"
-    assert set(STACKS) == {"megatron", "fsdp2", "deepspeed", "deepspeed-2021", "hf", "jax"}
+    assert set(STACKS) == {"megatron", "megatron-2021", "fsdp2", "deepspeed", "deepspeed-2021", "hf", "jax"}
     auto = _step(fsdp=True)
     assert auto.stack == "fsdp2"
 

@@ -245,6 +245,12 @@ def train(
         zero = 3
         if stack in (C.Stack.DEEPSPEED, C.Stack.DEEPSPEED_2021):
             raise InputError("--fsdp", f"--fsdp is PyTorch FSDP, not DeepSpeed; with --stack {stack} use --zero 3")
+    if stack == C.Stack.MEGATRON_2021 and (tp_comm_overlap or precision in (C.Precision.FP8_MIXED, C.Precision.FP4_MIXED)):
+        # Megatron-LM of 2021 had neither Transformer Engine (fp8, userbuffers) nor any TP overlap
+        flag = "--tp-comm-overlap" if tp_comm_overlap else f"--precision {precision}"
+        raise InputError(
+            "--stack", f"{flag} needs Transformer Engine, which Megatron-LM of 2021 did not have: use --stack megatron"
+        )
     if stack == C.Stack.JAX and offload in (C.Offload.OPTIMIZER, C.Offload.PARAMS):
         raise InputError(
             "--offload",

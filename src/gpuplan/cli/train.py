@@ -134,7 +134,8 @@ def _d(name: str) -> Any:
     default=_d("stack"),
     show_default=True,
     help="Software stack of the step time: megatron (fused kernels), fsdp2 (torchtitan-style eager PyTorch), "
-    "deepspeed, hf, jax (XLA-compiled, MaxText-style FSDP); auto is jax on a TPU and follows --recipe elsewhere.",
+    "deepspeed, hf, jax (XLA-compiled, MaxText-style FSDP); megatron-2021 and deepspeed-2021 as they ran in 2021; "
+    "auto is jax on a TPU and follows --recipe elsewhere.",
 )
 @click.option(
     "--fp8-recipe",

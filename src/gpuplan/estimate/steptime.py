@@ -104,6 +104,9 @@ class StackProfile:
     #: each gather's output is a list of one tensor per rank (DeepSpeed v0.3's torch.distributed.all_gather into
     #: narrow views), which PyTorch fills by one copy per rank after the collective: a per-rank cost per gather
     list_output_gathers: bool = False
+    #: backward tensor-parallel collectives launched beside the same layer's GEMMs (Megatron's
+    #: LinearWithGradAccumulationAndAsyncCommunication, :func:`_async_tp_backward_s`); elsewhere they run in turn
+    async_tp_backward: bool = False
 
 
 #: The stacks ``--stack`` names; ``auto`` follows the memory recipe (:func:`resolve_stack`).
@@ -115,8 +118,20 @@ STACKS: Mapping[str, StackProfile] = MappingProxyType(
             overlap_grad_reduce=False,
             prefetch_gathers=True,
             gather_per_tensor=False,
+            async_tp_backward=True,
             source="Megatron-LM / NeMo with Transformer Engine: fused layer-norm+GEMM, bias-GeLU/SwiGLU, RoPE and "
-            "softmax kernels; --overlap-grad-reduce is off unless set (megatron/training/arguments.py)",
+            "softmax kernels; --overlap-grad-reduce is off unless set (megatron/training/arguments.py); the "
+            "column-parallel layers' backward TP collectives run beside their GEMMs (tensor_parallel/layers.py)",
+        ),
+        "megatron-2021": StackProfile(
+            "megatron-2021",
+            fused_elementwise=True,
+            overlap_grad_reduce=False,
+            prefetch_gathers=True,
+            gather_per_tensor=False,
+            source="Megatron-LM as the 2021 paper ran it (Narayanan et al. 2021, v2.x): fused kernels as above, but "
+            "each backward TP all-reduce in turn after its GEMM; the asynchronous one beside the weight-gradient "
+            "GEMM came in September 2021 (Megatron-LM commit 16c90445, async_tensor_model_parallel_allreduce)",
         ),
         "fsdp2": StackProfile(
             "fsdp2",
@@ -286,7 +301,7 @@ def resolve_fp8_recipe(job: TrainingJob, stack: StackProfile) -> Fp8Recipe | Non
         return None
     if job.fp8_recipe != "auto":
         return FP8_RECIPES[job.fp8_recipe]
-    return FP8_RECIPES["delayed" if stack.name in ("megatron", "jax") else "tensorwise"]
+    return FP8_RECIPES["delayed" if stack.name in ("megatron", "megatron-2021", "jax") else "tensorwise"]
 
 
 def fp4_matmul_efficiency(gpu: Accelerator) -> tuple[float, str]:
@@ -816,6 +831,24 @@ def power_clock_factor(gpu: Accelerator, a: StepAssumptions) -> float:
     return float(min(1.0, a.power_limit_w / gpu.tdp_w) ** (1 / 3))
 
 
+def _async_tp_backward_s(dense_comm: float, mm_f: float, sequence_parallel: bool) -> tuple[float, float]:
+    """A layer's backward tensor-parallel collectives as Megatron runs them, in seconds: (exposed, hidden).
+
+    Megatron-Core's ``LinearWithGradAccumulationAndAsyncCommunication`` (core_r0.8.0
+    tensor_parallel/layers.py; the Megatron-Core API guide's tensor_parallel page) launches a column-parallel
+    layer's (QKV, MLP up) backward collectives asynchronously: with sequence parallelism it all-gathers the saved
+    input shard while the input-gradient GEMM runs and reduce-scatters the input gradient while the weight-gradient
+    GEMM runs; without it, it all-reduces the input gradient beside the weight-gradient GEMM. A row-parallel layer
+    (attention output, MLP down) must all-gather its output gradient before its GEMMs under sequence parallelism,
+    and has no backward collective without it. ``dense_comm`` is the forward's collectives of those layers (one
+    all-gather + one reduce-scatter, or one all-reduce, per block): the column-parallel side moves as much again,
+    hidden where the layer's GEMMs (``mm_f``, the forward's, which the backward's two GEMMs per layer exceed) are
+    longer; the row-parallel side's all-gathers, half of ``dense_comm``, stay exposed."""
+    exposed_col = xp.maximum(0.0, dense_comm - mm_f)
+    exposed_row = xp.where(sequence_parallel, 0.5 * dense_comm, 0.0)
+    return exposed_row + exposed_col, dense_comm - exposed_col
+
+
 def _gemm_s(m: float, n: float, k: float, flops_per_s: float, bw: float, operand_bytes: float = 2.0) -> float:
     """One (m x k) @ (k x n) GEMM on a roofline: the longer of its FLOPs at ``flops_per_s`` and the traffic of its
     operands and result (``operand_bytes`` each) at ``bw`` (Williams et al. 2009). A large GEMM is compute-bound;
@@ -1036,6 +1069,7 @@ def training_step(
     tp_bw = xp.where(tp <= domain, link, scale_out)
     tp_block = _allreduce_s(tokens_mb * h * bytes_e, tp, tp_bw, a.collective_latency_s)
     mlp_comm = tp_block
+    dense_comm = 2 * tp_block  # the collectives of the attention block's and dense MLPs' linear layers
     if model.moe is not None:
         moe_share = model.moe.layers / L
         gathered = tokens_mb * model.moe.experts_per_token * etp / tp * h * bytes_e
@@ -1043,14 +1077,23 @@ def training_step(
         expert_comm = _allreduce_s(gathered, etp, etp_bw, a.collective_latency_s)
         shared_comm = tp_block if model.moe.shared_ffn_size else 0.0
         mlp_comm = (1 - moe_share) * tp_block + moe_share * (shared_comm + expert_comm)
+        dense_comm = tp_block + (1 - moe_share) * tp_block + moe_share * shared_comm
     comm = tp_block + mlp_comm
+    comm_b = comm
+    tp_hidden_b = 0.0  # backward TP collective time run beside GEMMs (it still holds SMs)
     if job.tp_comm_overlap:
         # Transformer Engine userbuffers / async TP split the GEMMs next to each collective into chunks and
         # run the collective behind them: only what the GEMMs cannot cover stays exposed
-        comm = xp.maximum(0.0, comm - mm_f)
+        comm = comm_b = xp.maximum(0.0, comm - mm_f)
+    elif stack.async_tp_backward:
+        # Megatron's linear layers run their backward TP collectives beside the GEMMs of the same layer
+        # (_async_tp_backward_s); the routed experts' expert-TP collectives (in the dispatcher) stay exposed
+        dense_b, tp_hidden_b = _async_tp_backward_s(dense_comm, mm_f, layout.sequence_parallel)
+        comm_b = comm - dense_comm + dense_b
     cast_key = "fp4_cast" if fp4 else "fp8_cast"  # the quantization traffic's part
     fwd = {"matmul": mm_f, "attention": attn_f, "elementwise": ew_f, "tp_comm": comm, cast_key: fp8_f}
     bwd = {k: 2 * v if k not in ("tp_comm", cast_key) else v for k, v in fwd.items()}
+    bwd["tp_comm"] = comm_b
     bwd[cast_key] = fp8_b
     if job.method != "full":
         # LoRA/QLoRA (Hu et al. 2021): the base weights are frozen, so backward computes the input gradients of
@@ -1163,7 +1206,7 @@ def training_step(
     # Megatron-LM's loss is unfused unless --cross-entropy-loss-fusion (arguments.py: store_true, off), however
     # fused its layers; eager stacks fuse it under --compile, XLA always
     fused_loss = (
-        job.cross_entropy_fusion if job.cross_entropy_fusion is not None else fused and stack.name != "megatron"
+        job.cross_entropy_fusion if job.cross_entropy_fusion is not None else fused and not stack.name.startswith("megatron")
     )
     if fused_loss:
         # a fused loss still streams every logit: the online max/sum pass, the pass writing the gradient in place,
@@ -1173,7 +1216,7 @@ def training_step(
         # memory-bound passes over every vocabulary entry of every token: the loss as eager PyTorch runs it over the
         # logits (transformers' ForCausalLMLoss, torchtitan's cross_entropy on .float() logits), or Megatron's
         # vocab-parallel cross-entropy
-        per_logit = a.megatron_loss_bytes_per_logit if stack.name == "megatron" else a.eager_loss_bytes_per_logit
+        per_logit = a.megatron_loss_bytes_per_logit if stack.name.startswith("megatron") else a.eager_loss_bytes_per_logit
         per_mb["loss"] = tokens_mb * model.vocab_size / tp * per_logit / bw
     if layout.offload == "activations":
         # --offload activations (Megatron-Core cpu_offloading, torch.autograd.graph.save_on_cpu): each offloaded
@@ -1203,7 +1246,9 @@ def training_step(
     local_params = local_dense + local_experts
     dp_group, edp = dp * cp, layout.expert_dp
     sharded_params = local_dense / dp_group + local_experts / edp  # one ZeRO/FSDP shard
-    overlapped = 0.0  # data-parallel collective time hidden behind compute (it still holds SMs)
+    # collective time hidden behind compute (it still holds SMs): Megatron's backward TP collectives, then the
+    # data-parallel ones below
+    overlapped = tp_hidden_b * layers_here * m
     replicated = (dp_group > 1) | (edp > 1)  # (elements of a grid with neither get 0 from every where below)
     if job.method == "full" and xp.nonzero(replicated):
         dp_bw = _data_parallel_busbw(gpu, layout, a, link, scale_out)

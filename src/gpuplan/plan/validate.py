@@ -1151,6 +1151,10 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
     }.get(stack, "auto")
     if stack == "megatron" and zero >= 2:
         step_stack = "deepspeed-2021"  # Megatron Table 2's ZeRO-3 baseline ran on DeepSpeed of early 2021
+    elif step_stack == "megatron" and source == "arxiv:2104.04473":
+        # the paper's runs predate Megatron-LM's asynchronous backward TP all-reduce (September 2021)
+        step_stack = "megatron-2021"
+        notes.append("Megatron-LM of early 2021 (--stack megatron-2021): backward TP all-reduces run in turn")
     compile_ = par.get("torch_compile") is True or metric_is_compile(rec)
     overlap_text = str(par.get("overlap") or "").lower()
     tp_overlap = par.get("async_tp") is True or "--tp-comm-overlap" in overlap_text

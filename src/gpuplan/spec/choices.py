@@ -60,6 +60,7 @@ class Stack(StrEnum):
 
     AUTO = "auto"
     MEGATRON = "megatron"
+    MEGATRON_2021 = "megatron-2021"
     FSDP2 = "fsdp2"
     DEEPSPEED = "deepspeed"
     DEEPSPEED_2021 = "deepspeed-2021"
