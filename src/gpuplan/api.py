@@ -170,6 +170,8 @@ def train(
     overlap_param_gather: bool | None = None,
     tp_comm_overlap: bool = False,
     cross_entropy_fusion: bool | None = None,
+    ep_comm_overlap: bool = False,
+    moe_dispatch_dtype: str = "bf16",
     main_grads: str | None = None,
     fp8_params: bool = False,
     optimizer_dtype: str | None = None,
@@ -245,11 +247,19 @@ def train(
         zero = 3
         if stack in (C.Stack.DEEPSPEED, C.Stack.DEEPSPEED_2021):
             raise InputError("--fsdp", f"--fsdp is PyTorch FSDP, not DeepSpeed; with --stack {stack} use --zero 3")
-    if stack == C.Stack.MEGATRON_2021 and (tp_comm_overlap or precision in (C.Precision.FP8_MIXED, C.Precision.FP4_MIXED)):
+    if stack == C.Stack.MEGATRON_2021 and (
+        tp_comm_overlap or precision in (C.Precision.FP8_MIXED, C.Precision.FP4_MIXED)
+    ):
         # Megatron-LM of 2021 had neither Transformer Engine (fp8, userbuffers) nor any TP overlap
         flag = "--tp-comm-overlap" if tp_comm_overlap else f"--precision {precision}"
         raise InputError(
             "--stack", f"{flag} needs Transformer Engine, which Megatron-LM of 2021 did not have: use --stack megatron"
+        )
+    if ep_comm_overlap and recompute == C.Recompute.FULL:
+        raise InputError(
+            "--ep-comm-overlap",
+            "--ep-comm-overlap pairs one micro-batch's forward with another's backward, which full recompute re-runs "
+            "(Megatron-Core refuses the pair): use --recompute selective or per-op",
         )
     if stack == C.Stack.JAX and offload in (C.Offload.OPTIMIZER, C.Offload.PARAMS):
         raise InputError(
@@ -283,6 +293,8 @@ def train(
         overlap_param_gather=overlap_param_gather,
         tp_comm_overlap=tp_comm_overlap,
         cross_entropy_fusion=cross_entropy_fusion,
+        ep_comm_overlap=ep_comm_overlap,
+        moe_dispatch_dtype=moe_dispatch_dtype,
         main_grads=main_grads,
         fp8_params=fp8_params,
         optimizer_dtype=optimizer_dtype,

@@ -12,6 +12,7 @@ from ..spec.choices import (
     Fp8Recipe,
     MainGrads,
     Method,
+    MoeDispatchDtype,
     Offload,
     Optimizer,
     OptimizerDtype,
@@ -163,6 +164,19 @@ def _d(name: str) -> Any:
     default=None,
     help="The loss over the logits in one fused kernel (Megatron-LM --cross-entropy-loss-fusion) [default: the "
     "stack's: off on megatron, fused under --compile and jax].",
+)
+@click.option(
+    "--ep-comm-overlap",
+    is_flag=True,
+    help="MoE: run the expert all-to-all beside another micro-batch's compute (Megatron-Core "
+    "--overlap-moe-expert-parallel-comm, DualPipe).",
+)
+@click.option(
+    "--moe-dispatch-dtype",
+    type=click.Choice(values(MoeDispatchDtype)),
+    default="bf16",
+    show_default=True,
+    help="MoE: dtype of the dispatch all-to-all (fp8: DeepEP's, per-128 scales; the combine stays 16-bit).",
 )
 @click.option(
     "--main-grads",

@@ -779,6 +779,12 @@ def validate_layout(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job
         raise JobError(f"--pp {layout.pp} is more than {spec.id}'s {spec.layers} layers: each stage needs at least one")
     if spec.attention_heads % layout.tp:
         raise JobError(f"tp({layout.tp}) must divide {spec.id}'s {spec.attention_heads} attention heads")
+    moe_flags = [f for f, on in (("--ep-comm-overlap", job.ep_comm_overlap),
+                                 ("--moe-dispatch-dtype fp8", job.moe_dispatch_dtype != "bf16")) if on]  # fmt: skip
+    if moe_flags and spec.moe is None:
+        raise JobError(f"{moe_flags[0]} is for MoE models, but {spec.id} is a dense model; drop {moe_flags[0]}")
+    if job.ep_comm_overlap and layout.ep == 1:
+        raise JobError("--ep-comm-overlap overlaps the expert-parallel all-to-all: it needs --ep > 1")
     if layout.ep > 1:
         if spec.moe is None:
             raise JobError(f"--ep {layout.ep} splits experts, but {spec.id} is a dense model; drop --ep")

@@ -428,6 +428,7 @@ class StepAssumptions(AssumptionSet):
     megatron_loss_bytes_per_logit: float = 52.0
     fused_loss_bytes_per_logit: float = 10.0
     list_gather_s_per_rank: float = 5e-6
+    moe_load_imbalance: float = 1.0
     fp4_bf16_tail_fraction: float = FP4_BF16_TAIL_FRACTION
 
     SOURCES = MappingProxyType(
@@ -657,6 +658,16 @@ class StepAssumptions(AssumptionSet):
                 "token's experts live on when the run uses DeepEP (validate sets it for NeMo AutoModel's "
                 "fake-balanced-gate benchmarks from the gate's own rule)",
             ),
+            "moe_load_imbalance": (
+                "x the mean tokens per expert rank",
+                "tokens the busiest expert-parallel rank receives over the mean, per MoE layer: a dropless dispatcher "
+                "(Megatron-Core without --moe-expert-capacity-factor) makes every rank wait for it, in the expert "
+                "GEMMs, the all-to-all and the permutation. 1 is the balanced routing the published MoE benchmarks "
+                "ran (NeMo AutoModel's fake balanced gate; DeepSeek's profile data, DualPipe README) and what an "
+                "auxiliary-loss-free balancer approaches (Wang et al. 2024, arXiv:2408.15664, Table 2: MaxVio_global "
+                "0.04 per expert, against 0.52-0.72 with an auxiliary loss); no per-rank measurement is published, so "
+                "a real router's factor is the user's to set (e.g. 1.2)",
+            ),
             "host_core_bytes_per_s": (
                 "bytes/s",
                 "memory bandwidth one server core streams (single-thread STREAM on Xeon Scalable / EPYC reaches "
@@ -683,6 +694,7 @@ class StepAssumptions(AssumptionSet):
                 "collective_sms": (0, 1024),
                 "host_cores_per_gpu": (0, 4096),
                 "moe_dispatch_ranks_per_token": (1, 4096),
+                "moe_load_imbalance": (1, 64),
                 "eager_host_s_per_layer": (0, 1),
                 "eager_loss_bytes_per_logit": (0, 1024),
                 "megatron_loss_bytes_per_logit": (0, 1024),
@@ -829,6 +841,53 @@ def power_clock_factor(gpu: Accelerator, a: StepAssumptions) -> float:
     if a.power_limit_w is None or not gpu.tdp_w:
         return 1.0
     return float(min(1.0, a.power_limit_w / gpu.tdp_w) ** (1 / 3))
+
+
+#: Bytes an fp8 dispatch sends per 16-bit byte: one fp8 byte per element and one fp32 scale per 128 elements
+#: (DeepEP v1.2.1 buffer.py: x as float8 [tokens, hidden] with float32 scales [tokens, hidden / 128]; MXFP8's
+#: 1-byte scale per 32 elements is the same 1 + 1/32)
+FP8_DISPATCH_BYTES_PER_ELEMENT = 1.0 + 4.0 / 128
+
+
+#: parts of a layer's step that are communication, not work another collective can run beside
+_COMM_PARTS = frozenset({"tp_comm", "moe_all_to_all", "cp_ring"})
+
+
+def moe_dispatch_bytes_ratio(dtype: str, bytes_e: float) -> float:
+    """Bytes an all-to-all of ``dtype`` sends per byte of the 16-bit (``bytes_e``) activations it replaces: 1 for
+    ``bf16``; for ``fp8``, :data:`FP8_DISPATCH_BYTES_PER_ELEMENT` over ``bytes_e`` (0.52 against bf16)."""
+    return 1.0 if dtype != "fp8" else FP8_DISPATCH_BYTES_PER_ELEMENT / bytes_e
+
+
+def moe_permute_bytes(
+    model: ModelSpec, layout: Parallelism, tokens_mb: float, bytes_e: float, a: StepAssumptions
+) -> float:
+    """HBM bytes of one MoE layer's token permutation on one rank, forward (its backward is the mirror image).
+
+    Megatron-Core's all-to-all dispatcher (core_v0.16.0 transformer/moe/token_dispatcher.py) permutes the rank's
+    tokens by expert before the all-to-all and un-permutes them after the combine; with ``--moe-permute-fusion``
+    Transformer Engine's kernels read each token once and write it once per routed expert, and read the k copies
+    and write their sum (triton/permutation.py): (2 + 2k) x hidden x bytes per token. With more than one local
+    expert, ``sort_chunks_by_idxs`` regroups the received rows by expert before the experts and back after them,
+    reading and writing each row twice (4 x hidden x bytes per received row, moe_load_imbalance x the mean on the
+    busiest rank). The router's own element-wise work (softmax and top-k over the expert logits) is below 2 % of
+    this for every catalog MoE and is left out.
+
+    A deduplicating dispatcher (DeepEP, ``moe_dispatch_ranks_per_token`` = m set) permutes on the sending side
+    inside its dispatch kernel and lands the received rows grouped by local expert: the rank only expands each of
+    the m copies it receives per token into its k expert rows and folds them back after the experts (Megatron-Core
+    flex dispatcher, token_dispatcher.py: read m, write k rows; the combine's mirror), 2 (m + k) x hidden x bytes per
+    token of the rank, on the receiving side."""
+    moe = model.moe
+    assert moe is not None
+    k, h = moe.experts_per_token, model.hidden_size
+    own = tokens_mb / layout.tp
+    if a.moe_dispatch_ranks_per_token is not None:
+        m = xp.minimum(a.moe_dispatch_ranks_per_token, xp.maximum(1, layout.ep))
+        return own * 2 * (m + k) * h * bytes_e * a.moe_load_imbalance
+    received = own * k * layout.expert_tp * a.moe_load_imbalance
+    regroup = xp.where(moe.experts / layout.ep > 1, 4 * received * h * bytes_e, 0.0)
+    return own * (2 + 2 * k) * h * bytes_e + regroup
 
 
 def _async_tp_backward_s(dense_comm: float, mm_f: float, sequence_parallel: bool) -> tuple[float, float]:
@@ -1003,7 +1062,9 @@ def training_step(
             # MoEAlltoAllTokenDispatcher: A2A over EP, then AG over expert TP): a local expert's GEMM has
             # tokens_mb x k / experts x ep x etp / tp rows and 1/etp of the columns
             experts = model.moe.experts
-            rows = tokens_mb * model.moe.experts_per_token / experts * layout.ep * etp / tp
+            # the busiest expert rank sets the pace of the grouped GEMM (moe_load_imbalance: its tokens over the
+            # mean; 1 for the balanced routing of the published benchmarks)
+            rows = tokens_mb * model.moe.experts_per_token / experts * layout.ep * etp / tp * a.moe_load_imbalance
             per_layer = n / L / layout.ep  # local expert matrices per layer on average (over the MoE layers)
             mm_f += per_layer * _gemm_s(rows, dout / etp, din, mm_peak, bw)
             if fp4:
@@ -1160,16 +1221,43 @@ def training_step(
             else xp.minimum(a.moe_dispatch_ranks_per_token, xp.maximum(1, layout.ep))
         )
         moe_share = model.moe.layers / L
-        sent = tokens_mb * copies * h * bytes_e / tp * (layout.ep - 1) / layout.ep
+        # the busiest rank receives moe_load_imbalance x the mean, and the exchange ends when it has
+        sent = tokens_mb * copies * h * bytes_e / tp * (layout.ep - 1) / layout.ep * a.moe_load_imbalance
         # a rank sends its own 1/tp of the tokens whatever etp is (the dispatcher routes the sequence-parallel
         # shard); the EP group strides over the etp ranks of an expert shard (Megatron-Core's expert rank order
         # tp-ep-dp-pp, parallel_state.py), so etp sets how many of its members share an NVLink domain
         local = xp.minimum(layout.ep, xp.maximum(1, domain // etp))  # expert ranks on this NVLink domain
         peers = xp.maximum(1, layout.ep - 1)
         a2a_s = xp.maximum(sent * (layout.ep - local) / peers / scale_out, sent * (local - 1) / peers / link)
-        a2a = xp.where(layout.ep > 1, moe_share * 2 * (a2a_s + a.collective_latency_s), 0.0)
+        # an fp8 dispatch (DeepEP's, DeepSeek-V3 section 3.3.3) sends the forward dispatch and the backward's
+        # gradient into the experts in fp8 with one fp32 scale per 128 channels; the forward combine and the
+        # backward's gradient out of the experts stay 16-bit (moe_dispatch_bytes_ratio)
+        ratio = moe_dispatch_bytes_ratio(job.moe_dispatch_dtype, bytes_e)
+        a2a = xp.where(layout.ep > 1, moe_share * ((1 + ratio) * a2a_s + 2 * a.collective_latency_s), 0.0)
         fwd["moe_all_to_all"] = a2a
         bwd["moe_all_to_all"] = a2a
+    if model.moe is not None:
+        # the permutation around the experts, memory-bound (Megatron-Core MoEAlltoAllTokenDispatcher with
+        # Transformer Engine's fused permute, moe_permute_bytes): forward, and its mirror in backward
+        fwd["moe_permute"] = model.moe.layers / L * moe_permute_bytes(model, layout, tokens_mb, bytes_e, a) / bw
+        bwd["moe_permute"] = fwd["moe_permute"]
+    ep_unpaired = 0.0  # the exchange of micro-batches no other micro-batch's work runs beside, per layer
+    ep_hidden = 0.0  # exchange time run beside compute, per layer and micro-batch (it still holds SMs)
+    if job.ep_comm_overlap and "moe_all_to_all" in fwd:
+        # Megatron-Core --overlap-moe-expert-parallel-comm (combined 1F1B, model_chunk_schedule_plan.py: one
+        # micro-batch's dispatch and combine on a side stream beside another's attention and expert work) and
+        # DeepSeek-V3's DualPipe (section 3.2.1) run the exchange beside the compute of the micro-batch paired with
+        # it; only what that compute cannot cover waits. Micro-batches with no partner (the first forward, and a
+        # pipeline's warm-up and cool-down: min(m, pp) of them) pay their exchange in full
+        total = fwd["moe_all_to_all"] + bwd["moe_all_to_all"]
+        busy = sum(v for k, v in fwd.items() if k not in _COMM_PARTS) + sum(
+            v for k, v in bwd.items() if k not in _COMM_PARTS
+        )
+        exposed = xp.maximum(0.0, total - busy)
+        paired = xp.maximum(0.0, m - xp.minimum(m, pp)) / m  # share of micro-batches with a partner
+        ep_unpaired = (1 - paired) * (total - exposed)
+        ep_hidden = paired * (total - exposed)
+        fwd["moe_all_to_all"] = bwd["moe_all_to_all"] = 0.5 * exposed
     full_layer = sum(v for k, v in fwd.items() if k != "moe_all_to_all") + fwd.get("moe_all_to_all", 0.0)
     # --recompute partial: the stage's layers that re-run their forward (Megatron --recompute-method block)
     n_recomputed = xp.minimum(0 if job.recompute_layers is None else job.recompute_layers, layers_here)
@@ -1206,7 +1294,9 @@ def training_step(
     # Megatron-LM's loss is unfused unless --cross-entropy-loss-fusion (arguments.py: store_true, off), however
     # fused its layers; eager stacks fuse it under --compile, XLA always
     fused_loss = (
-        job.cross_entropy_fusion if job.cross_entropy_fusion is not None else fused and not stack.name.startswith("megatron")
+        job.cross_entropy_fusion
+        if job.cross_entropy_fusion is not None
+        else fused and not stack.name.startswith("megatron")
     )
     if fused_loss:
         # a fused loss still streams every logit: the online max/sum pass, the pass writing the gradient in place,
@@ -1216,7 +1306,9 @@ def training_step(
         # memory-bound passes over every vocabulary entry of every token: the loss as eager PyTorch runs it over the
         # logits (transformers' ForCausalLMLoss, torchtitan's cross_entropy on .float() logits), or Megatron's
         # vocab-parallel cross-entropy
-        per_logit = a.megatron_loss_bytes_per_logit if stack.name.startswith("megatron") else a.eager_loss_bytes_per_logit
+        per_logit = (
+            a.megatron_loss_bytes_per_logit if stack.name.startswith("megatron") else a.eager_loss_bytes_per_logit
+        )
         per_mb["loss"] = tokens_mb * model.vocab_size / tp * per_logit / bw
     if layout.offload == "activations":
         # --offload activations (Megatron-Core cpu_offloading, torch.autograd.graph.save_on_cpu): each offloaded
@@ -1248,7 +1340,9 @@ def training_step(
     sharded_params = local_dense / dp_group + local_experts / edp  # one ZeRO/FSDP shard
     # collective time hidden behind compute (it still holds SMs): Megatron's backward TP collectives, then the
     # data-parallel ones below
-    overlapped = tp_hidden_b * layers_here * m
+    overlapped = (tp_hidden_b + ep_hidden) * layers_here * m
+    if xp.nonzero(ep_unpaired):
+        parts["moe_all_to_all"] = parts.get("moe_all_to_all", 0.0) + ep_unpaired * layers_here * m
     replicated = (dp_group > 1) | (edp > 1)  # (elements of a grid with neither get 0 from every where below)
     if job.method == "full" and xp.nonzero(replicated):
         dp_bw = _data_parallel_busbw(gpu, layout, a, link, scale_out)

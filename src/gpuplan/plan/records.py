@@ -270,6 +270,9 @@ def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
             "overlap_grad_reduce": job.overlap_grad_reduce,
             "tp_comm_overlap": job.tp_comm_overlap,
             "cross_entropy_fusion": job.cross_entropy_fusion,
+            # MoE settings; null for a dense model, where they do not apply
+            "ep_comm_overlap": job.ep_comm_overlap if getattr(model, "moe", None) is not None else None,
+            "moe_dispatch_dtype": job.moe_dispatch_dtype if getattr(model, "moe", None) is not None else None,
         },
         recipe={
             "name": report.recipe.name,

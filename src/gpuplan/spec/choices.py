@@ -29,6 +29,13 @@ class MainGrads(StrEnum):
     BF16 = "bf16"
 
 
+class MoeDispatchDtype(StrEnum):
+    """dtype of an MoE layer's dispatch all-to-all (``--moe-dispatch-dtype``): 16-bit, or fp8 with per-128 scales."""
+
+    BF16 = "bf16"
+    FP8 = "fp8"
+
+
 class PipelineSchedule(StrEnum):
     """Pipeline schedule (``--pipeline-schedule``): 1F1B, or interleaved 1F1B with ``--virtual-stages`` chunks."""
 

@@ -14,6 +14,7 @@ from .choices import (
     Fp8Recipe,
     MainGrads,
     Method,
+    MoeDispatchDtype,
     Offload,
     Optimizer,
     OptimizerDtype,
@@ -30,6 +31,7 @@ PRECISIONS = values(Precision)
 RECIPES = values(Recipe)
 MAIN_GRADS = values(MainGrads)
 OPTIMIZER_DTYPES = values(OptimizerDtype)
+MOE_DISPATCH_DTYPES = values(MoeDispatchDtype)
 OPTIMIZERS = values(Optimizer)
 METHODS = values(Method)
 RECOMPUTE = values(Recompute)
@@ -201,6 +203,12 @@ class TrainingJob:
     #: dtype of the optimizer states and main params (Apex DistributedFusedAdam ``dtype``, as NeMo sets it;
     #: Megatron-Core --exp-avg-dtype/--exp-avg-sq-dtype/--main-params-dtype); None: the recipe's (fp32)
     optimizer_dtype: str | None = None
+    #: MoE: run the expert-parallel all-to-all beside another micro-batch's compute (Megatron-Core
+    #: --overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe)
+    ep_comm_overlap: bool = False
+    #: MoE: dtype of the forward dispatch and the backward's gradient into the experts (fp8: DeepEP's, with one fp32
+    #: scale per 128 channels; the combine stays 16-bit)
+    moe_dispatch_dtype: str = "bf16"
 
     def __post_init__(self) -> None:
         for name in ("micro_batch", "seq_len", "lora_rank"):
@@ -229,6 +237,10 @@ class TrainingJob:
             raise JobError("--recompute partial needs --recompute-layers N (layers per stage fully recomputed)")
         if self.recompute != "partial" and self.recompute_layers is not None:
             raise JobError("--recompute-layers goes with --recompute partial")
+        if self.moe_dispatch_dtype not in MOE_DISPATCH_DTYPES:
+            raise JobError(
+                f"--moe-dispatch-dtype must be one of {', '.join(MOE_DISPATCH_DTYPES)}, got {self.moe_dispatch_dtype!r}"
+            )
         if self.main_grads is not None and self.main_grads not in MAIN_GRADS:
             raise JobError(f"--main-grads must be one of {', '.join(MAIN_GRADS)}, got {self.main_grads!r}")
         if self.optimizer_dtype is not None and self.optimizer_dtype not in OPTIMIZER_DTYPES:
