@@ -1111,14 +1111,23 @@ def _pareto_front_mask(*axes: Any) -> Any:
     and are each counted."""
     import numpy as np
 
-    unique, inverse = np.unique(np.column_stack(axes), axis=0, return_inverse=True)
-    second, third = unique[:, 1], unique[:, 2]
-    dominated = np.zeros(len(unique), dtype=bool)
+    # the distinct points in lexicographic order (np.unique(axis=0) does the same through a row view, several times
+    # slower on a million candidates): one lexsort, then a new point wherever any axis changes
+    order = np.lexsort(tuple(np.asarray(a, dtype=float) for a in reversed(axes)))
+    ranked = [np.asarray(a, dtype=float)[order] for a in axes]
+    new = np.zeros(len(order), dtype=bool)
+    new[:1] = True
+    for a in ranked:
+        new[1:] |= a[1:] != a[:-1]
+    inverse = np.empty(len(order), dtype=np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    second, third = ranked[1][new], ranked[2][new]
+    dominated = np.zeros(len(second), dtype=bool)
     for level in np.unique(third):
         below = np.where(third <= level, second, np.inf)
         before = np.minimum.accumulate(np.concatenate(([np.inf], below[:-1])))  # over the earlier points
         dominated |= (third == level) & (before <= second)
-    return ~dominated[inverse.reshape(-1)]
+    return ~dominated[inverse]
 
 
 def _option(model: ModelSpec, c: TrainCandidate, base_job: TrainingJob, pareto: bool, mem_a) -> TrainOption:
