@@ -495,11 +495,19 @@ def search_train(
     front_size = 0
     ranking = tuple((k, found[k]) for k in _objective_axes(objective)) if n else ()
     if n:
-        # ties keep the search order: GPU, precision, tp, pp, ep, sharding, micro-batch, count, offer
-        order = np.empty(n, dtype=np.int64)
-        order[np.lexsort(tuple(found[k] for k in reversed(_SEARCH_ORDER)))] = np.arange(n)
+        # by the objective's keys, ties in the search order: GPU, precision, layout, sharding, micro-batch, count,
+        # offer. The first ``top`` lie at or below the top-th smallest first key, so only those are sorted
         keys = _objective_axes(objective)
-        best = np.lexsort((order, *(found[k] for k in reversed(keys))))[:top]
+        first = found[keys[0]]
+        near = np.arange(n)
+        if n > top:
+            kth = np.partition(first, top - 1)[top - 1]
+            if not np.isnan(kth):
+                near = np.nonzero(first <= kth)[0]
+        ranked = np.lexsort(
+            (*(found[k][near] for k in reversed(_SEARCH_ORDER)), *(found[k][near] for k in reversed(keys)))
+        )
+        best = near[ranked[:top]]
         on_front = _pareto_front_mask(found[_TIME], found[_COST], found["gpus"])
         front_size = int(on_front.sum())
         options = tuple(
@@ -1229,7 +1237,7 @@ def train_launch(model: ModelSpec, c: TrainCandidate, job: TrainingJob, accumula
         tt.append(f"--parallelism.context_parallel_degree {c.cp}")
     if c.ep > 1:
         tt.append(f"--parallelism.expert_parallel_degree {c.ep}")
-        if c.tp > 1:  # torchtitan's expert_tensor_parallel_degree defaults to 1, Megatron-Core's to tp: always said
+        if c.tp > 1:  # torchtitan's expert_tensor_parallel_degree defaults to 1 (Megatron-Core's to tp): stated
             tt.append(f"--parallelism.expert_tensor_parallel_degree {c.expert_tp}")
     if shard and c.sharding.zero < 3:
         tt.append("--parallelism.fsdp_reshard_after_forward never")
