@@ -24,6 +24,10 @@ CASES = (
      dict(model="llama-3.1-70b", tokens="2T", deadline="30d")),
     ("plan train llama-3.1-405b --tokens 15.6T --gpus 16384 --gpu h100", gpuplan.plan_train,
      dict(model="llama-3.1-405b", tokens="15.6T", gpus=16384, gpu="h100", seq_len=8192, objective="time")),
+    ("plan train mixtral-8x7b --tokens 1T --deadline 30d (all GPUs; MoE: ep x etp folds)", gpuplan.plan_train,
+     dict(model="mixtral-8x7b", tokens="1T", deadline="30d")),
+    ("plan train qwen3-30b-a3b --tokens 1T --gpu h100,b200 --max-gpus 1024 (128 experts: ep up to 64)",
+     gpuplan.plan_train, dict(model="qwen3-30b-a3b", tokens="1T", gpu="h100,b200", max_gpus=1024)),
     ("plan serve llama-3.1-70b --qps 20 (all GPUs)", gpuplan.plan_serve, dict(model="llama-3.1-70b", qps=20)),
 )  # fmt: skip
 

@@ -169,19 +169,33 @@ def test_unset_gpu_count_and_deadline_fit_the_fold(run):
     assert lay["ep"] == 8 and lay["gpus"] > 8 and lay["gpus"] % 8 == 0
 
 
-def test_plan_prices_and_launches_expert_tp_as_tp():
-    """``plan train`` keeps etp = tp: Megatron-Core's default, and torchtitan (whose expert_tensor_parallel_degree
-    defaults to 1) is told so on an MoE option with tp and ep > 1."""
+def test_plan_launch_lines_carry_the_chosen_etp():
+    """``plan train`` searches expert TP and folded EP; each MoE option's launch lines carry its etp: Megatron-LM's
+    --expert-tensor-parallel-size exactly where etp differs from tp (unset, it follows tp), torchtitan's
+    expert_tensor_parallel_degree on every option with tp and ep > 1 (it defaults to 1), and no torchtitan line
+    where torchtitan's mesh refuses the fold (etp neither 1 nor tp, or expert TP apart from tp without EP)."""
     import gpuplan
     from gpuplan.catalog.session import Catalogs
 
-    found = gpuplan.plan_train(MIXTRAL, tokens="1e9", gpu="h100", catalog=Catalogs(())).search.options
-    both = [o for o in found if o.candidate.tp > 1 and o.candidate.ep > 1]
-    assert both, "expected an option with tp > 1 and ep > 1"
-    for o in both:
-        assert o.candidate.layout().expert_tp == o.candidate.tp
-        assert f"--parallelism.expert_tensor_parallel_degree {o.candidate.tp}" in o.launch["torchtitan"]
-        assert "--expert-tensor-parallel-size" not in o.launch["megatron"]
+    found = gpuplan.plan_train(
+        "mixtral-8x22b", tokens="1T", gpu="h100", max_gpus=512, objective="time", top=400, catalog=Catalogs(())
+    ).search.options
+    seen = set()
+    for o in found:
+        c = o.candidate
+        etp = c.layout().expert_tp
+        seen.add((etp == c.tp, etp == 1))
+        if c.etp is None:
+            assert "--expert-tensor-parallel-size" not in o.launch["megatron"] and etp == c.tp
+        else:
+            assert f"--expert-tensor-parallel-size {c.etp} " in o.launch["megatron"] and c.etp != c.tp
+        titan = o.launch["torchtitan"]
+        if etp not in (1, c.tp) or (c.ep == 1 and etp != c.tp):
+            assert titan is None, o.launch
+        elif titan is not None and c.ep > 1 and c.tp > 1:
+            assert f"--parallelism.expert_tensor_parallel_degree {etp} " in titan
+    # options with etp = tp > 1, etp = 1 < tp and 1 < etp < tp
+    assert {(True, False), (False, True), (False, False)} <= seen
 
 
 def test_web_api_takes_etp():

@@ -51,7 +51,7 @@ from .training import offer_accelerator, offer_network
 
 FLAG = "--explain"
 _INT_KEYS = (
-    "gpus", "tp", "pp", "dp", "cp", "virtual_stages", "ep", "zero", "micro_batch", "global_batch",
+    "gpus", "tp", "pp", "dp", "cp", "virtual_stages", "ep", "etp", "zero", "micro_batch", "global_batch",
     "grad_accumulation", "seq_len", "recompute_layers", "offload_layers",
 )  # fmt: skip
 _BOOL_KEYS = ("fsdp", "sequence_parallel")
@@ -171,6 +171,7 @@ def explain(
     precision = str(spec.get("precision", searched_precisions[0]))
     base_job = replace(base_job, precision=precision)
     tp, pp, cp, ep = (int(spec.get(k, 1)) for k in ("tp", "pp", "cp", "ep"))
+    etp = int(spec.get("etp", tp))  # expert tensor parallelism; unset: tp, Megatron-Core's default
     fsdp = bool(spec.get("fsdp", False))
     zero = int(spec.get("zero", 3 if fsdp else (1 if tp * pp * cp > 1 else 0)))
     offload = str(spec.get("offload", "none"))
@@ -193,6 +194,9 @@ def explain(
         outside.append(f"virtual_stages={vs} is not searched with pp={pp} ({', '.join(map(str, vs_axis))})")
     if ep not in grid["ep"]:
         outside.append(f"ep={ep} is not searched ({', '.join(map(str, grid['ep']))})")
+    etp_axis = (grid.get("etp") or {}).get(str(tp), [tp])
+    if etp not in etp_axis:
+        outside.append(f"etp={etp} is not searched with tp={tp} ({', '.join(map(str, etp_axis))})")
     if mb not in grid["micro_batch"]:
         outside.append(f"micro_batch={mb} is not searched ({', '.join(map(str, grid['micro_batch']))})")
     sharding = S.Sharding(zero, fsdp)
@@ -266,12 +270,12 @@ def explain(
             PlanPrune.NO_OFFER_OF_THAT_SIZE,
             f"no {pricing} instance gives {count} {gpu.id} in whole instances",
         )
-    elif model.attention_heads % tp or count % mp or (count // mp) % ep or not takes:
+    elif model.attention_heads % tp or count % mp or (count // pp) % (ep * etp) or not takes:
         reason, why = (
             PlanPrune.LAYOUT_DOES_NOT_DIVIDE,
             (
-                f"tp x pp x cp x ep must divide {count}, tp the {model.attention_heads} heads, and an "
-                "instance's NVLink domain hold the tp group"
+                f"tp x pp x cp must divide {count}, ep x etp the {count} / pp GPUs of a stage, tp the "
+                f"{model.attention_heads} heads, and an instance's NVLink domain hold the tp group"
             ),
         )
     total_flops = training_compute(model, base_job.seq_len, tokens, method=base_job.method).total_flops
@@ -323,6 +327,7 @@ def explain(
             pp=pp,
             cp=cp,
             ep=ep,
+            etp=None if etp == tp else etp,
             sequence_parallel=seq_par,
             zero=zero,
             virtual_stages=vs,
@@ -436,6 +441,7 @@ def explain(
             "cp": cp,
             "virtual_stages": vs,
             "ep": ep,
+            "etp": etp if model.moe is not None else None,
             "zero": zero,
             "fsdp": fsdp,
             "sequence_parallel": seq_par,

@@ -14,8 +14,9 @@ Training (:func:`search_train`). The grid, per accelerator:
   with tp > 1, as Megatron-LM runs it); pp: the divisors of the layer count and the powers of two (uneven stages, as
   Llama 3 405B's 126 layers on 16 stages), up to 64; virtual stages (interleaved 1F1B) 1, 2, 4, 8 where pp > 1 and
   the busiest stage's layers split evenly (:func:`virtual_stage_choices`); cp 1, 2, 4, 8, 16 dividing the sequence
-  from CP_MIN_SEQ_LEN tokens on (:func:`cp_choices`); ep (MoE): 1, 2, 4, 8 dividing the experts and dp, with
-  expert tensor parallelism = tp (Megatron-Core's default; ``train --etp`` prices other folds);
+  from CP_MIN_SEQ_LEN tokens on (:func:`cp_choices`); MoE: ep in EP_CHOICES (1 to 64) dividing the experts, and
+  expert tensor parallelism etp: tp and its divisors that split the expert width (:func:`etp_choices`), folded as
+  Megatron-Core folds them: ep x etp divides gpus / pp = tp x cp x dp, so ep may exceed dp;
 - sharding: pure data parallelism: DDP (zero 0), ZeRO-1/2/3 (DeepSpeed), FSDP2; with tp, pp or cp > 1: Megatron's
   distributed optimizer (zero 1, which is never slower and never larger than zero 0 in the model) or FSDP2;
 - micro-batch 1, 2, 4, 8, 16; memory rungs (:func:`sharding_rungs`): recompute none, selective, partial, full, where
@@ -42,9 +43,9 @@ the time and the cost follows. An option equals ``gpuplan.train`` on its layout 
 (``tests/test_plan_search.py`` checks random configurations at a relative 1e-12).
 
 Every candidate is counted once, under the first of these that applies (:class:`~gpuplan.spec.choices.PlanPrune`):
-the GPU lacks the precision (not_supported); no instance gives the count (no_offer_of_that_size); tp x pp x cp x ep
-does not divide the count, tp the heads, or tp exceeds the instance or the offer's NVLink domain
-(layout_does_not_divide); the count misses the deadline even at the MFU ceiling (:func:`mfu_ceiling`:
+the GPU lacks the precision (not_supported); no instance gives the count (no_offer_of_that_size); tp x pp x cp does
+not divide the count, ep x etp a stage's GPUs (count / pp), tp the heads, or tp exceeds the instance or the offer's
+NVLink domain (layout_does_not_divide); the count misses the deadline even at the MFU ceiling (:func:`mfu_ceiling`:
 misses_deadline); the global batch is not whole micro-batch x dp groups (layout_does_not_divide) or micro-batch x dp
 is over twice the batch rule (batch_above_rule); memory, offload level by level: no recompute, and where it does
 not fit, selective and the chain partial (fewest layers first) -> full; the rungs that do not fit are
@@ -94,7 +95,10 @@ from .training import offer_accelerator, offer_network
 
 R = PlanPrune
 TP_CHOICES = (1, 2, 4, 8)
-EP_CHOICES = (1, 2, 4, 8)
+#: Expert parallelism (MoE), searched where it divides the experts and, with the layout's expert tensor parallelism,
+#: one pipeline stage's GPUs: ep x etp | gpus / pp (Megatron-Core MoE parallel folding, so ep may exceed dp). Up to
+#: 64, DeepSeek-V3's degree (DeepSeek-V3 Technical Report, arXiv:2412.19437, section 3.2: 64-way EP over 8 nodes).
+EP_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 MICRO_BATCHES = (1, 2, 4, 8, 16)
 RECOMPUTE_ORDER = ("none", "selective", "partial", "full")  # the recompute names a rung takes
 #: Partial recompute (``train --recompute partial --recompute-layers N``, Megatron-LM's ``--recompute-method
@@ -207,6 +211,17 @@ def cp_choices(seq_len: int, flash_attention: bool) -> list[int]:
     return [c for c in CP_CHOICES if seq_len % c == 0]
 
 
+def etp_choices(model: ModelSpec, tp: int) -> list[int]:
+    """Expert tensor parallelism with attention TP ``tp``: tp first (Megatron-Core's default, --expert-tensor-
+    parallel-size unset), then the smaller divisors of tp in TP_CHOICES that divide the expert width, down to 1 (no
+    expert TP: whole experts, EP folded over the TP ranks; Liu et al. 2025, arXiv:2504.14960, MoE parallel
+    folding). A dense model has no experts: tp alone."""
+    if model.moe is None:
+        return [tp]
+    width = model.moe.expert_ffn_size
+    return [tp] + [e for e in reversed(TP_CHOICES) if e < tp and tp % e == 0 and width % e == 0]
+
+
 def offload_choices(sharding: Sharding) -> tuple[str, ...]:
     """The offload kinds ``train`` accepts with a sharding: none and activations with any; the optimizer states
     with ZeRO >= 1; the parameters too with ZeRO-3 / FSDP2 (``spec.training.Parallelism``'s checks)."""
@@ -315,10 +330,16 @@ class TrainCandidate:
     goodput: float | None = None
     wall_time_with_failures_s: float | None = None
     cost_with_failures_usd: float | None = None
+    #: expert tensor parallelism (``train --etp``); None: the attention's tp, Megatron-Core's default
+    etp: int | None = None
 
     @property
     def dp(self) -> int:
         return self.gpus // (self.tp * self.pp * self.cp)
+
+    @property
+    def expert_tp(self) -> int:
+        return self.tp if self.etp is None else self.etp
 
     def layout(self) -> Parallelism:
         return Parallelism(
@@ -327,6 +348,7 @@ class TrainCandidate:
             pp=self.pp,
             cp=self.cp,
             ep=self.ep,
+            etp=self.etp,
             sequence_parallel=self.tp > 1,
             zero=self.sharding.zero,
             offload=self.offload,
@@ -354,6 +376,7 @@ class TrainCandidate:
             pp=self.pp,
             cp=self.cp,
             ep=self.ep,
+            etp=self.etp,
             virtual_stages=self.virtual_stages,
             sequence_parallel=self.tp > 1,
             zero=self.sharding.zero,
@@ -381,6 +404,8 @@ class TrainOption:
     launch: dict[str, str | None]
     #: the P10-P90 error band of the option's throughput class (``bands.lookup``, as ``train``), None without one
     band: Any = None
+    #: whether the model has routed experts (the record's layout.etp is null without them)
+    moe: bool = False
 
 
 @dataclass(frozen=True)
@@ -470,11 +495,19 @@ def search_train(
     front_size = 0
     ranking = tuple((k, found[k]) for k in _objective_axes(objective)) if n else ()
     if n:
-        # ties keep the search order: GPU, precision, tp, pp, ep, sharding, micro-batch, count, offer
-        order = np.empty(n, dtype=np.int64)
-        order[np.lexsort(tuple(found[k] for k in reversed(_SEARCH_ORDER)))] = np.arange(n)
+        # by the objective's keys, ties in the search order: GPU, precision, layout, sharding, micro-batch, count,
+        # offer. The first ``top`` lie at or below the top-th smallest first key, so only those are sorted
         keys = _objective_axes(objective)
-        best = np.lexsort((order, *(found[k] for k in reversed(keys))))[:top]
+        first = found[keys[0]]
+        near = np.arange(n)
+        if n > top:
+            kth = np.partition(first, top - 1)[top - 1]
+            if not np.isnan(kth):
+                near = np.nonzero(first <= kth)[0]
+        ranked = np.lexsort(
+            (*(found[k][near] for k in reversed(_SEARCH_ORDER)), *(found[k][near] for k in reversed(keys)))
+        )
+        best = near[ranked[:top]]
         on_front = _pareto_front_mask(found[_TIME], found[_COST], found["gpus"])
         front_size = int(on_front.sum())
         options = tuple(
@@ -508,6 +541,10 @@ def search_train(
         "cp": grid.cps,
         "cp_rule": f"dividing the sequence, from {CP_MIN_SEQ_LEN} tokens with flash attention",
         "ep": grid.eps,
+        "ep_rule": "dividing the experts, with ep x etp dividing gpus / pp (Megatron-Core MoE parallel folding: ep "
+        "may exceed dp)",
+        # expert tensor parallelism per tp: tp (Megatron-Core's default) and its divisors that split the experts
+        "etp": {str(tp): etp_choices(model, tp) for tp in grid.tps} if model.moe is not None else None,
         "sharding": {
             "pure data parallel": ["zero-0", "zero-1", "zero-2", "zero-3", "fsdp"],
             "tp, pp or cp > 1": ["zero-1", "fsdp"],
@@ -571,6 +608,7 @@ _FOUND = (
     "vs",
     "cp",
     "ep",
+    "etp",
     "sharding",
     "micro_batch",
     "count",
@@ -712,15 +750,17 @@ class _TrainGrid:
         self.pps = [1] if job.method != "full" else pp_choices(model.layers)
         self.cps = cp_choices(job.seq_len, job.flash_attention)
         self.eps = [e for e in EP_CHOICES if model.moe is not None and model.moe.experts % e == 0] or [1]
+        # expert TP (etp_choices): tp alone for a dense model, whose grid keeps its layouts
         layouts = [
-            (tp, pp, vs, cp, ep)
+            (tp, pp, vs, cp, ep, etp)
             for tp in self.tps
             for pp in self.pps
             for vs in virtual_stage_choices(model.layers, pp)
             for cp in self.cps
             for ep in self.eps
+            for etp in etp_choices(model, tp)
         ]
-        self.tp, self.pp, self.vs, self.cp, self.ep = (
+        self.tp, self.pp, self.vs, self.cp, self.ep, self.etp = (
             np.array(axis, dtype=np.int64) for axis in zip(*layouts, strict=True)
         )
         self.tp_i = np.searchsorted(np.array(TP_CHOICES), self.tp)  # the tp of each layout, as an index
@@ -741,7 +781,7 @@ class _TrainGrid:
         self.per_layout = np.array(
             [
                 sum(int(self.rungs[SHARDINGS.index(sh)]) for sh in sharding_choices(tp * pp * cp)) * len(MICRO_BATCHES)
-                for tp, pp, _, cp, _ in layouts
+                for tp, pp, _, cp, _, _ in layouts
             ]
         )
         self.block = int(self.per_layout.sum())  # candidates of the layout grid at one GPU count
@@ -827,13 +867,15 @@ class _TrainGrid:
             for i, h in enumerate(row):
                 table[k, i, : len(h)] = h
 
-        # ---- (tp, pp, vs, cp, ep) x count: the layouts that divide, and the counts that can meet the deadline
+        # ---- (tp, pp, vs, cp, ep, etp) x count: the layouts that divide, and the counts that can meet the deadline
         count_axis = np.array(counts, dtype=np.int64)
         width = np.array([len(h) for h in here], dtype=np.int64)  # offers at each count
-        tp, pp, cp, ep, c = self.tp[:, None], self.pp[:, None], self.cp[:, None], self.ep[:, None], count_axis[None, :]
+        tp, pp, cp, c = self.tp[:, None], self.pp[:, None], self.cp[:, None], count_axis[None, :]
+        expert_grid = (self.ep * self.etp)[:, None]  # ep x etp: the expert layers' split of one stage's GPUs
         mp = tp * pp * cp
         takes = width_tp[self.tp_i, :]  # offers at each count whose instance and NVLink domain hold the TP group
-        divides = (self.model.attention_heads % tp == 0) & (c % mp == 0) & ((c // mp) % ep == 0) & (takes > 0)
+        # the parallel folding rule (spec.training.Parallelism): ep x etp divides gpus / pp = tp x cp x dp
+        divides = (self.model.attention_heads % tp == 0) & (c % mp == 0) & ((c // pp) % expert_grid == 0) & (takes > 0)
         offered = (width > 0)[None, :]
         tally.add(
             R.LAYOUT_DOES_NOT_DIVIDE,
@@ -863,7 +905,7 @@ class _TrainGrid:
             sharding=sharding_i,
             micro_batch=mb_i,
         )
-        for axis in ("tp", "pp", "vs", "cp", "ep"):
+        for axis in ("tp", "pp", "vs", "cp", "ep", "etp"):
             e[axis] = getattr(self, axis)[e["layout"]]
         e["gpus"], e["width"] = count_axis[e["count"]], width_tp[self.tp_i[e["layout"]], e["count"]]
         e["mb"] = self.micro_batches[e["micro_batch"]]
@@ -1011,6 +1053,7 @@ class _TrainGrid:
             pp=e["pp"][idx],
             cp=e["cp"][idx],
             ep=e["ep"][idx],
+            etp=e["etp"][idx],
             virtual_stages=e["vs"][idx],
             sequence_parallel=tp > 1,
             zero=sharding.zero,
@@ -1077,6 +1120,8 @@ def _candidate(
         offload_layers=int(found["layers"][i]) if OFFLOAD_ORDER[int(found["offload"][i])] == "activations" else None,
         cp=int(found["cp"][i]),
         virtual_stages=int(found["vs"][i]),
+        # expert TP equal to tp is Megatron-Core's default: left unset, as train takes it without --etp
+        etp=None if int(found["etp"][i]) == int(found["tp"][i]) else int(found["etp"][i]),
         precision=precisions[int(found["precision"][i])],
         # a run expected never to finish (inf wall time, goodput 0) has none: null, never inf or 0
         **{k: float(found[k][i]) if ends else None for k in ("goodput", _TIME, _COST) if k in found},
@@ -1111,14 +1156,23 @@ def _pareto_front_mask(*axes: Any) -> Any:
     and are each counted."""
     import numpy as np
 
-    unique, inverse = np.unique(np.column_stack(axes), axis=0, return_inverse=True)
-    second, third = unique[:, 1], unique[:, 2]
-    dominated = np.zeros(len(unique), dtype=bool)
+    # the distinct points in lexicographic order (np.unique(axis=0) does the same through a row view, several times
+    # slower on a million candidates): one lexsort, then a new point wherever any axis changes
+    order = np.lexsort(tuple(np.asarray(a, dtype=float) for a in reversed(axes)))
+    ranked = [np.asarray(a, dtype=float)[order] for a in axes]
+    new = np.zeros(len(order), dtype=bool)
+    new[:1] = True
+    for a in ranked:
+        new[1:] |= a[1:] != a[:-1]
+    inverse = np.empty(len(order), dtype=np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    second, third = ranked[1][new], ranked[2][new]
+    dominated = np.zeros(len(second), dtype=bool)
     for level in np.unique(third):
         below = np.where(third <= level, second, np.inf)
         before = np.minimum.accumulate(np.concatenate(([np.inf], below[:-1])))  # over the earlier points
         dominated |= (third == level) & (before <= second)
-    return ~dominated[inverse.reshape(-1)]
+    return ~dominated[inverse]
 
 
 def _option(model: ModelSpec, c: TrainCandidate, base_job: TrainingJob, pareto: bool, mem_a) -> TrainOption:
@@ -1142,6 +1196,7 @@ def _option(model: ModelSpec, c: TrainCandidate, base_job: TrainingJob, pareto: 
         pareto,
         train_launch(model, c, job, accumulation),
         option_band(model, c.gpu, job, stack.name),
+        model.moe is not None,
     )
 
 
@@ -1182,8 +1237,8 @@ def train_launch(model: ModelSpec, c: TrainCandidate, job: TrainingJob, accumula
         tt.append(f"--parallelism.context_parallel_degree {c.cp}")
     if c.ep > 1:
         tt.append(f"--parallelism.expert_parallel_degree {c.ep}")
-        if c.tp > 1:  # the search prices expert TP = tp; torchtitan's expert_tensor_parallel_degree defaults to 1
-            tt.append(f"--parallelism.expert_tensor_parallel_degree {c.tp}")
+        if c.tp > 1:  # torchtitan's expert_tensor_parallel_degree defaults to 1 (Megatron-Core's to tp): stated
+            tt.append(f"--parallelism.expert_tensor_parallel_degree {c.expert_tp}")
     if shard and c.sharding.zero < 3:
         tt.append("--parallelism.fsdp_reshard_after_forward never")
     host_states = c.offload in ("optimizer", "params")
@@ -1215,6 +1270,8 @@ def train_launch(model: ModelSpec, c: TrainCandidate, job: TrainingJob, accumula
         titan = ""
     if c.offload == "activations":  # no activation offload in torchtitan (FSDP2's CPU offload moves the states)
         titan = None
+    if not _torchtitan_folds(c, dp if shard else 1):
+        titan = None
     if fp8:
         tt.append("--model.converters float8")
     mg = [
@@ -1230,6 +1287,8 @@ def train_launch(model: ModelSpec, c: TrainCandidate, job: TrainingJob, accumula
         mg.append(f"--context-parallel-size {c.cp}")
     if c.ep > 1:
         mg.append(f"--expert-model-parallel-size {c.ep}")
+    if c.etp is not None:  # unset, Megatron-Core's expert TP follows --tensor-model-parallel-size
+        mg.append(f"--expert-tensor-parallel-size {c.etp}")
     mg += [
         f"--micro-batch-size {c.micro_batch}",
         f"--global-batch-size {c.global_batch}",
@@ -1282,6 +1341,20 @@ def train_launch(model: ModelSpec, c: TrainCandidate, job: TrainingJob, accumula
     # parallelism with CPU offloading") and recomputation (the search offloads activations without it)
     megatron = None if c.offload == "activations" and c.pp > 1 else " ".join(mg)
     return {"torchtitan": None if titan is None else " ".join(tt), "megatron": megatron, "deepspeed": ds}
+
+
+def _torchtitan_folds(c: TrainCandidate, dp_shard: int) -> bool:
+    """Whether torchtitan's device mesh takes the expert layout (torchtitan/distributed/parallel_dims.py,
+    ParallelDims._validate): without EP the experts follow tp (its expert_tensor_parallel_degree has no effect);
+    with ep > 1, etp is tp (EP borrows all of cp and part of the FSDP shard degree: ep a multiple of cp dividing
+    dp_shard x cp) or 1 (EP borrows cp and tp too: a multiple of cp x tp dividing dp_shard x cp x tp). Other
+    folds, which Megatron-Core takes, have no torchtitan launch line."""
+    etp = c.expert_tp
+    if c.ep == 1:
+        return etp == c.tp
+    if etp == c.tp:
+        return c.ep % c.cp == 0 and dp_shard * c.cp % c.ep == 0
+    return etp == 1 and c.ep % (c.cp * c.tp) == 0 and dp_shard * c.cp * c.tp % c.ep == 0
 
 
 #: PEFT's LoRA module names -> torchtune's ``lora_attn_modules`` (torchtune calls the attention output output_proj)
@@ -1374,6 +1447,8 @@ def train_option_record(o: TrainOption, seq_len: int, method: str = "full") -> d
             "cp": c.cp,
             "virtual_stages": c.virtual_stages,
             "ep": c.ep,
+            # expert tensor parallelism, as train's layout gives it: null for a dense model (no experts to split)
+            "etp": c.expert_tp if o.moe else None,
             "zero": c.sharding.zero,
             "fsdp": c.sharding.fsdp,
             "sequence_parallel": c.tp > 1,

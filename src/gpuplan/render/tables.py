@@ -1673,9 +1673,12 @@ def _compact_band(block: dict, key: str, scale: float, prefix: str, unit: str) -
 
 
 def _layout_name(lay: dict) -> str:
-    """A plan layout in one short cell: "tp8 pp16 vp8 dp128 zero-1", with cp, ep and offload where used."""
+    """A plan layout in one short cell: "tp8 pp16 vp8 dp128 zero-1", with cp, ep and offload where used, and etp where
+    it differs from tp."""
     name = f"tp{lay['tp']} pp{lay['pp']}" + (f" vp{lay['virtual_stages']}" if lay.get("virtual_stages", 1) > 1 else "")
     name += f" dp{lay['dp']}" + "".join(f" {k}{lay[k]}" for k in ("cp", "ep") if lay.get(k, 1) > 1)
+    if lay.get("etp") is not None and lay["etp"] != lay["tp"]:
+        name += f" etp{lay['etp']}"
     name += " fsdp" if lay["fsdp"] else f" zero-{lay['zero']}"
     if lay.get("offload", "none") != "none":
         name += f" offload-{lay['offload']}"

@@ -336,9 +336,9 @@ class TrainingJob:
 
 @dataclass(frozen=True)
 class ParallelismGrid(Parallelism):
-    """Many layouts at once, for the planner (``plan/search.py``): ``gpus``, ``tp``, ``pp``, ``cp``, ``ep``,
+    """Many layouts at once, for the planner (``plan/search.py``): ``gpus``, ``tp``, ``pp``, ``cp``, ``ep``, ``etp``,
     ``virtual_stages`` and ``sequence_parallel`` may be numpy arrays of one shape, which the estimate functions
-    evaluate element by element (``estimate/xp.py``); ``etp`` stays None (expert TP = tp, the planner's choice).
+    evaluate element by element (``estimate/xp.py``); ``etp`` None is expert TP = tp, as in Parallelism.
     Not checked here: the planner builds only layouts that pass Parallelism's checks, and counts the others as
     pruned."""
 

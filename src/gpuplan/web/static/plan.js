@@ -33,6 +33,7 @@ function layoutWords(L) {
   if (L.virtual_stages > 1) parts.push(`${L.virtual_stages} virtual stages`);
   if (L.cp > 1) parts.push(`CP ${L.cp}`);
   if (L.ep > 1) parts.push(`EP ${L.ep}`);
+  if (L.etp != null && L.etp !== L.tp) parts.push(`ETP ${L.etp}`);
   parts.push(L.fsdp ? "FSDP" : `ZeRO-${L.zero}`, `micro-batch ${L.micro_batch}`, `global batch ${L.global_batch}`,
     `recompute ${L.recompute}`);
   if (L.stack) parts.push(L.stack);
@@ -58,6 +59,7 @@ function trainParams(o) {
     seq_len: L.seq_len, recompute: L.recompute, stack: L.stack, recipe: L.recipe, precision: o.precision,
     tokens: query.get("tokens"), virtual_stages: L.virtual_stages ?? 1, offload: L.offload ?? "none",
   });
+  if (L.etp != null && L.etp !== L.tp) p.set("etp", L.etp); // unset, train's expert TP follows tp
   if (o.offer) p.set("offer", o.offer.id);
   return p;
 }
@@ -126,14 +128,14 @@ function optionsTable() {
 
 function csvRows() {
   const head = ["rank", "gpu", "gpus", "offer", "provider", "instance", "pricing", "usd_per_gpu_hour", "tp", "pp", "dp",
-    "cp", "ep", "virtual_stages", "zero", "fsdp", "offload", "micro_batch", "global_batch", "seq_len", "recompute",
+    "cp", "ep", "etp", "virtual_stages", "zero", "fsdp", "offload", "micro_batch", "global_batch", "seq_len", "recompute",
     "stack", "precision", "time_s", "time_s_p10", "time_s_p90", "cost_usd", "cost_usd_p10", "cost_usd_p90",
     "gpu_hours", "mfu", "step_s", "peak_memory_bytes", "capacity_bytes", "pareto"];
   return [head, ...record.options.map((o, i) => {
     const L = o.layout;
     const offer = o.offer || {};
     return [i + 1, o.gpu, o.gpus, offer.id ?? null, offer.provider ?? null, offer.instance ?? null, o.pricing,
-      o.usd_per_gpu_hour, L.tp, L.pp, L.dp, L.cp, L.ep, L.virtual_stages, L.zero, L.fsdp, L.offload, L.micro_batch,
+      o.usd_per_gpu_hour, L.tp, L.pp, L.dp, L.cp, L.ep, L.etp ?? null, L.virtual_stages, L.zero, L.fsdp, L.offload, L.micro_batch,
       L.global_batch, L.seq_len, L.recompute, L.stack, o.precision, o.time_s, o.time_s_p10, o.time_s_p90, o.cost_usd,
       o.cost_usd_p10, o.cost_usd_p90, o.gpu_hours, o.mfu, o.step_s, o.peak_memory_bytes, o.capacity_bytes, o.pareto];
   })];
@@ -330,6 +332,7 @@ function explainText(o) {
   const parts = [`gpu=${o.gpu}`, `tp=${L.tp}`, `pp=${L.pp}`, `dp=${L.dp}`];
   if (L.cp > 1) parts.push(`cp=${L.cp}`);
   if (L.ep > 1) parts.push(`ep=${L.ep}`);
+  if (L.etp != null && L.etp !== L.tp) parts.push(`etp=${L.etp}`);
   if (L.virtual_stages > 1) parts.push(`virtual_stages=${L.virtual_stages}`);
   parts.push(`micro_batch=${L.micro_batch}`, `recompute=${L.recompute}`, L.fsdp ? "fsdp=true" : `zero=${L.zero}`);
   if (L.offload && L.offload !== "none") parts.push(`offload=${L.offload}`);
