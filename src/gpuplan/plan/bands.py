@@ -110,7 +110,8 @@ def train_class(gpu: Any, job: Any, step: Any, model: Any) -> dict[str, str]:
     return {
         "gpu_generation": str(gpu.architecture),
         "precision": _precision_class(str(job.precision)),
-        "stack": str(getattr(step, "stack", "") or "unknown"),
+        # a dated variant of a stack (megatron-2021, deepspeed-2021) shares its stack's class
+        "stack": str(getattr(step, "stack", "") or "unknown").removesuffix("-2021"),
         "architecture": "moe" if getattr(model, "moe", None) is not None else "dense",
     }
 
