@@ -56,6 +56,9 @@ def _to_spec(e: AcceleratorEntry, origin: str) -> Accelerator:
         else None,
         fp8_gemm_any_layout=e.fp8_gemm_any_layout,
         attention_flops_per_s=float(e.attention_flops_per_s) if e.attention_flops_per_s is not None else None,
+        low_power_rating=(float(e.low_power_rating.power_w), float(e.low_power_rating.peak_fraction))
+        if e.low_power_rating is not None
+        else None,
         fp16_accumulate_factor=float(e.fp16_accumulate_factor) if e.fp16_accumulate_factor is not None else None,
         sm_count=e.sm_count,
         scale_up_domain_gpus=e.scale_up_domain_gpus,

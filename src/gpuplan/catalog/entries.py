@@ -40,6 +40,13 @@ class SourceEntry(_Strict):
     derivation: Annotated[str, Field(min_length=1)] | None = None
 
 
+class PowerRatingEntry(_Strict):
+    """The same GPU rated at a lower power: its dense tensor peak there as a fraction of the catalog's."""
+
+    power_w: Annotated[float, Field(gt=0, le=1e7)]
+    peak_fraction: Annotated[float, Field(gt=0, le=1)]
+
+
 class InterconnectEntry(_Strict):
     kind: Annotated[str, Field(min_length=1)]
     bandwidth_bytes_per_s: Rate
@@ -54,6 +61,7 @@ OWN_SOURCE_FIELDS = (
     "scale_out_bytes_per_s_per_gpu",
     "fp8_gemm_any_layout",
     "attention_flops_per_s",
+    "low_power_rating",
 )
 
 
@@ -80,6 +88,7 @@ class AcceleratorEntry(_Strict):
     cublas_workspace_bytes: Bytes | None = None  # PyTorch's cuBLAS workspace per handle (CUBLAS_WORKSPACE_CONFIG unset)
     fp8_gemm_any_layout: StrictBool | None = None  # False: the fp8 GEMMs take only the TN layout
     attention_flops_per_s: Rate | None = None  # measured flash-attention forward + backward rate, a cap
+    low_power_rating: PowerRatingEntry | None = None  # the same GPU's rated peak at a lower power (power caps)
     # the dense fp16 tensor rate with FP16 accumulate over peak_flops_per_s.fp16 (FP32 accumulate): 2 on GeForce
     fp16_accumulate_factor: Annotated[float, Field(ge=1, le=8)] | None = None
     sm_count: Count | None = None  # streaming multiprocessors (NVIDIA) / compute units (AMD)

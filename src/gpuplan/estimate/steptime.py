@@ -557,7 +557,9 @@ class StepAssumptions(AssumptionSet):
                 "unset: the catalog TDP. A lower cap scales the sustained SM clock, so the matmul and attention "
                 "rates, by (cap / TDP)^(1/3): dynamic power ~ C V^2 f with V rising with f over the boost range; "
                 "the rule gives NVIDIA's H100 NVL (400 W) peak from the SXM's (700 W) within 2 % (821 vs 835.5 "
-                "TFLOP/s). Estimated, not measured; HBM bandwidth is kept (its clock is separate)",
+                "TFLOP/s). Where the catalog rates the same GPU at a lower power (low_power_rating: the B200 as "
+                "HGX B100, 1.75 of 2.25 PFLOP/s at 700 of 1,000 W) a cap interpolates that rating instead "
+                "(power_clock_factor). Estimated, not measured; HBM bandwidth is kept (its clock is separate)",
             ),
             "collective_sms": (
                 "SMs",
@@ -835,12 +837,23 @@ def scale_out_bytes_per_s_per_gpu(gpu: Accelerator, a: StepAssumptions) -> float
 
 
 def power_clock_factor(gpu: Accelerator, a: StepAssumptions) -> float:
-    """The sustained SM clock under ``a.power_limit_w`` as a fraction of the clock at the GPU's catalog TDP:
-    (cap / TDP)^(1/3), at most 1 (StepAssumptions.SOURCES["power_limit_w"]; estimated, not measured). 1 when no cap
-    is set or the catalog has no TDP."""
+    """The sustained tensor rate under ``a.power_limit_w`` as a fraction of the rate at the GPU's catalog TDP, at
+    most 1; 1 when no cap is set or the catalog has no TDP.
+
+    Where the vendor rates the same GPU at a lower power (the catalog's ``low_power_rating``: B200 at 700 W as
+    HGX B100, 0.78 of its 1,000 W peak), a cap between the two ratings interpolates them linearly in watts and a cap
+    below scales the lower rating by (cap / its watts)^(1/3); elsewhere the rate goes as (cap / TDP)^(1/3)
+    (StepAssumptions.SOURCES["power_limit_w"]; estimated, not measured)."""
     if a.power_limit_w is None or not gpu.tdp_w:
         return 1.0
-    return float(min(1.0, a.power_limit_w / gpu.tdp_w) ** (1 / 3))
+    cap = min(a.power_limit_w, gpu.tdp_w)
+    rating = gpu.low_power_rating
+    if rating is None or rating[0] >= gpu.tdp_w:
+        return float((cap / gpu.tdp_w) ** (1 / 3))
+    low_w, low_frac = rating
+    if cap >= low_w:
+        return float(low_frac + (1.0 - low_frac) * (cap - low_w) / (gpu.tdp_w - low_w))
+    return float(low_frac * (cap / low_w) ** (1 / 3))
 
 
 #: Bytes an fp8 dispatch sends per 16-bit byte: one fp8 byte per element and one fp32 scale per 128 elements

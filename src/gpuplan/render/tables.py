@@ -238,6 +238,10 @@ def _figure_rows(a: dict) -> list[tuple[str, str, str]]:
     if a.get("attention_flops_per_s"):
         shown = f"{_num(a['attention_flops_per_s'], 1e12)} TFLOP/s (caps training attention)"
         rows.append(("flash attention fwd + bwd", shown, "attention_flops_per_s"))
+    rating = a.get("low_power_rating")
+    if rating:
+        shown = f"{rating['peak_fraction']:.1%} of the peak at {rating['power_w']:g} W (power caps interpolate)"
+        rows.append(("rated at lower power", shown, "low_power_rating"))
     if a.get("scale_up_domain_gpus"):
         rows.append(("scale-up domain", f"{a['scale_up_domain_gpus']:,} devices", "scale_up_domain_gpus"))
     if a.get("scale_out_bytes_per_s_per_gpu"):

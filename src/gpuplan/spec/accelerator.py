@@ -106,6 +106,9 @@ class Accelerator:
     - ``attention_flops_per_s``: the flash-attention forward + backward rate measured on this device (FLOP/s as
       the flash-attention benchmark counts them, backward 2.5x the forward), where its kernels stay well below
       the share of the peak the A100 kernels reach: a cap on the training step's attention rate;
+    - ``low_power_rating``: (watts, fraction): the vendor's rating of the same GPU at a lower power, its dense
+      tensor peak there as a fraction of ``peak_flops_per_s`` (HGX B100 at 700 W against HGX B200 at 1000 W), which
+      a power cap between the two interpolates (``estimate.steptime.power_clock_factor``);
     - ``fp16_accumulate_factor``: the dense fp16 tensor rate with FP16 accumulation as a multiple of
       ``peak_flops_per_s["fp16"]`` (FP32 accumulation), dimensionless: 2 on GeForce cards, whose tensor cores
       accumulate in fp32 at half rate (NVIDIA GA102 / AD102 / GB202 whitepapers); absent where both run at one
@@ -143,6 +146,7 @@ class Accelerator:
     scale_out_bytes_per_s_per_gpu: float | None = None
     fp8_gemm_any_layout: bool | None = None
     attention_flops_per_s: float | None = None
+    low_power_rating: tuple[float, float] | None = None
     fp16_accumulate_factor: float | None = None
     sm_count: int | None = None
     scale_up_domain_gpus: int | None = None
@@ -211,6 +215,7 @@ class Accelerator:
         out += [
             ("fp16_accumulate_factor", self.fp16_accumulate_factor),
             ("attention_flops_per_s", self.attention_flops_per_s),
+            ("low_power_rating", self.low_power_rating),
             ("interconnect", self.interconnect),
             ("scale_up_domain_gpus", self.scale_up_domain_gpus),
             ("scale_out_bytes_per_s_per_gpu", self.scale_out_bytes_per_s_per_gpu),
@@ -254,6 +259,7 @@ class Accelerator:
             self.cublas_workspace_bytes is None,
             self.fp8_gemm_any_layout is None,
             self.attention_flops_per_s is None,
+            self.low_power_rating is None,
             self.fp16_accumulate_factor is None,
             self.tdp_w is None,
             self.year is None,
@@ -288,6 +294,9 @@ class Accelerator:
             "cublas_workspace_bytes": self.cublas_workspace_bytes,
             "fp8_gemm_any_layout": self.fp8_gemm_any_layout,
             "attention_flops_per_s": self.attention_flops_per_s,
+            "low_power_rating": None
+            if self.low_power_rating is None
+            else {"power_w": self.low_power_rating[0], "peak_fraction": self.low_power_rating[1]},
             "fp16_accumulate_factor": self.fp16_accumulate_factor,
             "sm_count": self.sm_count,
             "scale_up_domain_gpus": self.scale_up_domain_gpus,
