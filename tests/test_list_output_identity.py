@@ -44,10 +44,10 @@ CASES = {
 DIGESTS = {
     "gpus@d": "d1cecf4db4955ddce2e47f7b3577d03e",
     "gpus@100": "c913dad62fe9dec7e3d725750d926f36",
-    "gpus-json@d": "3cb0075e7edaa14dd0366905845f8d9a",
+    "gpus-json@d": "637d893952632784d363dcc6e64c0115",
     "gpus-sort-mem@d": "7edc386dd34e6c0b9067fa0c66a03c78",
     "gpus-sort-mem@100": "3476e7ed1cafd400416874aa0c3abbe8",
-    "gpus-sort-mem-json@d": "9d54cc4e3efd8ffc15cb7b10ddf2a8aa",
+    "gpus-sort-mem-json@d": "837459f1a628e9707f40d1928f88b1d4",
     "offers@d": "2d857e2285bb2eea0d1ef0dfa0ad90ff",
     "offers@100": "4f8bc74ba611ce7745d7a6da7a6f2803",
     "offers-json@d": "1d8ac0e233dfe062d6a74913a1cc03ce",
