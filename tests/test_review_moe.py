@@ -3,7 +3,12 @@ finding refused with one line and exit 2, or priced and shown consistently."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 import gpuplan
+from test_cli import one_line_error
 
 
 def test_dense_layout_line_has_no_etp(run):
@@ -36,3 +41,65 @@ def test_ep_comm_overlap_does_not_shrink_the_pipeline_bubble():
         else:
             assert over.iteration_s < plain.iteration_s
             assert over.parts["moe_all_to_all"] < plain.parts["moe_all_to_all"]
+
+
+_A100 = ("--gpu", "a100-sxm-80gb", "--gpus", "8")
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("--fsdp",), "--fsdp asks for fully sharded"),
+        (("--zero", "3"), "--stack deepspeed-2021"),
+        (("--zero", "2"), "--zero 2 asks for ZeRO-2/3"),
+        (("--compile",), "torch.compile"),
+        (("--cross-entropy-fusion",), "--cross-entropy-loss-fusion"),
+        (("--cp", "2", "--tp", "4"), "context parallelism"),
+        (("--tp", "2", "--tp-comm-overlap"), "Transformer Engine"),
+    ],
+)  # fmt: skip
+def test_megatron_2021_refuses_what_it_did_not_have(run, args, words):
+    line = one_line_error(*run("train", "llama-2-7b", *_A100, "--stack", "megatron-2021", *args))
+    assert words in line and "Megatron-LM of 2021" in line and "--stack megatron" in line
+
+
+@pytest.mark.parametrize("flag", [("--ep-comm-overlap",), ("--moe-dispatch-dtype", "fp8")])
+def test_megatron_2021_refuses_the_2025_moe_flags(run, flag):
+    args = ("train", "qwen3-30b-a3b", "--gpu", "a100-sxm-80gb", "--gpus", "16", "--ep", "8", "--zero", "1")
+    assert "Megatron-LM of 2021" in one_line_error(*run(*args, "--stack", "megatron-2021", *flag))
+    code, _out, err = run(*args, "--stack", "megatron", *flag)
+    assert code in (0, 3) and "Traceback" not in err
+
+
+def test_megatron_2021_still_runs_its_own_layouts(run):
+    for extra in (("--tp", "8", "--no-cross-entropy-fusion"), ("--tp", "2", "--pp", "2", "--zero", "1")):
+        code, out, err = run("train", "llama-2-7b", *_A100, "--stack", "megatron-2021", "--tokens", "1B", *extra)
+        assert code == 0, err
+        assert "stack: megatron-2021" in out
+
+
+@pytest.mark.parametrize(
+    "layout, words",
+    [
+        ("precision=fp8-mixed", "Transformer Engine"),
+        ("fsdp=true", "--fsdp"),
+        ("zero=3", "ZeRO-2/3"),
+        ("tp=4,cp=2", "context parallelism"),
+    ],
+)
+def test_plan_explain_megatron_2021_refuses_as_train_does(run, layout, words):
+    line = one_line_error(*run("plan", "train", "llama-2-7b", "--gpu", "h100", "--gpus", "8", "--tokens", "1B",
+                               "--explain", f"stack=megatron-2021,{layout}"))  # fmt: skip
+    assert "stack=megatron-2021" in line and words in line
+
+
+def test_web_train_form_refuses_megatron_2021_with_fsdp():
+    pytest.importorskip("fastapi")
+    from gpuplan import api
+    from gpuplan.web import app
+
+    train = next(e for e in app.ENDPOINTS if e.fn is api.train)
+    query = {"model": "llama-2-7b", "gpu": "a100-sxm-80gb", "gpus": "8", "stack": "megatron-2021"}
+    bad = app.call(train, {**query, "fsdp": "true"})
+    assert bad.status_code == 400 and "Megatron-LM of 2021" in json.loads(bad.body)["error"]
+    assert app.call(train, {**query, "tp": "8"}).status_code == 200

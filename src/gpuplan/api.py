@@ -210,7 +210,7 @@ def train(
     from .errors import InputError
     from .plan import commands
     from .plan.machine import MachineOptions
-    from .spec.training import Parallelism
+    from .spec.training import Parallelism, megatron_2021_conflict
     from .units import parse_duration, parse_tokens, parse_usd_per_hour
 
     tp, pp, cp, ep, etp = (_num(n, v) for n, v in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep), ("etp", etp)))
@@ -247,14 +247,20 @@ def train(
         zero = 3
         if stack in (C.Stack.DEEPSPEED, C.Stack.DEEPSPEED_2021):
             raise InputError("--fsdp", f"--fsdp is PyTorch FSDP, not DeepSpeed; with --stack {stack} use --zero 3")
-    if stack == C.Stack.MEGATRON_2021 and (
-        tp_comm_overlap or precision in (C.Precision.FP8_MIXED, C.Precision.FP4_MIXED)
-    ):
-        # Megatron-LM of 2021 had neither Transformer Engine (fp8, userbuffers) nor any TP overlap
-        flag = "--tp-comm-overlap" if tp_comm_overlap else f"--precision {precision}"
-        raise InputError(
-            "--stack", f"{flag} needs Transformer Engine, which Megatron-LM of 2021 did not have: use --stack megatron"
-        )
+    conflict = megatron_2021_conflict(
+        stack,
+        precision=precision,
+        tp_comm_overlap=tp_comm_overlap,
+        fsdp=fsdp,
+        zero=zero,
+        cp=cp,
+        compile=compile,
+        cross_entropy_fusion=cross_entropy_fusion,
+        ep_comm_overlap=ep_comm_overlap,
+        moe_dispatch_dtype=moe_dispatch_dtype,
+    )
+    if conflict:
+        raise InputError("--stack", conflict)
     if ep_comm_overlap and recompute == C.Recompute.FULL:
         raise InputError(
             "--ep-comm-overlap",
