@@ -103,3 +103,40 @@ def test_web_train_form_refuses_megatron_2021_with_fsdp():
     bad = app.call(train, {**query, "fsdp": "true"})
     assert bad.status_code == 400 and "Megatron-LM of 2021" in json.loads(bad.body)["error"]
     assert app.call(train, {**query, "tp": "8"}).status_code == 200
+
+
+def _acme(rating: str | None, tdp: str | None = "tdp_w = 500\n", source: bool = True) -> str:
+    from test_cli import GOOD_ACC
+
+    text = GOOD_ACC.replace("tdp_w = 500\n", (tdp or "") + (f"low_power_rating = {rating}\n" if rating else ""))
+    if source:
+        text += '[accelerator.sources."low_power_rating"]\ntitle = "X1 at 300 W"\nurl = "https://e.com/x"\ndate = "2026-01"\n'
+    return text
+
+
+@pytest.mark.parametrize(
+    "rating, tdp, source, words",
+    [
+        ("{ power_w = 600, peak_fraction = 0.7 }", "tdp_w = 500\n", True, "is not below tdp_w = 500 W"),
+        ("{ power_w = 500, peak_fraction = 0.7 }", "tdp_w = 500\n", True, "is not below tdp_w = 500 W"),
+        ("{ power_w = 300, peak_fraction = 0.7 }", None, True, "no tdp_w"),
+        ("{ power_w = 0, peak_fraction = 0.7 }", "tdp_w = 500\n", True, "greater than 0"),
+        ("{ power_w = -300, peak_fraction = 0.7 }", "tdp_w = 500\n", True, "greater than 0"),
+        ("{ power_w = 300, peak_fraction = 1.2 }", "tdp_w = 500\n", True, "less than or equal to 1"),
+        ("{ power_w = 300, peak_fraction = nan }", "tdp_w = 500\n", True, "finite"),
+        ("{ power_w = 300, peak_fraction = 0.7 }", "tdp_w = 500\n", False, "its own source"),
+    ],
+)  # fmt: skip
+def test_catalog_low_power_rating_refused_with_one_line(run, tmp_path, rating, tdp, source, words):
+    f = tmp_path / "mine.toml"
+    f.write_text(_acme(rating, tdp, source))
+    line = one_line_error(*run("--catalog", str(f), "gpus", "show", "acme-x1"))
+    assert words in line and "low_power_rating" in line
+
+
+def test_catalog_low_power_rating_accepted_and_shown(run, tmp_path):
+    f = tmp_path / "mine.toml"
+    f.write_text(_acme("{ power_w = 300, peak_fraction = 0.7 }"))
+    code, out, err = run("--catalog", str(f), "gpus", "show", "acme-x1", "--json")
+    assert code == 0, err
+    assert json.loads(out)["accelerator"]["low_power_rating"] == {"power_w": 300.0, "peak_fraction": 0.7}
