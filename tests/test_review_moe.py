@@ -140,3 +140,39 @@ def test_catalog_low_power_rating_accepted_and_shown(run, tmp_path):
     code, out, err = run("--catalog", str(f), "gpus", "show", "acme-x1", "--json")
     assert code == 0, err
     assert json.loads(out)["accelerator"]["low_power_rating"] == {"power_w": 300.0, "peak_fraction": 0.7}
+
+
+def _b200(run, cap: str | None):
+    args = ["train", "llama-3.1-8b", "--gpu", "b200", "--gpus", "8", "--zero", "3", "--tokens", "1B", "--json"]
+    code, out, err = run(*args, *(("--assume", f"power_limit_w={cap}") if cap else ()))
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_power_cap_bounds_the_energy_as_it_slows_the_step(run):
+    free, capped, above = _b200(run, None), _b200(run, "700"), _b200(run, "1500")
+    # energy = wall time x GPUs x the GPU's draw (x host factor x PUE): at 700 W the draw is 0.7 of the TDP's
+    ratio = capped["machine"]["energy_kwh"] / free["machine"]["energy_kwh"]
+    wall = capped["time"]["seconds"] / free["time"]["seconds"]
+    assert wall > 1.15
+    assert ratio == pytest.approx(0.7 * wall, rel=0.01)
+    # a cap above the TDP caps nothing, and says so
+    assert above["time"]["step_s"] == free["time"]["step_s"]
+    assert above["machine"]["energy_kwh"] == free["machine"]["energy_kwh"]
+    assert any("above b200's 1000 W TDP: no cap" in n for n in above["notes"])
+
+
+@pytest.mark.parametrize(
+    "gpu, cap, words",
+    [
+        ("b200", "1", "below 10% of b200's 1000 W TDP"),
+        ("h100", "0.001", "between 70 and 700 W"),
+        ("h100", "0", "must be more than 0"),
+        ("h100", "-5", "must be a finite number more than 0"),
+        ("b200", "nan", "finite number"),
+    ],
+)
+def test_power_cap_far_below_the_tdp_refused(run, gpu, cap, words):
+    line = one_line_error(*run("train", "llama-3.1-8b", "--gpu", gpu, "--gpus", "8", "--zero", "3", "--tokens", "1B",
+                               "--assume", f"power_limit_w={cap}"))  # fmt: skip
+    assert words in line and "power_limit_w" in line

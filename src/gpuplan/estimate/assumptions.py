@@ -87,6 +87,8 @@ def check_assumptions(
                 wanted = f"between {ranges[f.name][0]:g} and {ranges[f.name][1]:g}"
             elif f.name in fractions:
                 wanted = "between 0 and 1"
+            elif f.name in positive:
+                wanted = "more than 0"
             raise JobError(f"assumption {f.name} must be a finite number {wanted}, got {value!r}")
         if value > MAX_ASSUMPTION:
             raise JobError(f"assumption {f.name} must be at most {MAX_ASSUMPTION:g}, got {value:g}")
