@@ -110,7 +110,8 @@ def _acme(rating: str | None, tdp: str | None = "tdp_w = 500\n", source: bool = 
 
     text = GOOD_ACC.replace("tdp_w = 500\n", (tdp or "") + (f"low_power_rating = {rating}\n" if rating else ""))
     if source:
-        text += '[accelerator.sources."low_power_rating"]\ntitle = "X1 at 300 W"\nurl = "https://e.com/x"\ndate = "2026-01"\n'
+        text += '[accelerator.sources."low_power_rating"]\ntitle = "X1 at 300 W"\n'
+        text += 'url = "https://e.com/x"\ndate = "2026-01"\n'
     return text
 
 
