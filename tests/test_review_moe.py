@@ -177,3 +177,15 @@ def test_power_cap_far_below_the_tdp_refused(run, gpu, cap, words):
     line = one_line_error(*run("train", "llama-3.1-8b", "--gpu", gpu, "--gpus", "8", "--zero", "3", "--tokens", "1B",
                                "--assume", f"power_limit_w={cap}"))  # fmt: skip
     assert words in line and "power_limit_w" in line
+
+
+def test_each_assumption_listed_once(run):
+    # fp4_bf16_tail_fraction is read by the memory and the step-time estimates (--assume sets both): one entry
+    code, out, err = run("train", "llama-3.1-8b", "--gpu", "b200", "--gpus", "8", "--zero", "3", "--precision",
+                         "fp4-mixed", "--tokens", "1B", "--assume", "fp4_bf16_tail_fraction=0.5", "--json")  # fmt: skip
+    assert code == 0, err
+    names = [a["name"] for a in json.loads(out)["assumptions"]]
+    assert len(names) == len(set(names))
+    assert [a["value"] for a in json.loads(out)["assumptions"] if a["name"] == "fp4_bf16_tail_fraction"] == [0.5]
+    code, out, err = run("train", "llama-3.1-8b", "--gpu", "b200", "--gpus", "8", "--zero", "3", "--tokens", "1B")
+    assert out.count("fp4_bf16_tail_fraction=") == 1
