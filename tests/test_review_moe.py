@@ -189,3 +189,13 @@ def test_each_assumption_listed_once(run):
     assert [a["value"] for a in json.loads(out)["assumptions"] if a["name"] == "fp4_bf16_tail_fraction"] == [0.5]
     code, out, err = run("train", "llama-3.1-8b", "--gpu", "b200", "--gpus", "8", "--zero", "3", "--tokens", "1B")
     assert out.count("fp4_bf16_tail_fraction=") == 1
+
+
+def test_ep_comm_overlap_refused_with_partial_recompute(run):
+    # --recompute partial is Megatron's --recompute-granularity full --recompute-method block, which Megatron-Core
+    # refuses beside --overlap-moe-expert-parallel-comm as it refuses full recompute
+    args = ("train", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--ep", "8", "--tp", "2", "--zero", "1",
+            "--tokens", "1B", "--ep-comm-overlap")  # fmt: skip
+    line = one_line_error(*run(*args, "--recompute", "partial", "--recompute-layers", "4"))
+    assert "--recompute partial" in line and "selective or per-op" in line
+    assert run(*args, "--recompute", "selective")[0] == 0

@@ -261,11 +261,13 @@ def train(
     )
     if conflict:
         raise InputError("--stack", conflict)
-    if ep_comm_overlap and recompute == C.Recompute.FULL:
+    if ep_comm_overlap and recompute in (C.Recompute.FULL, C.Recompute.PARTIAL):
+        # --recompute partial is Megatron's --recompute-granularity full with --recompute-method block, which
+        # Megatron-Core refuses beside --overlap-moe-expert-parallel-comm as it refuses full recompute
         raise InputError(
             "--ep-comm-overlap",
-            "--ep-comm-overlap pairs one micro-batch's forward with another's backward, which full recompute re-runs "
-            "(Megatron-Core refuses the pair): use --recompute selective or per-op",
+            f"--ep-comm-overlap pairs one micro-batch's forward with another's backward, which --recompute {recompute} "
+            "re-runs (Megatron-Core refuses the pair): use --recompute selective or per-op",
         )
     if stack == C.Stack.JAX and offload in (C.Offload.OPTIMIZER, C.Offload.PARAMS):
         raise InputError(
