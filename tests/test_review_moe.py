@@ -199,3 +199,13 @@ def test_ep_comm_overlap_refused_with_partial_recompute(run):
     line = one_line_error(*run(*args, "--recompute", "partial", "--recompute-layers", "4"))
     assert "--recompute partial" in line and "selective or per-op" in line
     assert run(*args, "--recompute", "selective")[0] == 0
+
+
+def test_fp8_dispatch_needs_expert_parallelism(run):
+    # without --ep there is no all-to-all to send in fp8 (it was silently a no-op), as --ep-comm-overlap needs --ep
+    line = one_line_error(*run("train", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "8", "--zero", "3",
+                               "--moe-dispatch-dtype", "fp8"))  # fmt: skip
+    assert "--ep > 1" in line and "--moe-dispatch-dtype fp8" in line
+    code, _out, err = run("train", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "8", "--zero", "3",
+                          "--moe-dispatch-dtype", "bf16")  # fmt: skip
+    assert code in (0, 3), err
