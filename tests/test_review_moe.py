@@ -209,3 +209,12 @@ def test_fp8_dispatch_needs_expert_parallelism(run):
     code, _out, err = run("train", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "8", "--zero", "3",
                           "--moe-dispatch-dtype", "bf16")  # fmt: skip
     assert code in (0, 3), err
+
+
+def test_plan_train_refuses_the_power_cap_train_refuses(run):
+    line = one_line_error(*run("plan", "train", "llama-3.1-8b", "--gpu", "b200", "--tokens", "1T", "--assume",
+                               "power_limit_w=1"))  # fmt: skip
+    assert "below 10% of b200's 1000 W TDP" in line
+    code, _out, err = run("plan", "train", "llama-3.1-8b", "--gpu", "b200", "--tokens", "1T", "--top", "1",
+                          "--assume", "power_limit_w=700")  # fmt: skip
+    assert code == 0, err

@@ -595,6 +595,11 @@ def plan_train(
     else:
         accelerators = _plan_gpus(cat, gpu, chosen_pricing)
 
+    from .plan.training import power_limit_note
+
+    for g in accelerators:  # the cap train refuses on a GPU is refused for a search over it
+        power_limit_note(g, step_a.power_limit_w)
+
     def run_search(**given: Any) -> Any:
         """The search over this model, GPUs, offers and job; ``given``: the constraints and the objective."""
         return search_train(

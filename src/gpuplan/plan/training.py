@@ -51,6 +51,28 @@ class TrainingPlan:
 POWER_LIMIT_MIN_FRACTION = 0.1
 
 
+def power_limit_note(gpu: Accelerator, cap: float | None) -> str | None:
+    """``--assume power_limit_w`` against ``gpu``'s TDP: refused below :data:`POWER_LIMIT_MIN_FRACTION` of it (a cap
+    of a few watts is no GPU's operating point; the clock rule scales from the TDP down); the note to print where
+    the cap changes nothing (above the TDP, or no TDP in the catalog), else None."""
+    if cap is None:
+        return None
+    if not gpu.tdp_w:
+        return f"power_limit_w={cap:g} W: {gpu.id} has no TDP in the catalog to cap from; no cap applied"
+    if cap < POWER_LIMIT_MIN_FRACTION * gpu.tdp_w:
+        raise JobError(
+            f"assumption power_limit_w={cap:g} W is below {POWER_LIMIT_MIN_FRACTION:.0%} of {gpu.id}'s "
+            f"{gpu.tdp_w:g} W TDP, where no GPU runs: give a cap between "
+            f"{POWER_LIMIT_MIN_FRACTION * gpu.tdp_w:g} and {gpu.tdp_w:g} W"
+        )
+    if cap > gpu.tdp_w:
+        return (
+            f"power_limit_w={cap:g} W is above {gpu.id}'s {gpu.tdp_w:g} W TDP: no cap (the step and the energy use "
+            "the TDP)"
+        )
+    return None
+
+
 def offer_accelerator(offer: Offer, gpu: Accelerator, tp: int = 1) -> Accelerator:
     """The accelerator as the offer's instance links it: its ``scale_up_bytes_per_s_per_gpu`` replaces the
     accelerator's typical scale-up bandwidth; where the instance has no GPU-to-GPU link
@@ -124,23 +146,9 @@ def plan_training(
         check_range(usd_per_gpu_hour, "--usd-per-gpu-hour", 0.0, MAX_USD_PER_HOUR)
     peak = peak_for(gpu, job.precision)
     notes: list[str] = []
-    cap = step_assumptions.power_limit_w
-    if cap is not None and gpu.tdp_w:
-        # the power-cap rule (steptime.power_clock_factor) scales the clock from the TDP down; a cap of a few watts
-        # is no GPU's operating point, and one above the TDP caps nothing
-        if cap < POWER_LIMIT_MIN_FRACTION * gpu.tdp_w:
-            raise JobError(
-                f"assumption power_limit_w={cap:g} W is below {POWER_LIMIT_MIN_FRACTION:.0%} of {gpu.id}'s "
-                f"{gpu.tdp_w:g} W TDP, where no GPU runs: give a cap between "
-                f"{POWER_LIMIT_MIN_FRACTION * gpu.tdp_w:g} and {gpu.tdp_w:g} W"
-            )
-        if cap > gpu.tdp_w:
-            notes.append(
-                f"power_limit_w={cap:g} W is above {gpu.id}'s {gpu.tdp_w:g} W TDP: no cap (the step and the energy "
-                "use the TDP)"
-            )
-    elif cap is not None:
-        notes.append(f"power_limit_w={cap:g} W: {gpu.id} has no TDP in the catalog to cap from; no cap applied")
+    note = power_limit_note(gpu, step_assumptions.power_limit_w)
+    if note:
+        notes.append(note)
     if offer is not None:
         usd_per_gpu_hour = offer.usd_per_gpu_hour
         step_assumptions = offer_network(offer, step_assumptions)
