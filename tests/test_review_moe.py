@@ -218,3 +218,21 @@ def test_plan_train_refuses_the_power_cap_train_refuses(run):
     code, _out, err = run("plan", "train", "llama-3.1-8b", "--gpu", "b200", "--tokens", "1T", "--top", "1",
                           "--assume", "power_limit_w=700")  # fmt: skip
     assert code == 0, err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("train", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--ep", "8"),
+        ("plan", "train", "qwen3-30b-a3b", "--gpu", "h100", "--tokens", "1B"),
+    ],
+)
+def test_one_assumption_given_two_values_refused(run, command):
+    line = one_line_error(*run(*command, "--assume", "moe_load_imbalance=2", "--assume", "moe_load_imbalance=3"))
+    assert "moe_load_imbalance given twice (2 and 3)" in line
+
+
+def test_a_huge_ranged_assumption_names_its_range(run):
+    line = one_line_error(*run("train", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--ep", "8", "--assume",
+                               "moe_load_imbalance=1e308"))  # fmt: skip
+    assert "between 1 and 64" in line

@@ -90,7 +90,7 @@ def check_assumptions(
             elif f.name in positive:
                 wanted = "more than 0"
             raise JobError(f"assumption {f.name} must be a finite number {wanted}, got {value!r}")
-        if value > MAX_ASSUMPTION:
+        if value > MAX_ASSUMPTION and f.name not in ranges:  # a named range says its own bounds below
             raise JobError(f"assumption {f.name} must be at most {MAX_ASSUMPTION:g}, got {value:g}")
         if f.name in fractions and value > 1:
             raise JobError(f"assumption {f.name} is a fraction: give a value between 0 and 1, got {value!r}")
