@@ -236,3 +236,19 @@ def test_a_huge_ranged_assumption_names_its_range(run):
     line = one_line_error(*run("train", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "16", "--ep", "8", "--assume",
                                "moe_load_imbalance=1e308"))  # fmt: skip
     assert "between 1 and 64" in line
+
+
+@pytest.mark.parametrize(
+    "layout, train_args",
+    [
+        ("stack=deepspeed,fsdp=true", ("--stack", "deepspeed", "--fsdp")),
+        ("stack=deepspeed-2021,fsdp=true", ("--stack", "deepspeed-2021", "--fsdp")),
+        ("stack=jax,zero=3,offload=optimizer", ("--stack", "jax", "--zero", "3", "--offload", "optimizer")),
+    ],
+)
+def test_plan_explain_refuses_the_stack_pairs_train_refuses(run, layout, train_args):
+    base = ("llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--tokens", "1B")
+    by_train = one_line_error(*run("train", *base, *train_args))
+    by_explain = one_line_error(*run("plan", "train", *base, "--explain", layout))
+    why = by_train.split(": ", 3)[-1].split(" (see ")[0]  # the message after "Invalid value for --flag: "
+    assert why in by_explain

@@ -210,7 +210,7 @@ def train(
     from .errors import InputError
     from .plan import commands
     from .plan.machine import MachineOptions
-    from .spec.training import Parallelism, megatron_2021_conflict
+    from .spec.training import Parallelism, megatron_2021_conflict, stack_conflict
     from .units import parse_duration, parse_tokens, parse_usd_per_hour
 
     tp, pp, cp, ep, etp = (_num(n, v) for n, v in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep), ("etp", etp)))
@@ -245,8 +245,9 @@ def train(
         if zero not in (0, 3):
             raise InputError("--fsdp", "--fsdp is ZeRO-3 sharding; drop --zero or use --zero 3")
         zero = 3
-        if stack in (C.Stack.DEEPSPEED, C.Stack.DEEPSPEED_2021):
-            raise InputError("--fsdp", f"--fsdp is PyTorch FSDP, not DeepSpeed; with --stack {stack} use --zero 3")
+    clash = stack_conflict(stack, fsdp=fsdp, offload=offload)
+    if clash:
+        raise InputError(*clash)
     conflict = megatron_2021_conflict(
         stack,
         precision=precision,
@@ -268,12 +269,6 @@ def train(
             "--ep-comm-overlap",
             f"--ep-comm-overlap pairs one micro-batch's forward with another's backward, which --recompute {recompute} "
             "re-runs (Megatron-Core refuses the pair): use --recompute selective or per-op",
-        )
-    if stack == C.Stack.JAX and offload in (C.Offload.OPTIMIZER, C.Offload.PARAMS):
-        raise InputError(
-            "--offload",
-            f"--offload {offload} is DeepSpeed's ZeRO-Offload (CPU-Adam); --stack jax does not run it: drop --offload "
-            "or use --stack deepspeed",
         )
     layout = Parallelism(
         # unset: the fewest GPUs the layout divides, with ep x etp folded into each pipeline stage

@@ -44,7 +44,7 @@ from ..spec.accelerator import Accelerator
 from ..spec.choices import Offload, PlanPrune, Precision, Recipe, Recompute, Stack, values
 from ..spec.model import ModelSpec
 from ..spec.offer import Offer
-from ..spec.training import Parallelism, TrainingJob, megatron_2021_conflict
+from ..spec.training import Parallelism, TrainingJob, megatron_2021_conflict, stack_conflict
 from . import search as S
 from .machine import MachineOptions, layout_failures
 from .training import offer_accelerator, offer_network
@@ -178,7 +178,9 @@ def explain(
     if fsdp and zero != 3:
         raise InputError(FLAG, f"fsdp=true shards as ZeRO-3; zero={zero} contradicts it")
     # the stack= a layout names is checked against it as train checks --stack (train refuses the same pairs)
-    conflict = megatron_2021_conflict(str(spec.get("stack", "auto")), precision=precision, fsdp=fsdp, zero=zero, cp=cp)
+    named = str(spec.get("stack", "auto"))
+    clash = stack_conflict(named, fsdp=fsdp, offload=offload)
+    conflict = megatron_2021_conflict(named, precision=precision, fsdp=fsdp, zero=zero, cp=cp) or (clash and clash[1])
     if conflict:
         raise InputError(FLAG, f"stack={spec['stack']}: {conflict}")
     mb = int(spec.get("micro_batch", 1))

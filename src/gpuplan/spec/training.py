@@ -365,6 +365,20 @@ class TrainingJobGrid(TrainingJob):
 PLAN_PRECISIONS_ANY = (Precision.BF16_MIXED.value, Precision.FP8_MIXED.value)
 
 
+def stack_conflict(stack: str, *, fsdp: bool = False, offload: str = Offload.NONE) -> tuple[str, str] | None:
+    """A ``--stack`` that cannot run the sharding or offload asked for: (the flag to blame, the message), else None.
+    ``train`` and ``plan train --explain stack=...`` refuse the same pairs."""
+    if fsdp and stack in (Stack.DEEPSPEED, Stack.DEEPSPEED_2021):
+        return "--fsdp", f"--fsdp is PyTorch FSDP, not DeepSpeed; with --stack {stack} use --zero 3"
+    if stack == Stack.JAX and offload in (Offload.OPTIMIZER, Offload.PARAMS):
+        return (
+            "--offload",
+            f"--offload {offload} is DeepSpeed's ZeRO-Offload (CPU-Adam); --stack jax does not run it: drop --offload "
+            "or use --stack deepspeed",
+        )
+    return None
+
+
 def megatron_2021_conflict(
     stack: str,
     *,
