@@ -63,11 +63,19 @@ def test_megatron_2021_refuses_what_it_did_not_have(run, args, words):
     assert words in line and "Megatron-LM of 2021" in line and "--stack megatron" in line
 
 
-@pytest.mark.parametrize("flag", [("--ep-comm-overlap",), ("--moe-dispatch-dtype", "fp8")])
-def test_megatron_2021_refuses_the_2025_moe_flags(run, flag):
-    args = ("train", "qwen3-30b-a3b", "--gpu", "a100-sxm-80gb", "--gpus", "16", "--ep", "8", "--zero", "1")
-    assert "Megatron-LM of 2021" in one_line_error(*run(*args, "--stack", "megatron-2021", *flag))
-    code, _out, err = run(*args, "--stack", "megatron", *flag)
+@pytest.mark.parametrize(
+    "flag, words",
+    [
+        (("--ep", "8"), "expert parallelism"),
+        (("--ep-comm-overlap",), "--overlap-moe-expert-parallel-comm"),
+        (("--moe-dispatch-dtype", "fp8"), "fp8 dispatch"),
+    ],
+)
+def test_megatron_2021_refuses_the_moe_flags(run, flag, words):
+    args = ("train", "qwen3-30b-a3b", "--gpu", "a100-sxm-80gb", "--gpus", "16", "--zero", "1")
+    line = one_line_error(*run(*args, "--stack", "megatron-2021", *flag))
+    assert "Megatron-LM of 2021" in line and words in line
+    code, _out, err = run(*args, "--stack", "megatron", "--ep", "8", *flag)
     assert code in (0, 3) and "Traceback" not in err
 
 
@@ -85,6 +93,7 @@ def test_megatron_2021_still_runs_its_own_layouts(run):
         ("fsdp=true", "--fsdp"),
         ("zero=3", "ZeRO-2/3"),
         ("tp=4,cp=2", "context parallelism"),
+        ("tp=2,ep=2", "expert parallelism"),
     ],
 )
 def test_plan_explain_megatron_2021_refuses_as_train_does(run, layout, words):

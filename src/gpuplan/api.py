@@ -255,6 +255,7 @@ def train(
         fsdp=fsdp,
         zero=zero,
         cp=cp,
+        ep=ep,
         compile=compile,
         cross_entropy_fusion=cross_entropy_fusion,
         ep_comm_overlap=ep_comm_overlap,

@@ -180,7 +180,8 @@ def explain(
     # the stack= a layout names is checked against it as train checks --stack (train refuses the same pairs)
     named = str(spec.get("stack", "auto"))
     clash = stack_conflict(named, fsdp=fsdp, offload=offload)
-    conflict = megatron_2021_conflict(named, precision=precision, fsdp=fsdp, zero=zero, cp=cp) or (clash and clash[1])
+    conflict = megatron_2021_conflict(named, precision=precision, fsdp=fsdp, zero=zero, cp=cp, ep=ep)
+    conflict = conflict or (clash[1] if clash else None)
     if conflict:
         raise InputError(FLAG, f"stack={spec['stack']}: {conflict}")
     mb = int(spec.get("micro_batch", 1))

@@ -387,6 +387,7 @@ def megatron_2021_conflict(
     fsdp: bool = False,
     zero: int = 0,
     cp: int = 1,
+    ep: int = 1,
     compile: bool = False,
     cross_entropy_fusion: bool | None = None,
     ep_comm_overlap: bool = False,
@@ -405,6 +406,7 @@ def megatron_2021_conflict(
         (zero >= 2, f"--zero {zero}", "ZeRO-2/3 sharding (the 2021 paper's ZeRO-3 baseline ran on DeepSpeed: "
          "--stack deepspeed-2021)"),
         (cp > 1, f"--cp {cp}", "context parallelism (Megatron-Core, 2023)"),
+        (ep > 1, f"--ep {ep}", "expert parallelism (Megatron-Core's MoE, 2023)"),
         (compile, "--compile", "torch.compile (PyTorch 2.0, 2023)"),
         (cross_entropy_fusion is True, "--cross-entropy-fusion", "--cross-entropy-loss-fusion (2024)"),
         (ep_comm_overlap, "--ep-comm-overlap", "--overlap-moe-expert-parallel-comm (Megatron-Core, 2025)"),
