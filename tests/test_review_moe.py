@@ -261,3 +261,10 @@ def test_plan_explain_refuses_the_stack_pairs_train_refuses(run, layout, train_a
     by_explain = one_line_error(*run("plan", "train", *base, "--explain", layout))
     why = by_train.split(": ", 3)[-1].split(" (see ")[0]  # the message after "Invalid value for --flag: "
     assert why in by_explain
+
+
+def test_catalog_validator_message_without_pydantic_prefix(run, tmp_path):
+    f = tmp_path / "mine.toml"
+    f.write_text(_acme("{ power_w = 600, peak_fraction = 0.7 }"))
+    line = one_line_error(*run("--catalog", str(f), "gpus", "show", "acme-x1"))
+    assert "Value error" not in line and "accelerator 'acme-x1': low_power_rating.power_w = 600 W" in line

@@ -264,6 +264,8 @@ def explain(err: ValidationError, where: str) -> CatalogError:
         msg = "unknown field (check the spelling against docs/catalog-schema.md)"
     elif first["type"] == "missing":
         msg = "required field is missing"
+    elif first["type"] == "value_error":
+        msg = msg.removeprefix("Value error, ")  # pydantic's prefix before the validator's own sentence
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     field = f" field '{loc}':" if loc else ""
     return CatalogError(f"{where}:{field} {msg}{more}")
