@@ -139,17 +139,22 @@ def _direct(gpu_id: str, layout_kw: dict, job_kw: dict, **assume):
 
 
 def test_power_cap_slows_compute_by_the_cube_root_and_leaves_hbm():
-    """A 525 W cap on a 700 W H100 SXM (no lower-power rating in the catalog): matmul and attention time x
-    (700/525)^(1/3) = 1.1006 (to 1e-9: exact arithmetic); the element-wise (HBM-bound) part is unchanged; a cap
-    above the TDP changes nothing. (The B200, which the catalog rates at 700 W as well, interpolates that rating
-    instead: tests/test_power_cap.py.)"""
+    """A 525 W cap on a 700 W H100 (no lower-power rating in the catalog): matmul and attention time x
+    (700/525)^(1/3) = 1.1006 (to 1e-9: exact arithmetic); the element-wise (HBM-bound) part is unchanged; a cap above
+    the TDP changes nothing. The B200, which the catalog rates at 700 W too (HGX B100), interpolates that rating."""
     from conftest import BUNDLED_ACCELERATORS
     from gpuplan.estimate.steptime import power_clock_factor
 
-    h100 = BUNDLED_ACCELERATORS.get("h100-sxm-80gb")
+    h100, b200 = BUNDLED_ACCELERATORS.get("h100-sxm-80gb"), BUNDLED_ACCELERATORS.get("b200")
+    assert h100.low_power_rating is None
     assert power_clock_factor(h100, StepAssumptions(power_limit_w=525)) == pytest.approx(0.75 ** (1 / 3), rel=1e-12)
     assert power_clock_factor(h100, StepAssumptions(power_limit_w=2000)) == 1.0
     assert power_clock_factor(h100, StepAssumptions()) == 1.0
+    # B200 at 750 W: between HGX B100's 700 W (1.75 of 2.25 PFLOP/s) and the 1000 W TDP, linearly in watts
+    low = 1.75 / 2.25
+    assert power_clock_factor(b200, StepAssumptions(power_limit_w=750)) == pytest.approx(
+        low + (1 - low) * 50 / 300, rel=1e-12
+    )
     lay, job = dict(gpus=1), dict(seq_len=4096, global_batch=1, stack="megatron")
     full = _direct("h100-sxm-80gb", lay, job)
     capped = _direct("h100-sxm-80gb", lay, job, power_limit_w=525)

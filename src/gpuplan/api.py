@@ -210,7 +210,7 @@ def train(
     from .errors import InputError
     from .plan import commands
     from .plan.machine import MachineOptions
-    from .spec.training import Parallelism
+    from .spec.training import Parallelism, megatron_2021_conflict, stack_conflict
     from .units import parse_duration, parse_tokens, parse_usd_per_hour
 
     tp, pp, cp, ep, etp = (_num(n, v) for n, v in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep), ("etp", etp)))
@@ -245,27 +245,31 @@ def train(
         if zero not in (0, 3):
             raise InputError("--fsdp", "--fsdp is ZeRO-3 sharding; drop --zero or use --zero 3")
         zero = 3
-        if stack in (C.Stack.DEEPSPEED, C.Stack.DEEPSPEED_2021):
-            raise InputError("--fsdp", f"--fsdp is PyTorch FSDP, not DeepSpeed; with --stack {stack} use --zero 3")
-    if stack == C.Stack.MEGATRON_2021 and (
-        tp_comm_overlap or precision in (C.Precision.FP8_MIXED, C.Precision.FP4_MIXED)
-    ):
-        # Megatron-LM of 2021 had neither Transformer Engine (fp8, userbuffers) nor any TP overlap
-        flag = "--tp-comm-overlap" if tp_comm_overlap else f"--precision {precision}"
-        raise InputError(
-            "--stack", f"{flag} needs Transformer Engine, which Megatron-LM of 2021 did not have: use --stack megatron"
-        )
-    if ep_comm_overlap and recompute == C.Recompute.FULL:
+    clash = stack_conflict(stack, fsdp=fsdp, offload=offload)
+    if clash:
+        raise InputError(*clash)
+    conflict = megatron_2021_conflict(
+        stack,
+        precision=precision,
+        tp_comm_overlap=tp_comm_overlap,
+        fsdp=fsdp,
+        zero=zero,
+        cp=cp,
+        ep=ep,
+        compile=compile,
+        cross_entropy_fusion=cross_entropy_fusion,
+        ep_comm_overlap=ep_comm_overlap,
+        moe_dispatch_dtype=moe_dispatch_dtype,
+    )
+    if conflict:
+        raise InputError("--stack", conflict)
+    if ep_comm_overlap and recompute in (C.Recompute.FULL, C.Recompute.PARTIAL):
+        # --recompute partial is Megatron's --recompute-granularity full with --recompute-method block, which
+        # Megatron-Core refuses beside --overlap-moe-expert-parallel-comm as it refuses full recompute
         raise InputError(
             "--ep-comm-overlap",
-            "--ep-comm-overlap pairs one micro-batch's forward with another's backward, which full recompute re-runs "
-            "(Megatron-Core refuses the pair): use --recompute selective or per-op",
-        )
-    if stack == C.Stack.JAX and offload in (C.Offload.OPTIMIZER, C.Offload.PARAMS):
-        raise InputError(
-            "--offload",
-            f"--offload {offload} is DeepSpeed's ZeRO-Offload (CPU-Adam); --stack jax does not run it: drop --offload "
-            "or use --stack deepspeed",
+            f"--ep-comm-overlap pairs one micro-batch's forward with another's backward, which --recompute {recompute} "
+            "re-runs (Megatron-Core refuses the pair): use --recompute selective or per-op",
         )
     layout = Parallelism(
         # unset: the fewest GPUs the layout divides, with ep x etp folded into each pipeline stage
@@ -586,6 +590,11 @@ def plan_train(
         notes.append("owned prices exclude staff (no sourced default; gpuplan tco --staff-usd-per-gpu-year adds it)")
     else:
         accelerators = _plan_gpus(cat, gpu, chosen_pricing)
+
+    from .plan.training import power_limit_note
+
+    for g in accelerators:  # the cap train refuses on a GPU is refused for a search over it
+        power_limit_note(g, step_a.power_limit_w)
 
     def run_search(**given: Any) -> Any:
         """The search over this model, GPUs, offers and job; ``given``: the constraints and the objective."""

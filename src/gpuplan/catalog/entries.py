@@ -136,6 +136,20 @@ class AcceleratorEntry(_Strict):
                 f"matmul_efficiency gives {', '.join(no_peak)} but peak_flops_per_s has no "
                 f"{' or '.join(no_peak)} peak to take a fraction of"
             )
+        if self.low_power_rating is not None:
+            # a lower-power rating is read against the TDP (steptime.power_clock_factor): one at or above it says
+            # nothing about a cap, and without a TDP there is nothing to cap
+            if self.tdp_w is None:
+                raise ValueError(
+                    "low_power_rating is the same GPU rated below its TDP, but the entry has no tdp_w: give tdp_w "
+                    "(the power its peak_flops_per_s is rated at) or drop low_power_rating"
+                )
+            if self.low_power_rating.power_w >= self.tdp_w:
+                raise ValueError(
+                    f"low_power_rating.power_w = {self.low_power_rating.power_w:g} W is not below tdp_w = "
+                    f"{self.tdp_w:g} W: give the lower power the vendor rates the GPU at (e.g. 700 for a 1000 W "
+                    "B200 rated as HGX B100)"
+                )
         if self.fp16_accumulate_factor is not None:
             if "fp16" not in self.peak_flops_per_s:
                 raise ValueError(
@@ -250,6 +264,8 @@ def explain(err: ValidationError, where: str) -> CatalogError:
         msg = "unknown field (check the spelling against docs/catalog-schema.md)"
     elif first["type"] == "missing":
         msg = "required field is missing"
+    elif first["type"] == "value_error":
+        msg = msg.removeprefix("Value error, ")  # pydantic's prefix before the validator's own sentence
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     field = f" field '{loc}':" if loc else ""
     return CatalogError(f"{where}:{field} {msg}{more}")

@@ -50,7 +50,13 @@ def parse_assume(items: tuple[str, ...]) -> dict[str, str]:
                 f"'{item}': use NAME=VALUE (the names are listed under assumptions in the --json output)",
                 param_hint="--assume",
             )
-        out[name.strip()] = value
+        name = name.strip()
+        if name in out and out[name].strip() != value.strip():
+            # two values for one assumption contradict each other: the first would be silently dropped
+            raise click.BadParameter(
+                f"{name} given twice ({out[name]} and {value}): give it once", param_hint="--assume"
+            )
+        out[name] = value
     return out
 
 

@@ -87,8 +87,10 @@ def check_assumptions(
                 wanted = f"between {ranges[f.name][0]:g} and {ranges[f.name][1]:g}"
             elif f.name in fractions:
                 wanted = "between 0 and 1"
+            elif f.name in positive:
+                wanted = "more than 0"
             raise JobError(f"assumption {f.name} must be a finite number {wanted}, got {value!r}")
-        if value > MAX_ASSUMPTION:
+        if value > MAX_ASSUMPTION and f.name not in ranges:  # a named range says its own bounds below
             raise JobError(f"assumption {f.name} must be at most {MAX_ASSUMPTION:g}, got {value:g}")
         if f.name in fractions and value > 1:
             raise JobError(f"assumption {f.name} is a fraction: give a value between 0 and 1, got {value!r}")

@@ -21,7 +21,8 @@ Sources, by part:
   compute/cpu-memory ("at least as much CPU memory on each node as there is on the GPUs").
 - Network: ring all-reduce moves 2(n-1)/n x S per rank (nccl-tests PERFORMANCE.md), hidden when it fits in
   the backward pass it overlaps.
-- Energy: GPU-hours x TDP x host-power factor x PUE (the TCO module's rule); CO2eq = energy x grid intensity.
+- Energy: GPU-hours x TDP (the power cap where --assume power_limit_w sets one below it) x host-power factor x
+  PUE (the TCO module's rule); CO2eq = energy x grid intensity.
 - Arrays: the failure, checkpoint and storage formulas take plain numbers or numpy arrays (``xp.py``), so
   ``plan train`` adjusts every candidate of its grid for failures with the very functions ``train`` uses.
 - The instance's resources (``--offer``): vCPUs, host RAM and local NVMe from the offers catalog (each figure with

@@ -785,6 +785,11 @@ def validate_layout(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job
         raise JobError(f"{moe_flags[0]} is for MoE models, but {spec.id} is a dense model; drop {moe_flags[0]}")
     if job.ep_comm_overlap and layout.ep == 1:
         raise JobError("--ep-comm-overlap overlaps the expert-parallel all-to-all: it needs --ep > 1")
+    if job.moe_dispatch_dtype != "bf16" and layout.ep == 1:
+        raise JobError(
+            f"--moe-dispatch-dtype {job.moe_dispatch_dtype} is the dtype of the expert-parallel all-to-all, which "
+            "--ep 1 does not run: give --ep > 1 or drop it"
+        )
     if layout.ep > 1:
         if spec.moe is None:
             raise JobError(f"--ep {layout.ep} splits experts, but {spec.id} is a dense model; drop --ep")

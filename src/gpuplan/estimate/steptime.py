@@ -1256,6 +1256,7 @@ def training_step(
         bwd["moe_permute"] = fwd["moe_permute"]
     ep_unpaired = 0.0  # the exchange of micro-batches no other micro-batch's work runs beside, per layer
     ep_hidden = 0.0  # exchange time run beside compute, per layer and micro-batch (it still holds SMs)
+    ep_taken = 0.0  # the exchange time --ep-comm-overlap took out of a layer's own micro-batch time (paired or not)
     if job.ep_comm_overlap and "moe_all_to_all" in fwd:
         # Megatron-Core --overlap-moe-expert-parallel-comm (combined 1F1B, model_chunk_schedule_plan.py: one
         # micro-batch's dispatch and combine on a side stream beside another's attention and expert work) and
@@ -1270,6 +1271,7 @@ def training_step(
         paired = xp.maximum(0.0, m - xp.minimum(m, pp)) / m  # share of micro-batches with a partner
         ep_unpaired = (1 - paired) * (total - exposed)
         ep_hidden = paired * (total - exposed)
+        ep_taken = total - exposed
         fwd["moe_all_to_all"] = bwd["moe_all_to_all"] = 0.5 * exposed
     full_layer = sum(v for k, v in fwd.items() if k != "moe_all_to_all") + fwd.get("moe_all_to_all", 0.0)
     # --recompute partial: the stage's layers that re-run their forward (Megatron --recompute-method block)
@@ -1337,7 +1339,9 @@ def training_step(
     parts = {k: v * m for k, v in per_mb.items()}
     # ---- pipeline: bubble and point-to-point
     if xp.nonzero(pp > 1):
-        parts["pp_bubble"] = (pp - 1) / virtual_stages * t_mb
+        # the warm-up and cool-down micro-batches that make the bubble have no partner under --ep-comm-overlap:
+        # their stages wait for the whole exchange (ep_taken), as without the overlap
+        parts["pp_bubble"] = (pp - 1) / virtual_stages * (t_mb + ep_taken * layers_here)
         send = tokens_mb * h * bytes_e / tp  # scatter-gather: each TP rank sends its slice
         p2p_bw = xp.where(tp * pp > domain, scale_out, link)
         parts["pp_p2p"] = xp.where(pp > 1, 2 * virtual_stages * m * (a.collective_latency_s + send / p2p_bw), 0.0)

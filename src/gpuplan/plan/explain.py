@@ -44,7 +44,7 @@ from ..spec.accelerator import Accelerator
 from ..spec.choices import Offload, PlanPrune, Precision, Recipe, Recompute, Stack, values
 from ..spec.model import ModelSpec
 from ..spec.offer import Offer
-from ..spec.training import Parallelism, TrainingJob
+from ..spec.training import Parallelism, TrainingJob, megatron_2021_conflict, stack_conflict
 from . import search as S
 from .machine import MachineOptions, layout_failures
 from .training import offer_accelerator, offer_network
@@ -177,6 +177,13 @@ def explain(
     offload = str(spec.get("offload", "none"))
     if fsdp and zero != 3:
         raise InputError(FLAG, f"fsdp=true shards as ZeRO-3; zero={zero} contradicts it")
+    # the stack= a layout names is checked against it as train checks --stack (train refuses the same pairs)
+    named = str(spec.get("stack", "auto"))
+    clash = stack_conflict(named, fsdp=fsdp, offload=offload)
+    conflict = megatron_2021_conflict(named, precision=precision, fsdp=fsdp, zero=zero, cp=cp, ep=ep)
+    conflict = conflict or (clash[1] if clash else None)
+    if conflict:
+        raise InputError(FLAG, f"stack={spec['stack']}: {conflict}")
     mb = int(spec.get("micro_batch", 1))
     vs = int(spec.get("virtual_stages", 1))
     seq_par = bool(spec.get("sequence_parallel", tp > 1))

@@ -509,7 +509,10 @@ def train_machine(
             figures["cost_with_failures_usd"] = ck.cost_with_failures_usd if finite else None
         if gpu.tdp_w and finite:
             gpu_hours = fc.wall_s * layout.gpus / mx.HOUR_S
-            figures["energy_kwh"] = mx.energy_kwh(gpu_hours, gpu.tdp_w, a.host_power_factor, a.pue)
+            # a power cap (--assume power_limit_w) bounds the GPU's draw as it slows its step: both or neither
+            cap = step_assumptions.power_limit_w
+            gpu_w = gpu.tdp_w if cap is None else min(cap, gpu.tdp_w)
+            figures["energy_kwh"] = mx.energy_kwh(gpu_hours, gpu_w, a.host_power_factor, a.pue)
             figures["co2eq_kg"] = mx.co2eq_kg(figures["energy_kwh"], figures["grid_gco2_per_kwh"])
         elif not gpu.tdp_w:
             notes.append(f"energy: {gpu.id} has no TDP in the catalog")

@@ -532,8 +532,10 @@ def with_training_plan(record: dict, plan, step_assumptions, gpu: Accelerator | 
             x.update(value=value, source=source)
         elif x["name"] == "power_limit_w" and x["value"] is None and gpu is not None and gpu.tdp_w:
             x.update(value=gpu.tdp_w, source=f"no cap: the GPU's catalog TDP ({gpu.id})")
-    # an assumption still unset (no catalog figure to show in its place) is left out of the list
-    step = [x for x in step if x["value"] is not None]
+    # an assumption still unset (no catalog figure to show in its place) is left out of the list, and one both
+    # estimates read (fp4_bf16_tail_fraction: --assume sets both) is listed once, as the memory estimate has it
+    listed = {x["name"] for x in record["assumptions"]}
+    step = [x for x in step if x["value"] is not None and x["name"] not in listed]
     out["assumptions"] = record["assumptions"] + step
     return out
 

@@ -46,6 +46,33 @@ class TrainingPlan:
         return None if self.usd_per_gpu_hour is None else self.time.gpu_hours * self.usd_per_gpu_hour
 
 
+#: the lowest --assume power_limit_w train prices, as a share of the GPU's TDP (the cube-root clock rule is meant for
+#: the caps GPUs run at: NVIDIA's H100 NVL at 400 of the SXM's 700 W, HGX B100 at 700 of 1,000 W)
+POWER_LIMIT_MIN_FRACTION = 0.1
+
+
+def power_limit_note(gpu: Accelerator, cap: float | None) -> str | None:
+    """``--assume power_limit_w`` against ``gpu``'s TDP: refused below :data:`POWER_LIMIT_MIN_FRACTION` of it (a cap
+    of a few watts is no GPU's operating point; the clock rule scales from the TDP down); the note to print where
+    the cap changes nothing (above the TDP, or no TDP in the catalog), else None."""
+    if cap is None:
+        return None
+    if not gpu.tdp_w:
+        return f"power_limit_w={cap:g} W: {gpu.id} has no TDP in the catalog to cap from; no cap applied"
+    if cap < POWER_LIMIT_MIN_FRACTION * gpu.tdp_w:
+        raise JobError(
+            f"assumption power_limit_w={cap:g} W is below {POWER_LIMIT_MIN_FRACTION:.0%} of {gpu.id}'s "
+            f"{gpu.tdp_w:g} W TDP, where no GPU runs: give a cap between "
+            f"{POWER_LIMIT_MIN_FRACTION * gpu.tdp_w:g} and {gpu.tdp_w:g} W"
+        )
+    if cap > gpu.tdp_w:
+        return (
+            f"power_limit_w={cap:g} W is above {gpu.id}'s {gpu.tdp_w:g} W TDP: no cap (the step and the energy use "
+            "the TDP)"
+        )
+    return None
+
+
 def offer_accelerator(offer: Offer, gpu: Accelerator, tp: int = 1) -> Accelerator:
     """The accelerator as the offer's instance links it: its ``scale_up_bytes_per_s_per_gpu`` replaces the
     accelerator's typical scale-up bandwidth; where the instance has no GPU-to-GPU link
@@ -119,6 +146,9 @@ def plan_training(
         check_range(usd_per_gpu_hour, "--usd-per-gpu-hour", 0.0, MAX_USD_PER_HOUR)
     peak = peak_for(gpu, job.precision)
     notes: list[str] = []
+    note = power_limit_note(gpu, step_assumptions.power_limit_w)
+    if note:
+        notes.append(note)
     if offer is not None:
         usd_per_gpu_hour = offer.usd_per_gpu_hour
         step_assumptions = offer_network(offer, step_assumptions)

@@ -502,7 +502,7 @@ def train_report(record: dict) -> Group:
         f"dp={lay['dp']} tp={lay['tp']} pp={lay['pp']}"
         + (f" cp={lay['cp']}" if lay["cp"] > 1 else "")
         + (f" ep={lay['ep']}" if lay["ep"] > 1 else "")
-        + (f" etp={lay['etp']}" if lay.get("etp", lay["tp"]) != lay["tp"] else "")
+        + (f" etp={lay['etp']}" if lay.get("etp") is not None and lay["etp"] != lay["tp"] else "")
         + (" +sp" if lay["sequence_parallel"] else "")
         + (f" zero-{lay['zero']}" if lay["zero"] else "")
         + (f" offload {lay['offload']}" if lay["offload"] != "none" else "")

@@ -365,6 +365,60 @@ class TrainingJobGrid(TrainingJob):
 PLAN_PRECISIONS_ANY = (Precision.BF16_MIXED.value, Precision.FP8_MIXED.value)
 
 
+def stack_conflict(stack: str, *, fsdp: bool = False, offload: str = Offload.NONE) -> tuple[str, str] | None:
+    """A ``--stack`` that cannot run the sharding or offload asked for: (the flag to blame, the message), else None.
+    ``train`` and ``plan train --explain stack=...`` refuse the same pairs."""
+    if fsdp and stack in (Stack.DEEPSPEED, Stack.DEEPSPEED_2021):
+        return "--fsdp", f"--fsdp is PyTorch FSDP, not DeepSpeed; with --stack {stack} use --zero 3"
+    if stack == Stack.JAX and offload in (Offload.OPTIMIZER, Offload.PARAMS):
+        return (
+            "--offload",
+            f"--offload {offload} is DeepSpeed's ZeRO-Offload (CPU-Adam); --stack jax does not run it: drop --offload "
+            "or use --stack deepspeed",
+        )
+    return None
+
+
+def megatron_2021_conflict(
+    stack: str,
+    *,
+    precision: str = Precision.BF16_MIXED,
+    tp_comm_overlap: bool = False,
+    fsdp: bool = False,
+    zero: int = 0,
+    cp: int = 1,
+    ep: int = 1,
+    compile: bool = False,
+    cross_entropy_fusion: bool | None = None,
+    ep_comm_overlap: bool = False,
+    moe_dispatch_dtype: str = MoeDispatchDtype.BF16,
+) -> str | None:
+    """What ``--stack megatron-2021`` (Megatron-LM v2.x, as the 2021 paper ran it) cannot run: the message that
+    says so, else None. ``train`` and ``plan train --explain stack=megatron-2021`` refuse the same pairs."""
+    if stack != Stack.MEGATRON_2021:
+        return None
+    if tp_comm_overlap or precision in (Precision.FP8_MIXED, Precision.FP4_MIXED):
+        # Megatron-LM of 2021 had neither Transformer Engine (fp8, userbuffers) nor any TP overlap
+        flag = "--tp-comm-overlap" if tp_comm_overlap else f"--precision {precision}"
+        return f"{flag} needs Transformer Engine, which Megatron-LM of 2021 did not have: use --stack megatron"
+    later = [
+        (fsdp, "--fsdp", "fully sharded data parallelism (PyTorch FSDP came in 2022)"),
+        (zero >= 2, f"--zero {zero}", "ZeRO-2/3 sharding (the 2021 paper's ZeRO-3 baseline ran on DeepSpeed: "
+         "--stack deepspeed-2021)"),
+        (cp > 1, f"--cp {cp}", "context parallelism (Megatron-Core, 2023)"),
+        (ep > 1, f"--ep {ep}", "expert parallelism (Megatron-Core's MoE, 2023)"),
+        (compile, "--compile", "torch.compile (PyTorch 2.0, 2023)"),
+        (cross_entropy_fusion is True, "--cross-entropy-fusion", "--cross-entropy-loss-fusion (2024)"),
+        (ep_comm_overlap, "--ep-comm-overlap", "--overlap-moe-expert-parallel-comm (Megatron-Core, 2025)"),
+        (moe_dispatch_dtype != MoeDispatchDtype.BF16, f"--moe-dispatch-dtype {moe_dispatch_dtype}",
+         "DeepEP's fp8 dispatch (2025)"),
+    ]  # fmt: skip
+    for on, flag, what in later:
+        if on:
+            return f"{flag} asks for {what}, which Megatron-LM of 2021 did not have: use --stack megatron"
+    return None
+
+
 def parse_precisions(value: str | Iterable[str]) -> tuple[str, ...]:
     """``plan train --precision``: one precision, a comma list (``bf16-mixed,fp8-mixed``) or ``any``
     (:data:`PLAN_PRECISIONS_ANY`); each must be one ``train --precision`` takes, except fp4-mixed, which the
