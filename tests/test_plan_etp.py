@@ -14,6 +14,7 @@ import gpuplan
 from gpuplan.catalog import resolve_model
 from gpuplan.catalog.session import Catalogs
 from gpuplan.spec.training import Parallelism, TrainingJob
+from test_plan_search import assert_option_matches_train
 
 CAT = Catalogs(())
 #: the search (numpy arrays) and one layout (plain numbers) run the same IEEE-754 operations (test_plan_search.py)
@@ -95,14 +96,7 @@ def test_folded_options_follow_the_rule_and_equal_train(folded):
             c = opt.candidate
             t = gpuplan.train(model, tokens=opt_tokens(model), seq_len=seq_len, catalog=CAT, **c.train_kwargs())
             assert t.memory.fits and t.to_dict()["layout"]["etp"] == c.layout().expert_tp
-            for got, want in (
-                (c.time_s, t.plan.time.seconds),
-                (c.cost_usd, t.plan.usd),
-                (c.mfu, t.plan.time.mfu),
-                (c.step_s, t.plan.step.iteration_s),
-                (opt.peak_memory_bytes, t.memory.total_bytes),
-            ):
-                assert _close(got, want), (c, got, want)
+            assert_option_matches_train(opt, t)
 
 
 def opt_tokens(model: str) -> float:

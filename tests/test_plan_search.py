@@ -58,6 +58,12 @@ def _agrees_with_train(
     assert precision is None or c.precision == precision
     t = gpuplan.train(model, tokens=tokens, seq_len=seq_len, catalog=CAT, **method, **c.train_kwargs())
     assert t.memory.fits
+    assert_option_matches_train(opt, t)
+
+
+def assert_option_matches_train(opt, t) -> None:
+    """A plan option's time, cost, MFU, step time and peak memory equal those of ``train`` on its layout (to REL)."""
+    c = opt.candidate
     for got, want in (
         (c.time_s, t.plan.time.seconds),
         (c.cost_usd, t.plan.usd),
