@@ -111,3 +111,20 @@ def test_offload_formula_on_arrays():
                 one = offload_step_s(gpu, a, float(opt[i]), float(opt[i]), int(mbs[i]), fwd[i], bwd[i], **kw)
                 for k, v in one.items():
                     assert float(np.asarray(arr[k])[i]) == pytest.approx(float(v), rel=1e-12, abs=0)
+
+
+def test_activation_offload_copies_what_the_memory_estimate_counts():
+    """--assume on the memory side (here the saved activations' bytes per element) reaches the step's offload copies:
+    the bytes crossing PCIe are the ones the memory estimate keeps, so doubling them doubles the copy time."""
+    import gpuplan
+
+    def run(width: int):
+        return gpuplan.train(
+            "llama-3.1-8b", gpu="h100", gpus=8, fsdp=True, offload="activations", micro_batch=1, global_batch=8,
+            seq_len=8192, tokens="1B", assume={"activation_bytes_per_element": width}, offline=True,
+        )  # fmt: skip
+
+    two, four = run(2), run(4)
+    assert four.memory.total_bytes > two.memory.total_bytes
+    s2, s4 = two.plan.step.parts["activation_offload"], four.plan.step.parts["activation_offload"]
+    assert s2 > 0 and s4 > 2 * s2  # copy time doubles; the compute covering part of it does not

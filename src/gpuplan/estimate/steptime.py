@@ -1012,8 +1012,11 @@ def training_step(
     a: StepAssumptions = StepAssumptions(),
     virtual_stages: int = 1,
     overlap_dp: bool | None = None,
+    memory: MemoryAssumptions | None = None,
 ) -> StepTime:
-    """Predict one training iteration of ``job`` on ``layout`` (see the module docstring for the parts)."""
+    """Predict one training iteration of ``job`` on ``layout`` (see the module docstring for the parts).
+    ``memory``: the memory estimate's assumptions, where a part of the step moves what it counts (activation
+    offload copies the saved activations); the defaults where not given."""
     peak = peak_for(gpu, job.precision)
     stack, _ = resolve_stack(job, layout, gpu)
     job = stack_job(job, gpu)  # the recipe of the stack the accelerator picks (a TPU's jax)
@@ -1330,7 +1333,7 @@ def training_step(
         # layer's saved tensors cross PCIe to the host during the next layer's forward and back during its
         # backward, on a side stream; only what a layer's compute cannot cover waits
         n_off = layers_here if job.offload_layers is None else xp.minimum(job.offload_layers, layers_here)
-        kept = sum(activation_bytes_per_layer(model, job, layout, MemoryAssumptions()).values())
+        kept = sum(activation_bytes_per_layer(model, job, layout, memory or MemoryAssumptions()).values())
         copy_s = kept / host_link_bytes_per_s(gpu, a)
         exposed = xp.maximum(0.0, copy_s - sum(fwd.values())) + xp.maximum(0.0, copy_s - sum(bwd.values()))
         per_mb["activation_offload"] = n_off * exposed

@@ -291,6 +291,7 @@ def train(cat: Catalogs, req: TrainRequest) -> reports.TrainReport | reports.Tra
             offer=offer,
             step_assumptions=step_assumptions,
             virtual_stages=req.virtual_stages,
+            memory_assumptions=memory_assumptions,
         )
         layout = plan.layout
     memory = training_memory(model, accelerator, layout, job, memory_assumptions)

@@ -510,7 +510,9 @@ def _on_offer(offer, reason, why, model, gpu, lay, job, mem_a, step_a, total_flo
         rival_job, first, rung = rival
         linked = offer_accelerator(offer, gpu, lay.tp)
         try:
-            rival_s = training_step(model, linked, lay, rival_job, offer_network(offer, step_a), lay.virtual_stages)
+            rival_s = training_step(
+                model, linked, lay, rival_job, offer_network(offer, step_a), lay.virtual_stages, memory=mem_a
+            )
         except GpuplanError:
             rival_s = None
         if rival_s is not None and (
@@ -577,7 +579,7 @@ def _estimate(model, gpu, lay, job, offer, mem_a, step_a, total_flops, machine=N
     ``machine``: the search's (MachineOptions, MachineAssumptions), None for ``train``'s defaults."""
     mem = training_memory(model, gpu, lay, job, mem_a, find_max_batch=False)
     linked = offer_accelerator(offer, gpu, lay.tp)
-    step = training_step(model, linked, lay, job, offer_network(offer, step_a), lay.virtual_stages)
+    step = training_step(model, linked, lay, job, offer_network(offer, step_a), lay.virtual_stages, memory=mem_a)
     peak = peak_for(gpu, job.precision)
     t = time_to_train(total_flops, lay.gpus, peak, step.mfu)
     cost = t.gpu_hours * offer.usd_per_gpu_hour

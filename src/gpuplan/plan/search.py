@@ -1008,7 +1008,7 @@ class _TrainGrid:
             rung = self.rung_table[int(e["sharding"][idx[0]])][int(e["rung"][idx[0]])]
             layout, grid_job = self._grid(e, idx, rung, e["layers"])
             try:
-                step = training_step(self.model, linked_gpu, layout, grid_job, net, e["vs"][idx])
+                step = training_step(self.model, linked_gpu, layout, grid_job, net, e["vs"][idx], memory=self.mem_a)
             except GpuplanError:
                 continue  # not supported (NaN below)
             e["mfu"][idx], e["step_s"][idx] = step.mfu, step.iteration_s

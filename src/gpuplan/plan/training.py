@@ -99,12 +99,18 @@ def offer_network(offer: Offer, a: StepAssumptions) -> StepAssumptions:
 
 
 def predict_mfu(
-    model, gpu: Accelerator, layout: Parallelism, job: TrainingJob, a: StepAssumptions, virtual_stages: int = 1
+    model,
+    gpu: Accelerator,
+    layout: Parallelism,
+    job: TrainingJob,
+    a: StepAssumptions,
+    virtual_stages: int = 1,
+    memory: MemoryAssumptions | None = None,
 ) -> tuple[float, StepTime | None, str]:
     """MFU from the step-time model (needs the architecture); a bare count gets no prediction."""
     if not isinstance(model, ModelSpec):
         raise JobError("predicting MFU needs the architecture; give a model id or config.json, or pass --mfu")
-    step = training_step(model, gpu, layout, job, a, virtual_stages)
+    step = training_step(model, gpu, layout, job, a, virtual_stages, memory=memory)
     if not (math.isfinite(step.mfu) and 0 < step.mfu <= 1):
         # the numerator and the step time count the same FLOPs (flops.py, causal) at efficiencies <= 1:
         # an MFU outside (0, 1] is a bug in the model, not the user's input, and must stay visible
@@ -128,9 +134,11 @@ def plan_training(
     offer: Offer | None = None,
     step_assumptions: StepAssumptions = StepAssumptions(),
     virtual_stages: int = 1,
+    memory_assumptions: MemoryAssumptions | None = None,
 ) -> TrainingPlan:
     """Time and cost of training ``tokens`` x ``epochs``; with ``deadline_s`` the GPU count is chosen
-    (data parallelism grows over the layout's model-parallel group, in whole offers/nodes)."""
+    (data parallelism grows over the layout's model-parallel group, in whole offers/nodes). ``memory_assumptions``
+    reach the step's parts that move what the memory estimate counts (activation offload)."""
     compute = training_compute(model, job.seq_len, tokens, epochs, method=job.method)
     if mfu is not None:
         check_range(
@@ -163,14 +171,27 @@ def plan_training(
             layout = replace(layout, gpus=rounded)
     if deadline_s is not None:
         layout = _layout_for_deadline(
-            model, gpu, layout, job, compute.total_flops, deadline_s, peak, mfu, offer, step_assumptions, virtual_stages
+            model,
+            gpu,
+            layout,
+            job,
+            compute.total_flops,
+            deadline_s,
+            peak,
+            mfu,
+            offer,
+            step_assumptions,
+            virtual_stages,
+            memory=memory_assumptions,
         )
     if mfu is not None:
         step, source = None, "given (--mfu)"
         if isinstance(model, ModelSpec):
-            step = training_step(model, gpu, layout, job, step_assumptions, virtual_stages)
+            step = training_step(model, gpu, layout, job, step_assumptions, virtual_stages, memory=memory_assumptions)
     else:
-        mfu, step, source = predict_mfu(model, gpu, layout, job, step_assumptions, virtual_stages)
+        mfu, step, source = predict_mfu(
+            model, gpu, layout, job, step_assumptions, virtual_stages, memory=memory_assumptions
+        )
     t = time_to_train(compute.total_flops, layout.gpus, peak, mfu)
     if isinstance(model, ParamsOnlyModel):
         params = model.params
@@ -222,7 +243,9 @@ def plan_training(
     )
 
 
-def _layout_for_deadline(model, gpu, layout, job, total_flops, deadline_s, peak, mfu, offer, a, virtual_stages):
+def _layout_for_deadline(
+    model, gpu, layout, job, total_flops, deadline_s, peak, mfu, offer, a, virtual_stages, memory=None
+):
     """The smallest data-parallel degree that meets the deadline: a multiple of whole instances, and a
     divisor of --global-batch / --micro-batch when a global batch is given. MFU falls as data parallelism
     grows, so each candidate is checked with its own predicted MFU."""
@@ -259,7 +282,7 @@ def _layout_for_deadline(model, gpu, layout, job, total_flops, deadline_s, peak,
                 "give more time or train on fewer tokens"
             )
         trial = replace(layout, gpus=dp * group)
-        m = mfu if mfu is not None else predict_mfu(model, gpu, trial, job, a, virtual_stages)[0]
+        m = mfu if mfu is not None else predict_mfu(model, gpu, trial, job, a, virtual_stages, memory=memory)[0]
         need = gpus_for_deadline(total_flops, deadline_s, peak, m)
         if need <= trial.gpus:
             return trial
@@ -372,6 +395,7 @@ def _plan_for_offer(
             mfu=mfu,
             deadline_s=deadline_s,
             offer=offer,
+            memory_assumptions=memory_assumptions,
             step_assumptions=step_assumptions,
             virtual_stages=virtual_stages,
         ), ""
