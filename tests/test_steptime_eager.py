@@ -68,6 +68,27 @@ def test_lora_backward_has_no_frozen_weight_gradients():
     assert q.parts["optimizer"] < f.parts["optimizer"] / 100
 
 
+@pytest.mark.parametrize("compile_", [False, True])
+def test_lora_branch_joins_the_base_output_elementwise(compile_):
+    """Each adapted linear adds its branch to the base output (PEFT: result + lora_B(lora_A(x)) * scaling): forward,
+    the scaling and the sum (5 x 2 B per output element eager, 3 x 2 B in one compiled kernel); backward, the scaled
+    output gradient (2 x 2 B) and the branch's input gradient summed into the base's (3 x 2 B per input element)."""
+    from gpuplan.estimate.params import linear_shapes
+
+    model, gpu = _model(), _gpu()
+    full = TrainingJob(micro_batch=1, seq_len=2048, global_batch=1, precision="bf16", stack="hf", compile=compile_)
+    lora = replace(full, method="lora")  # default targets q, k, v, o
+    f, q = training_step(model, gpu, ONE, full), training_step(model, gpu, ONE, lora)
+    shapes = linear_shapes(model)
+    out_b = 3.0 if compile_ else 5.0
+    per_layer = sum(
+        2048 * (out_b * dout + 2 * dout + 3 * din) * 2 for k, (din, dout, n) in shapes.items() if k in lora.targets
+    )
+    bw = gpu.memory_bandwidth_bytes_per_s * A.hbm_efficiency
+    extra = q.parts["elementwise"] - f.parts["elementwise"]
+    assert extra == pytest.approx(model.layers * per_layer / bw, rel=1e-9)
+
+
 def test_activation_offload_pays_what_compute_cannot_hide():
     """Each offloaded layer's saved activations go to the host in forward and come back in backward over PCIe;
     per layer the exposed time is max(0, copy - forward) + max(0, copy - backward)."""

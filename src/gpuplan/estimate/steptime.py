@@ -1180,6 +1180,12 @@ def training_step(
         targets = trainable_linears(model, job) or frozenset()
         r = job.lora_rank
         adapter_f = 0.0
+        merge_f = merge_b = 0.0  # the adapter output's scaling and sum into the base output, and their backward
+        # the adapter's branch joins the base output in element-wise ops (PEFT LoraLayer / torchtune LoRALinear:
+        # result + lora_B(lora_A(x)) * scaling): forward, the scaling (read and write the output) and the sum (read
+        # two, write one), one kernel where a compiler or fused stack merges them; backward, the scaling of the
+        # output gradient and the sum of the branch's input gradient into the base's, in the activations' dtype
+        merge_out = 3.0 if fused else 5.0
         for k, (din, dout, n) in shapes.items():
             if k not in targets:
                 continue
@@ -1189,8 +1195,12 @@ def training_step(
                 rows = tokens_mb * model.moe.experts_per_token / model.moe.experts * layout.ep * etp / tp
                 shard, count = etp, n / L / layout.ep
             adapter_f += count * (_gemm_s(rows, r, din, mm_peak, bw) + _gemm_s(rows, dout / shard, r, mm_peak, bw))
+            merge_f += count * rows * merge_out * dout / shard * bytes_e / bw
+            merge_b += count * rows * (2.0 * dout / shard + 3.0 * din) * bytes_e / bw
         fwd["matmul"] = mm_f + adapter_f
         bwd["matmul"] = mm_f + 2 * adapter_f
+        fwd["elementwise"] = fwd["elementwise"] + merge_f
+        bwd["elementwise"] = bwd["elementwise"] + merge_b
         if job.quant == "nf4":
             # bitsandbytes dequantizes every NF4 weight to 16 bits before each use (MatMul4Bit: forward, and again
             # for the input gradient): read 4.127 bits, write 2 bytes per weight, each pass
