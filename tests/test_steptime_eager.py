@@ -89,6 +89,23 @@ def test_lora_branch_joins_the_base_output_elementwise(compile_):
     assert extra == pytest.approx(model.layers * per_layer / bw, rel=1e-9)
 
 
+@pytest.mark.parametrize("m", [1, 4])
+def test_autocast_casts_every_fp32_weight_each_micro_batch(m):
+    """PyTorch AMP (fp32 weights under autocast) casts each weight to bf16 every forward (6 B per parameter), casts
+    its gradient back (6 B) and, from the second micro-batch on, adds it into .grad (12 B); pure bf16 and LoRA's
+    16-bit base pay none of it."""
+    from gpuplan.estimate.params import count_params
+
+    model, gpu = _model(), _gpu()
+    amp = TrainingJob(micro_batch=1, seq_len=2048, global_batch=m, precision="bf16-mixed", stack="hf")
+    s = training_step(model, gpu, ONE, amp)
+    bw = gpu.memory_bandwidth_bytes_per_s * A.hbm_efficiency
+    params = count_params(model).total
+    assert s.parts["amp_casts"] == pytest.approx(m * params * (12 + 12 * (m - 1) / m) / bw, rel=1e-12)
+    assert "amp_casts" not in training_step(model, gpu, ONE, replace(amp, precision="bf16")).parts
+    assert "amp_casts" not in training_step(model, gpu, ONE, replace(amp, method="lora")).parts
+
+
 def test_activation_offload_pays_what_compute_cannot_hide():
     """Each offloaded layer's saved activations go to the host in forward and come back in backward over PCIe;
     per layer the exposed time is max(0, copy - forward) + max(0, copy - backward)."""

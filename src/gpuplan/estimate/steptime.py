@@ -1366,6 +1366,12 @@ def training_step(
     local_dense = (b.total - b.parts.get("experts", 0)) / (tp * pp)
     local_experts = b.parts.get("experts", 0) / (etp * pp * layout.ep)
     local_params = local_dense + local_experts
+    if recipe.name == "amp" and job.method == "full":
+        # autocast (the amp recipe: fp32 weights) casts each weight to 16 bits in every forward (cached_cast: read
+        # 4 B, write 2 B), casts its 16-bit gradient back to fp32 (read 2, write 4) and adds it into .grad from the
+        # second micro-batch on (AccumulateGrad: read 4 + 4, write 4). A LoRA/QLoRA base is held in 16 bits (or
+        # NF4): only its adapters, a few MB, are fp32, and they are left out
+        parts["amp_casts"] = m * local_params * (12.0 + 12.0 * (m - 1) / m) / bw
     dp_group, edp = dp * cp, layout.expert_dp
     sharded_params = local_dense / dp_group + local_experts / edp  # one ZeRO/FSDP shard
     # collective time hidden behind compute (it still holds SMs): Megatron's backward TP collectives, then the
