@@ -41,6 +41,13 @@ One iteration on the busiest GPU, by part:
 - a power cap below the catalog TDP (``power_limit_w``) slows matmul and attention by (cap / TDP)^(1/3)
   (:func:`power_clock_factor`); FlashAttention-2's mma.sync kernels stop at ``fa2_ceiling_flops_per_s`` on
   Hopper and Blackwell alike;
+- MoE beyond the all-to-all: the token permutation around the experts (``moe_permute``, :func:`moe_permute_bytes`),
+  the busiest expert rank's share (``moe_load_imbalance``), an fp8 dispatch (``--moe-dispatch-dtype``) and the
+  exchange beside the paired micro-batch's compute (``--ep-comm-overlap``);
+- Megatron's backward tensor-parallel collectives beside their GEMMs (:func:`_async_tp_backward_s`; not on
+  ``megatron-2021``);
+- PyTorch AMP's autocast casts of fp32 weights and their gradients (``amp_casts``), and LoRA's branch joining the base
+  output (element-wise);
 - NCCL's costs beyond bandwidth: an overlapped collective holds ``collective_sms`` SMs while it runs
   (``comm_sm_contention``), a ring takes NVLink steps as well as network steps, and FSDP2 copies every gathered
   parameter and gradient through HBM (``sharding_copies``, :attr:`StackProfile.sharding_copy_bytes_per_param`).
