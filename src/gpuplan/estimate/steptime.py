@@ -38,9 +38,9 @@ One iteration on the busiest GPU, by part:
   rank under a deduplicating dispatcher such as DeepEP (``moe_dispatch_ranks_per_token``);
 - with no global batch, the batch of :func:`default_global_batch_sequences`: published pretraining recipes by
   model size, or the fine-tuning recipes' sequences per step for LoRA/QLoRA;
-- a power cap below the catalog TDP (``power_limit_w``) slows matmul and attention by (cap / TDP)^(1/3)
-  (:func:`power_clock_factor`); FlashAttention-2's mma.sync kernels stop at ``fa2_ceiling_flops_per_s`` on
-  Hopper and Blackwell alike;
+- a power cap below the catalog TDP (``power_limit_w``) slows matmul and attention by (cap / TDP)^(1/3), or along
+  the vendor's rating of the same GPU at a lower power where the catalog has one (:func:`power_clock_factor`);
+  FlashAttention-2's mma.sync kernels stop at ``fa2_ceiling_flops_per_s`` on Hopper and Blackwell alike;
 - MoE beyond the all-to-all: the token permutation around the experts (``moe_permute``, :func:`moe_permute_bytes`),
   the busiest expert rank's share (``moe_load_imbalance``), an fp8 dispatch (``--moe-dispatch-dtype``) and the
   exchange beside the paired micro-batch's compute (``--ep-comm-overlap``);
@@ -1153,15 +1153,14 @@ def training_step(
     tp_bw = xp.where(tp <= domain, link, scale_out)
     tp_block = _allreduce_s(tokens_mb * h * bytes_e, tp, tp_bw, a.collective_latency_s)
     mlp_comm = tp_block
-    dense_comm = 2 * tp_block  # the collectives of the attention block's and dense MLPs' linear layers
+    expert_comm = 0.0  # the routed experts' expert-TP collectives, per layer on average
     if model.moe is not None:
         moe_share = model.moe.layers / L
         gathered = tokens_mb * model.moe.experts_per_token * etp / tp * h * bytes_e
         etp_bw = xp.where(etp <= domain, link, scale_out)
-        expert_comm = _allreduce_s(gathered, etp, etp_bw, a.collective_latency_s)
+        expert_comm = moe_share * _allreduce_s(gathered, etp, etp_bw, a.collective_latency_s)
         shared_comm = tp_block if model.moe.shared_ffn_size else 0.0
-        mlp_comm = (1 - moe_share) * tp_block + moe_share * (shared_comm + expert_comm)
-        dense_comm = tp_block + (1 - moe_share) * tp_block + moe_share * shared_comm
+        mlp_comm = (1 - moe_share) * tp_block + moe_share * shared_comm + expert_comm
     comm = tp_block + mlp_comm
     comm_b = comm
     tp_hidden_b = 0.0  # backward TP collective time run beside GEMMs (it still holds SMs)
@@ -1172,8 +1171,8 @@ def training_step(
     elif stack.async_tp_backward:
         # Megatron's linear layers run their backward TP collectives beside the GEMMs of the same layer
         # (_async_tp_backward_s); the routed experts' expert-TP collectives (in the dispatcher) stay exposed
-        dense_b, tp_hidden_b = _async_tp_backward_s(dense_comm, mm_f, layout.sequence_parallel)
-        comm_b = comm - dense_comm + dense_b
+        dense_b, tp_hidden_b = _async_tp_backward_s(comm - expert_comm, mm_f, layout.sequence_parallel)
+        comm_b = expert_comm + dense_b
     cast_key = "fp4_cast" if fp4 else "fp8_cast"  # the quantization traffic's part
     fwd = {"matmul": mm_f, "attention": attn_f, "elementwise": ew_f, "tp_comm": comm, cast_key: fp8_f}
     bwd = {k: 2 * v if k not in ("tp_comm", cast_key) else v for k, v in fwd.items()}
@@ -1274,9 +1273,8 @@ def training_step(
         # Transformer Engine's fused permute, moe_permute_bytes): forward, and its mirror in backward
         fwd["moe_permute"] = model.moe.layers / L * moe_permute_bytes(model, layout, tokens_mb, bytes_e, a) / bw
         bwd["moe_permute"] = fwd["moe_permute"]
-    ep_unpaired = 0.0  # the exchange of micro-batches no other micro-batch's work runs beside, per layer
-    ep_hidden = 0.0  # exchange time run beside compute, per layer and micro-batch (it still holds SMs)
     ep_taken = 0.0  # the exchange time --ep-comm-overlap took out of a layer's own micro-batch time (paired or not)
+    paired = 0.0  # the share of micro-batches with a partner to run beside (the rest pay ep_taken back)
     if job.ep_comm_overlap and "moe_all_to_all" in fwd:
         # Megatron-Core --overlap-moe-expert-parallel-comm (combined 1F1B, model_chunk_schedule_plan.py: one
         # micro-batch's dispatch and combine on a side stream beside another's attention and expert work) and
@@ -1288,9 +1286,7 @@ def training_step(
             v for k, v in bwd.items() if k not in _COMM_PARTS
         )
         exposed = xp.maximum(0.0, total - busy)
-        paired = xp.maximum(0.0, m - xp.minimum(m, pp)) / m  # share of micro-batches with a partner
-        ep_unpaired = (1 - paired) * (total - exposed)
-        ep_hidden = paired * (total - exposed)
+        paired = xp.maximum(0.0, m - xp.minimum(m, pp)) / m
         ep_taken = total - exposed
         fwd["moe_all_to_all"] = bwd["moe_all_to_all"] = 0.5 * exposed
     full_layer = sum(v for k, v in fwd.items() if k != "moe_all_to_all") + fwd.get("moe_all_to_all", 0.0)
@@ -1383,9 +1379,9 @@ def training_step(
     sharded_params = local_dense / dp_group + local_experts / edp  # one ZeRO/FSDP shard
     # collective time hidden behind compute (it still holds SMs): Megatron's backward TP collectives, then the
     # data-parallel ones below
-    overlapped = (tp_hidden_b + ep_hidden) * layers_here * m
-    if xp.nonzero(ep_unpaired):
-        parts["moe_all_to_all"] = parts.get("moe_all_to_all", 0.0) + ep_unpaired * layers_here * m
+    overlapped = (tp_hidden_b + paired * ep_taken) * layers_here * m
+    if xp.nonzero((1 - paired) * ep_taken):
+        parts["moe_all_to_all"] = parts.get("moe_all_to_all", 0.0) + (1 - paired) * ep_taken * layers_here * m
     replicated = (dp_group > 1) | (edp > 1)  # (elements of a grid with neither get 0 from every where below)
     if job.method == "full" and xp.nonzero(replicated):
         dp_bw = _data_parallel_busbw(gpu, layout, a, link, scale_out)
