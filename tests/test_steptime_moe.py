@@ -97,3 +97,19 @@ def test_json_job_carries_moe_settings(run):
     assert code == 0, err
     job = json.loads(out)["job"]
     assert job["ep_comm_overlap"] is None and job["moe_dispatch_dtype"] is None
+
+
+def test_lora_expert_adapters_run_on_the_busiest_rank_too():
+    """The adapters of the routed experts see the rows the experts' GEMMs see: with moe_load_imbalance the busiest
+    rank's adapter branches (their GEMMs and their element-wise sum into the base output) grow with its tokens, as the
+    base expert GEMMs do; nothing element-wise of full training depends on the imbalance."""
+    quiet = {"collective_latency_s": 0.0}
+    lora = dict(method="lora", lora_targets="all-linear", recompute="selective")
+
+    def parts(imbalance, **kw):
+        return _report(assume={**quiet, "moe_load_imbalance": imbalance}, **kw).plan.step.parts
+
+    assert parts(2.0, **lora)["elementwise"] > parts(1.0, **lora)["elementwise"]
+    assert parts(2.0, recompute="selective")["elementwise"] == pytest.approx(
+        parts(1.0, recompute="selective")["elementwise"], rel=1e-12
+    )

@@ -1074,20 +1074,21 @@ def training_step(
     cast_elements = 0.0  # elements quantized to fp8 per layer, forward (inputs) and backward (output grads)
     cast_grad_elements = 0.0
     weight_elements = 0.0
+    expert_rows = 0.0  # rows of one local expert's GEMM on the busiest expert rank (below)
+    if model.moe is not None:
+        # the tokens routed to each local expert form one GEMM of a grouped GEMM. A rank routes its 1/tp of the tokens
+        # (the sequence-parallel shard); the all-to-all brings each of its experts/ep experts the tokens of the ep
+        # ranks, and the expert-TP group all-gathers them (Megatron-Core MoEAlltoAllTokenDispatcher: A2A over EP, then
+        # AG over expert TP): tokens_mb x k / experts x ep x etp / tp rows, and 1/etp of the columns; the busiest
+        # rank sets the pace (moe_load_imbalance: its tokens over the mean; 1 for the balanced routing of the
+        # published benchmarks)
+        moe = model.moe
+        expert_rows = tokens_mb * moe.experts_per_token / moe.experts * layout.ep * etp / tp * a.moe_load_imbalance
     for k, (din, dout, n) in shapes.items():
         if k == "lm_head":
             continue
         if k.startswith("expert_"):
-            assert model.moe is not None
-            # the tokens routed to each local expert form one GEMM of a grouped GEMM. A rank routes its 1/tp of
-            # the tokens (the sequence-parallel shard); the all-to-all brings each of its experts/ep experts the
-            # tokens of the ep ranks, and the expert-TP group all-gathers them (Megatron-Core
-            # MoEAlltoAllTokenDispatcher: A2A over EP, then AG over expert TP): a local expert's GEMM has
-            # tokens_mb x k / experts x ep x etp / tp rows and 1/etp of the columns
-            experts = model.moe.experts
-            # the busiest expert rank sets the pace of the grouped GEMM (moe_load_imbalance: its tokens over the
-            # mean; 1 for the balanced routing of the published benchmarks)
-            rows = tokens_mb * model.moe.experts_per_token / experts * layout.ep * etp / tp * a.moe_load_imbalance
+            rows = expert_rows
             per_layer = n / L / layout.ep  # local expert matrices per layer on average (over the MoE layers)
             mm_f += per_layer * _gemm_s(rows, dout / etp, din, mm_peak, bw)
             if fp4:
@@ -1197,9 +1198,8 @@ def training_step(
                 continue
             # the same rows and matrices as the base GEMM above (an expert's: a local expert's routed tokens)
             rows, shard, count = tokens_mb, tp, n / L
-            if k.startswith("expert_") and model.moe is not None:
-                rows = tokens_mb * model.moe.experts_per_token / model.moe.experts * layout.ep * etp / tp
-                shard, count = etp, n / L / layout.ep
+            if k.startswith("expert_"):
+                rows, shard, count = expert_rows, etp, n / L / layout.ep
             adapter_f += count * (_gemm_s(rows, r, din, mm_peak, bw) + _gemm_s(rows, dout / shard, r, mm_peak, bw))
             merge_f += count * rows * merge_out * dout / shard * bytes_e / bw
             merge_b += count * rows * (2.0 * dout / shard + 3.0 * din) * bytes_e / bw
