@@ -58,12 +58,12 @@ def test_no_host_floor_and_fused_elementwise_bytes():
 
 def test_fsdp_against_fsdp2_on_hopper():
     """The same ZeRO-3 layout on H100s: jax has no FSDP2 copy-out/copy-in and runs Hopper attention kernels (cuDNN)
-    where FSDP2 runs FlashAttention-2 at fa2_on_hopper_efficiency."""
+    where FSDP2 with --attention-kernel fa2 runs FlashAttention-2 at fa2_on_hopper_efficiency."""
     model, gpu = _model("llama-3.1-8b"), _gpu("h100-sxm-80gb")
     lay = Parallelism(gpus=8, zero=3)
-    job = TrainingJob(micro_batch=1, seq_len=8192, global_batch=8, fsdp=True, stack="fsdp2")
+    job = TrainingJob(micro_batch=1, seq_len=8192, global_batch=8, fsdp=True, stack="fsdp2", attention_kernel="fa2")
     fsdp2 = training_step(model, gpu, lay, job)
-    jax = training_step(model, gpu, lay, replace(job, fsdp=False, stack="jax"))
+    jax = training_step(model, gpu, lay, replace(job, fsdp=False, stack="jax", attention_kernel="auto"))
     assert fsdp2.parts["sharding_copies"] > 0 and "sharding_copies" not in jax.parts
     assert jax.parts["attention"] == pytest.approx(
         fsdp2.parts["attention"] * A.fa2_on_hopper_efficiency / A.flash_attention_efficiency, rel=1e-9

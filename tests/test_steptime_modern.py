@@ -180,15 +180,16 @@ def test_power_cap_rule_reproduces_the_h100_nvl_peak():
 
 
 def test_fa2_on_blackwell_runs_at_the_mma_sync_ceiling():
-    """FlashAttention-2 (PyTorch SDPA, the fsdp2 stack) reaches ~330 TFLOP/s on B200 as on H100: its attention
-    time on a B200 is its causal FLOPs / 330e12, not / (0.33 x 2250e12); cuDNN attention (megatron) is not capped."""
+    """FlashAttention-2 (PyTorch SDPA's flash backend, --attention-kernel fa2) reaches ~330 TFLOP/s on B200 as on
+    H100: its attention time on a B200 is its causal FLOPs / 330e12, not / (0.33 x 2250e12); cuDNN attention
+    (megatron) is not capped."""
     lay = dict(gpus=1)
-    job = dict(seq_len=8192, global_batch=1, stack="fsdp2")
+    job = dict(seq_len=8192, global_batch=1, stack="fsdp2", attention_kernel="fa2")
     b200 = _direct("b200", lay, job)
     h100 = _direct("h100-sxm-80gb", lay, job)
     # H100: 0.33 x 989.5 = 326.5 < 330: the efficiency binds; B200: the ceiling binds
     assert b200.parts["attention"] / h100.parts["attention"] == pytest.approx(0.33 * 989.5e12 / 330e12, rel=1e-9)
-    mega = _direct("b200", lay, dict(job, stack="megatron"))
+    mega = _direct("b200", lay, dict(job, stack="megatron", attention_kernel="auto"))
     assert mega.parts["attention"] < b200.parts["attention"] / 3
 
 
@@ -243,10 +244,12 @@ def test_zero3_ring_latency_counts_nvlink_steps():
 
 def test_flash_backward_recomputes_the_scores():
     """A flash kernel's backward runs five matmuls to the forward's two: the attention part is (1 + 2.5) x the
-    forward time, 3.5 / 3 of what a 2x backward gives (exact arithmetic, 1e-12); materialized attention keeps 2x."""
+    forward time, 3.5 / 3 of what a 2x backward gives (exact arithmetic, 1e-12, without the per-tile costs, which
+    differ between the passes); materialized attention keeps 2x."""
     lay, job = dict(gpus=1), dict(seq_len=8192, global_batch=1, stack="megatron")
-    flash = _direct("h100-sxm-80gb", lay, job)
-    as_2x = _direct("h100-sxm-80gb", lay, job, flash_backward_flops_ratio=2.0)
+    no_tiles = dict(attention_forward_tile_tokens=0.0, attention_backward_tile_tokens=0.0)
+    flash = _direct("h100-sxm-80gb", lay, job, **no_tiles)
+    as_2x = _direct("h100-sxm-80gb", lay, job, flash_backward_flops_ratio=2.0, **no_tiles)
     assert flash.parts["attention"] / as_2x.parts["attention"] == pytest.approx(3.5 / 3.0, rel=1e-12)
     assert flash.parts["matmul"] == as_2x.parts["matmul"]
     eager = dict(job, flash_attention=False)
@@ -268,7 +271,11 @@ def test_mi300x_attention_runs_at_its_measured_rate():
     assert rate == 232e12 and "ROCm/flash-attention#142" in mi300x.source_for("attention_flops_per_s").title
     step = _direct("mi300x", dict(gpus=1), dict(seq_len=8192, global_batch=1, stack="fsdp2"))
     forward = 8192 * attention_flops_forward(model, 8192, causal=True)
-    assert step.parts["attention"] == pytest.approx(forward * 3.5 / rate, rel=1e-9)
+    # each query and key tile's fixed cost, as extra positions of the span (StepAssumptions' tile tokens)
+    a = StepAssumptions()
+    per_position = 8192 * 2.0 * model.attention_heads * (model.qk_head_dim + model.v_head_dim) * model.layers
+    tiles = per_position * (a.attention_forward_tile_tokens + 2.5 * a.attention_backward_tile_tokens)
+    assert step.parts["attention"] == pytest.approx((forward * 3.5 + tiles) / rate, rel=1e-9)
     # an A100 has no such figure (its kernels are where flash_attention_efficiency comes from)
     assert BUNDLED_ACCELERATORS.get("a100-sxm-80gb").attention_flops_per_s is None
 

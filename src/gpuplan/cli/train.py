@@ -9,6 +9,7 @@ import click
 
 from .. import api
 from ..spec.choices import (
+    AttentionKernel,
     Fp8Recipe,
     MainGrads,
     Method,
@@ -183,6 +184,15 @@ def _d(name: str) -> Any:
     default="bf16",
     show_default=True,
     help="MoE: dtype of the dispatch all-to-all (fp8: DeepEP's, per-128 scales; the combine stays 16-bit).",
+)
+@click.option(
+    "--attention-kernel",
+    type=click.Choice(values(AttentionKernel)),
+    default="auto",
+    show_default=True,
+    help="Flash-attention kernels: fa2 (FlashAttention-2; PyTorch SDPA's default up to 2.8), cudnn (cuDNN fused "
+    "attention, FlashAttention-3, Transformer Engine; PyTorch SDPA's default on Hopper/Blackwell since 2.9); auto: "
+    "the stack's (cudnn; fa2 on deepspeed-2021). Older GPUs run both at the same rate.",
 )
 @click.option(
     "--main-grads",

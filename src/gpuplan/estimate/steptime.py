@@ -11,6 +11,9 @@ One iteration on the busiest GPU, by part:
   softmax and dropout are memory-bound traffic; a flash kernel's backward recomputes the scores, 2.5x the forward
   FLOPs (``flash_backward_flops_ratio``), and where a GPU's kernels are measured well below the A100 share (the
   accelerator's catalog figure ``attention_flops_per_s``, with its own source) that measurement caps the rate;
+  each query tile (forward) and key tile (backward) of a flash kernel also pays a fixed cost worth
+  ``attention_forward_tile_tokens`` / ``attention_backward_tile_tokens`` more positions of its span, so short
+  sequences run well below the long-sequence rate (measured on an H200, docs/measurements/kernels_h200.json);
 - context parallelism as ring attention: each of the cp - 1 ring steps' K/V exchange (and dK/dV in the backward)
   behind that step's attention, what it cannot cover exposed, and the fp32 merge of partial outputs and
   accumulation of gradients as memory traffic;
@@ -100,7 +103,12 @@ class StackProfile:
     prefetch_gathers: bool
     gather_per_tensor: bool
     source: str
-    hopper_attention: bool = True  # attention kernels written for Hopper's wgmma/TMA (cuDNN, FlashAttention-3)
+    #: the stack's flash-attention kernels are written for Hopper's wgmma/TMA (cuDNN, FlashAttention-3, Transformer
+    #: Engine), or FlashAttention-2's mma.sync; ``--attention-kernel`` overrides it. PyTorch's SDPA prefers cuDNN on
+    #: sm90 and sm100 since 2.9 (pytorch/pytorch#162073; on an H200 with torch 2.11 both a bare causal SDPA call and
+    #: a Hugging Face Llama's "sdpa" path run cuDNN's sm90 kernels: docs/measurements/hf_attention_kernels_h200.json),
+    #: FlashAttention-2 up to 2.8 (pytorch/pytorch#142132)
+    hopper_attention: bool = True
     #: HBM bytes per gathered parameter and micro-batch that FSDP2's per-parameter sharding copies: the all-gather
     #: copy-out into each unsharded parameter (read + write 16 bits, forward and backward gathers: 8 B) and the
     #: reduce-scatter copy-in of the unsharded gradient into the reduce dtype (read 2 B, write fp32 4 B: 6 B)
@@ -146,7 +154,6 @@ STACKS: Mapping[str, StackProfile] = MappingProxyType(
             overlap_grad_reduce=True,
             prefetch_gathers=True,
             gather_per_tensor=False,
-            hopper_attention=False,
             sharding_copy_bytes_per_param=14.0,
             expands_gqa_kv=True,
             source="torchtitan-style PyTorch: eager RMSNorm/RoPE/SwiGLU unless --compile (torchtitan "
@@ -163,7 +170,6 @@ STACKS: Mapping[str, StackProfile] = MappingProxyType(
             overlap_grad_reduce=True,
             prefetch_gathers=True,
             gather_per_tensor=True,
-            hopper_attention=False,
             source="DeepSpeed ZeRO as it runs since 2022 (v0.6+): overlap_comm reduction; ZeRO-3 gathers each "
             "sub-module's parameters in one coalesced all_gather_into_tensor (partition_parameters.py "
             "all_gather_coalesced) and prefetches the next ones behind compute (PartitionedParameterCoordinator, "
@@ -188,7 +194,6 @@ STACKS: Mapping[str, StackProfile] = MappingProxyType(
             overlap_grad_reduce=True,
             prefetch_gathers=True,
             gather_per_tensor=False,
-            hopper_attention=False,
             expands_gqa_kv=True,
             source="Hugging Face Trainer / Accelerate: eager PyTorch modules, DDP bucketed all-reduce overlapped "
             "with backward",
@@ -408,6 +413,10 @@ class StepAssumptions(AssumptionSet):
     fa2_on_hopper_efficiency: float = 0.33
     fa2_ceiling_flops_per_s: float = 330e12
     flash_backward_flops_ratio: float = 2.5
+    attention_forward_tile_tokens: float = 180.0
+    attention_backward_tile_tokens: float = 510.0
+    fa2_head_dim_overhead: float = 19.0
+    hopper_attention_head_dim_overhead: float = 52.0
     ring_merge_bytes_per_element: float = 38.0
     fused_ring_merge_bytes_per_element: float = 10.0
     ring_grad_bytes_per_element: float = 4.0
@@ -537,6 +546,39 @@ class StepAssumptions(AssumptionSet):
                 "FlashAttention-2, Algorithm 2; Dao-AILab/flash-attention benchmarks/benchmark_flash_attention.py "
                 "counts bwd = 2.5 x fwd, and the TFLOP/s it and fa2_ceiling_flops_per_s quote use that count); "
                 "materialized attention keeps the probabilities and its backward is 2x the forward",
+            ),
+            "attention_forward_tile_tokens": (
+                "key positions per query and kernel call",
+                "a flash-attention kernel's fixed work per query tile (loading Q, rescaling and writing O and the "
+                "log-sum-exp) costs as much as attending this many more keys: time = FLOPs x (span + c) / span / "
+                "rate. Measured in this repo on one H200 with PyTorch 2.11 SDPA, head dim 128, causal and full "
+                "masks, spans 512-65536 (docs/measurements/kernels_h200.json, kernels_attention_extended_h200.json): "
+                "fitted c = 128 (flash backend, FlashAttention-2) and 236 (cuDNN), the mean 180; the long-span rates "
+                "of that fit (FA2 forward + backward 330 TFLOP/s, cuDNN 571) are the ones fa2_ceiling_flops_per_s "
+                "and flash_attention_efficiency already give",
+            ),
+            "attention_backward_tile_tokens": (
+                "query positions per key and kernel call",
+                "the same for the backward, whose kernel walks the queries for each key tile and pays loading K and "
+                "V, writing dK and dV and the dQ accumulation per tile: fitted c = 552 (FlashAttention-2) and 472 "
+                "(cuDNN) on the same H200 measurements, the mean 510. With both, the forward + backward rate of "
+                "FA2 is fitted within 1.4 % rms (2.7 % worst) over 16 shapes, where one flat rate misses by 17 % "
+                "rms: at 2k tokens causal the backward runs at 209 TFLOP/s against 315 at 32k",
+            ),
+            "fa2_head_dim_overhead": (
+                "head-dim channels",
+                "a flash kernel's per-score work outside the tensor cores (exponentials, rescaling, masking) is the "
+                "same at every head dim while the matmul FLOPs grow with it, so the rate scales as d / (d + d0), "
+                "normalized at d = 128 where the efficiencies are quoted. FlashAttention-2 (PyTorch SDPA's flash "
+                "backend) on one H200, causal 4k: 240 TFLOP/s forward + backward at head dim 64 against 270 at 128 "
+                "(docs/measurements/kernels_attention_extended_h200.json), d0 = 19; d is the mean of the query/key "
+                "and value head dims",
+            ),
+            "hopper_attention_head_dim_overhead": (
+                "head-dim channels",
+                "the same for cuDNN's Hopper kernels, whose tensor-core work is faster and the exponentials' share "
+                "larger (Shah et al. 2024, FlashAttention-3, section 3.1): 381 TFLOP/s at head dim 64 against 492 at "
+                "128 on the same H200 measurements, d0 = 52",
             ),
             "ring_merge_bytes_per_element": (
                 "bytes per attention-output element and ring step, forward",
@@ -710,6 +752,10 @@ class StepAssumptions(AssumptionSet):
                 "fused_loss_bytes_per_logit": (0, 1024),
                 "list_gather_s_per_rank": (0, 1),
                 "fp4_bf16_tail_fraction": (0, 1),
+                "attention_forward_tile_tokens": (0, 1e6),
+                "attention_backward_tile_tokens": (0, 1e6),
+                "fa2_head_dim_overhead": (0, 4096),
+                "hopper_attention_head_dim_overhead": (0, 4096),
             },
             positive=(
                 "flash_attention_efficiency",
@@ -761,6 +807,8 @@ class StepTime:
     attention_flops_share: float = 0.0
     stack: str = ""
     fp8_recipe: str | None = None
+    #: the flash-attention kernels priced (fa2, or cudnn: Hopper/Blackwell-native); None with materialized attention
+    attention_kernel: str | None = None
     #: whether the loss ran as one fused kernel (--cross-entropy-fusion, or the stack's default)
     cross_entropy_fusion: bool | None = None
     global_batch: int | None = None
@@ -1116,17 +1164,39 @@ def training_step(
         # FlashAttention-2 kernels use mma.sync; the tensor-core generation that brought fp8 (Hopper, Blackwell:
         # the catalog's fp8 peak) needs wgmma/TMA kernels to reach its peak (Shah et al. 2024). Ada parts, which
         # also list fp8, are counted with it: a known approximation
-        fa2_on_hopper = not stack.hopper_attention and gpu.vendor == "nvidia" and gpu.peak("fp8") is not None
+        kernel = job.attention_kernel
+        hopper_kernels = stack.hopper_attention if kernel == "auto" else kernel == "cudnn"
+        attention_kernel = "cudnn" if hopper_kernels else "fa2"
+        fa2_on_hopper = not hopper_kernels and gpu.vendor == "nvidia" and gpu.peak("fp8") is not None
         eta_attn = a.fa2_on_hopper_efficiency if fa2_on_hopper else a.flash_attention_efficiency
         # the mma.sync path of FlashAttention-2 reaches ~330 TFLOP/s on H100 and B200 alike (fa2_ceiling_flops_per_s)
         attn_rate = eta_attn * peak16 * clock
         if fa2_on_hopper:
             attn_rate = min(attn_rate, a.fa2_ceiling_flops_per_s * clock)
-        if gpu.attention_flops_per_s is not None:  # measured on this GPU (catalog): a cap
+        if gpu.attention_flops_per_s is not None:  # measured on this GPU (catalog, at head dim 128): a cap
             attn_rate = min(attn_rate, gpu.attention_flops_per_s * clock)
-        attn_f = causal_flops / attn_rate
+        # the head dim's share of non-tensor-core work per score: d / (d + d0), 1 at d = 128
+        native = hopper_kernels and gpu.vendor == "nvidia" and gpu.peak("fp8") is not None
+        d0 = a.hopper_attention_head_dim_overhead if native else a.fa2_head_dim_overhead
+        d = (model.qk_head_dim + model.v_head_dim) / 2.0
+        attn_rate = attn_rate * (d / (d + d0)) * ((128.0 + d0) / 128.0)
+        # each query (forward) and key (backward) tile pays a fixed cost worth attention_*_tile_tokens positions of
+        # its span, once per kernel call: a ring runs the layer's attention as cp calls
+        attn_layers = (
+            model.full_attention_layers
+            + (model.sliding_window_layers if model.sliding_window else 0)
+            + (model.chunked_layers if model.attention_chunk else 0)
+        )
+        tile_flops = (
+            tokens_mb * 2.0 * model.attention_heads * (model.qk_head_dim + model.v_head_dim) * attn_layers / L / tp
+        ) * cp
+        attn_f = (causal_flops + a.attention_forward_tile_tokens * tile_flops) / attn_rate
+        attn_b = (
+            a.flash_backward_flops_ratio * (causal_flops + a.attention_backward_tile_tokens * tile_flops) / attn_rate
+        )
         score_traffic = 0.0
     else:
+        attention_kernel = None
         attn_f = score_flops / (eta16 * peak16 * clock)
         per_element = a.score_bytes_per_element if job.dropout else 4.0
         score_traffic = micro * model.attention_heads / tp * (job.seq_len / cp) * job.seq_len * per_element / bw
@@ -1213,8 +1283,8 @@ def training_step(
             fwd["nf4_dequant"] = weight_elements * (NF4_BYTES_PER_PARAM + 2) / bw
             bwd["nf4_dequant"] = fwd["nf4_dequant"]
     if job.flash_attention:
-        # the backward recomputes the scores: 2.5x the forward FLOPs at the same kernel rate
-        bwd["attention"] = a.flash_backward_flops_ratio * attn_f
+        # the backward recomputes the scores: 2.5x the forward FLOPs at the same kernel rate, with its own tile cost
+        bwd["attention"] = attn_b
     ring_hidden = 0.0  # per layer and micro-batch: the ring's K/V exchange hidden behind its attention steps
     ring_rerun = 0.0
     if xp.nonzero(cp > 1):
@@ -1526,6 +1596,7 @@ def training_step(
         attention_flops_share=per_token.forward_attention_flops / per_token.forward_flops,
         stack=stack.name,
         fp8_recipe=fp8.name if fp8 is not None else None,
+        attention_kernel=attention_kernel,
         cross_entropy_fusion=bool(fused_loss),
         global_batch=global_batch,
         global_batch_source=gb_source,

@@ -254,6 +254,8 @@ def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
             "recompute_layers": job.recompute_layers,
             "offload_layers": job.offload_layers,
             "flash_attention": job.flash_attention,
+            # as asked (auto: the stack's); time.attention_kernel resolves it; null with materialized attention
+            "attention_kernel": job.attention_kernel if job.flash_attention else None,
             "dropout": job.dropout,
             "main_grads": job.main_grads,
             "fp8_params": job.fp8_params,
@@ -496,6 +498,8 @@ def _plan_dict(plan) -> dict:
             "matmul_efficiency_source": step.matmul_efficiency_source if step else None,
             "stack": step.stack if step else None,
             "fp8_recipe": step.fp8_recipe if step else None,
+            # the flash-attention kernels priced (fa2 or cudnn; null with materialized attention)
+            "attention_kernel": step.attention_kernel if step else None,
             # the loss as priced: one fused kernel, or the stack's unfused passes (job.cross_entropy_fusion: as asked)
             "cross_entropy_fusion": step.cross_entropy_fusion if step else None,
             "global_batch": step.global_batch if step else None,

@@ -652,6 +652,26 @@ _SOURCE_CE_FUSION: dict[str, str] = {
 }
 
 
+#: Runs whose attention ran FlashAttention-2's kernels (or one priced as them) on Hopper, where ``--attention-kernel
+#: auto`` now prices cuDNN's (PyTorch prefers cuDNN on sm90/sm100 since 2.9, pytorch/pytorch#162073; torchtitan sets
+#: cuDNN first since 6a3a9da9, 2025-10-09): record-id prefix -> why the run had FlashAttention-2
+_ATTENTION_FA2: dict[str, str] = {
+    "torchtitan-2408-": "torchtitan 3faaa1a (2024-08) on a torch nightly of that time, whose SDPA tries "
+    "FlashAttention-2 first",
+    "torchtitan-2412-": "torchtitan 9dec370 on torch of 2024-12-23, whose SDPA tries FlashAttention-2 first (and ring "
+    "attention allows only the flash and efficient backends)",
+    "torchtitan-2506-": "torchtitan of June 2025 sets FlashAttention-2 first below sm100 (models/attention.py, "
+    "3b85aa31 of 2025-05-14 to 6a3a9da9 of 2025-10-09)",
+    "torchao-h100-": "torch 2.7 with torchtitan 0.0.2, whose SDPA tries FlashAttention-2 first",
+    "ibm-": "PyTorch of 2023-24, whose SDPA tries FlashAttention-2 first",
+    "automodel-h100-llama3-70b-": "NeMo AutoModel 2013a4dd runs context parallelism under "
+    "sdpa_kernel([FLASH_ATTENTION, EFFICIENT_ATTENTION]) (components/distributed/cp_utils.py), which leaves cuDNN out",
+    "automodel-h100-gpt-oss-": "NeMo AutoModel 89e3a9fd runs gpt-oss with FlexAttention (attn: flex; a compiled "
+    "Triton kernel, which PyTorch's FlexAttention post of 2024-08 puts at ~90 % of FlashAttention-2 forward and "
+    "85 % backward): priced as FlashAttention-2",
+}
+
+
 #: Memory settings the sources state and the record does not (read with the recomputation above): record -> (the
 #: ``train`` arguments, where they are said): the gradient buffer's dtype (``--main-grads``), fp8 parameters
 #: (``--fp8-params``, fp8 runs only) and the optimizer's dtype (``--optimizer-dtype``).
@@ -1251,6 +1271,10 @@ def _map_training(stem: str, rec: Mapping[str, Any], cat: Any, out: Mapped) -> N
         # IBM's fms-fsdp trains under its bfSixteen policy: reduce_dtype bfloat16 (fms_fsdp/policies/mixed_precision.py)
         kwargs["main_grads"] = "bf16"
         notes.append("fms-fsdp's bfSixteen policy reduces gradients in bf16 (--main-grads bf16)")
+    era = next((why for prefix, why in _ATTENTION_FA2.items() if rid.startswith(prefix)), None)
+    if era is not None and kwargs["flash_attention"] and acc.vendor == "nvidia":
+        kwargs["attention_kernel"] = "fa2"
+        notes.append(f"FlashAttention-2 (--attention-kernel fa2): {era}")
     if rid in _SOURCE_CE_FUSION:
         kwargs["cross_entropy_fusion"] = True
         notes.append(f"loss fusion not stated: on, as the source's launch settings say ({_SOURCE_CE_FUSION[rid]})")

@@ -525,7 +525,7 @@ def train_report(record: dict) -> Group:
         ),
         Text(
             f"layout {layout}; {batch}; seq {job['seq_len']:,}; {job['precision']}; {job['optimizer']}; {method}; "
-            f"recompute {_recompute_text(job)}; flash attention {'on' if job['flash_attention'] else 'off'}"
+            f"recompute {_recompute_text(job)}; flash attention {_attention_text(record)}"
         ),
         Text(f"recipe: {recipe['title']} [{recipe['why']}]", style="dim"),
     ]
@@ -1784,6 +1784,15 @@ def plan_serve_report(record: dict) -> Group:
     else:
         lines.append(Text("nothing meets the constraints: see the pruned counts"))
     return Group(*lines)
+
+
+def _attention_text(record: dict) -> str:
+    """``on (cudnn)``: flash attention and the kernels priced (the time block's, else as asked), or ``off``."""
+    job = record["job"]
+    if not job["flash_attention"]:
+        return "off"
+    kernel = (record.get("time") or {}).get("attention_kernel") or job.get("attention_kernel")
+    return f"on ({kernel})" if kernel and kernel != "auto" else "on"
 
 
 def _recompute_text(record: dict) -> str:

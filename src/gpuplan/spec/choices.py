@@ -36,6 +36,15 @@ class MoeDispatchDtype(StrEnum):
     FP8 = "fp8"
 
 
+class AttentionKernel(StrEnum):
+    """Flash-attention kernel family (``--attention-kernel``): the stack's default, FlashAttention-2's mma.sync
+    kernels, or the Hopper/Blackwell-native ones (cuDNN fused attention, FlashAttention-3, Transformer Engine)."""
+
+    AUTO = "auto"
+    FA2 = "fa2"
+    CUDNN = "cudnn"
+
+
 class PipelineSchedule(StrEnum):
     """Pipeline schedule (``--pipeline-schedule``): 1F1B, or interleaved 1F1B with ``--virtual-stages`` chunks."""
 

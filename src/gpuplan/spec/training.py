@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..errors import JobError, LayoutError
 from .choices import (
+    AttentionKernel,
     Fp8Recipe,
     MainGrads,
     Method,
@@ -32,6 +33,7 @@ RECIPES = values(Recipe)
 MAIN_GRADS = values(MainGrads)
 OPTIMIZER_DTYPES = values(OptimizerDtype)
 MOE_DISPATCH_DTYPES = values(MoeDispatchDtype)
+ATTENTION_KERNELS = values(AttentionKernel)
 OPTIMIZERS = values(Optimizer)
 METHODS = values(Method)
 RECOMPUTE = values(Recompute)
@@ -209,6 +211,9 @@ class TrainingJob:
     #: MoE: dtype of the forward dispatch and the backward's gradient into the experts (fp8: DeepEP's, with one fp32
     #: scale per 128 channels; the combine stays 16-bit)
     moe_dispatch_dtype: str = "bf16"
+    #: flash-attention kernel family (auto: the stack's; fa2: FlashAttention-2's mma.sync kernels; cudnn: cuDNN
+    #: fused attention, FlashAttention-3 or Transformer Engine, written for Hopper/Blackwell)
+    attention_kernel: str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("micro_batch", "seq_len", "lora_rank"):
@@ -225,6 +230,7 @@ class TrainingJob:
             ("recompute", RECOMPUTE),
             ("stack", STACKS),
             ("fp8_recipe", FP8_RECIPES),
+            ("attention_kernel", ATTENTION_KERNELS),
         ):
             if getattr(self, name) not in allowed:
                 flag = name.replace("_", "-")
@@ -246,6 +252,11 @@ class TrainingJob:
         if self.optimizer_dtype is not None and self.optimizer_dtype not in OPTIMIZER_DTYPES:
             raise JobError(
                 f"--optimizer-dtype must be one of {', '.join(OPTIMIZER_DTYPES)}, got {self.optimizer_dtype!r}"
+            )
+        if self.attention_kernel != "auto" and not self.flash_attention:
+            raise JobError(
+                f"--attention-kernel {self.attention_kernel} picks a flash-attention kernel, and --no-flash-attention "
+                "asks for materialized attention: drop one of them"
             )
         if self.fp8_params and self.precision != "fp8-mixed":
             raise JobError(f"--fp8-params needs --precision fp8-mixed (got {self.precision})")
