@@ -12,6 +12,9 @@ backward 2.5 x forward (FlashAttention-2, Algorithm 2: the scores recomputed bes
 failure cannot lose the rest: the JSON is rewritten after every case.
 """
 
+# Each closure below is timed at once by timed(), inside the iteration that defines it: binding late is harmless.
+# ruff: noqa: B023
+
 from __future__ import annotations
 
 import argparse
@@ -42,9 +45,17 @@ def main() -> int:
     ap.add_argument("--smoke", action="store_true", help="tiny shapes (CPU check of the harness)")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--only", default="attention,grouped,linear", help="comma list of sections: attention, grouped, linear, hf, power")
-    ap.add_argument("--attention-set", choices=["base", "extended"], default="base",
-                    help="extended: shorter sequences, batch, head shapes and grouped K/V (the falloff)")
+    ap.add_argument(
+        "--only",
+        default="attention,grouped,linear",
+        help="comma list of sections: attention, grouped, linear, hf, power",
+    )
+    ap.add_argument(
+        "--attention-set",
+        choices=["base", "extended"],
+        default="base",
+        help="extended: shorter sequences, batch, head shapes and grouped K/V (the falloff)",
+    )
     ap.add_argument("--power-seconds", type=float, default=8.0, help="seconds of sustained load per kernel (power)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
@@ -141,7 +152,8 @@ def main() -> int:
             label, b, sq, skv, causal = case[:5]
             heads, kv_heads, dqk, dv = case[5:] if len(case) > 5 else (H, H, D, D)
             if args.smoke:
-                heads, kv_heads, dqk, dv = max(1, heads // 8), max(1, kv_heads // 8), max(16, dqk // 4), max(16, dv // 4)
+                heads, kv_heads = max(1, heads // 8), max(1, kv_heads // 8)
+                dqk, dv = max(16, dqk // 4), max(16, dv // 4)
             sq, skv = max(64, int(sq * scale)), max(64, int(skv * scale))
             pairs = sq * skv / 2 + sq / 2 if causal else sq * skv
             fwd_flops = 2.0 * b * heads * (dqk + dv) * pairs
@@ -188,7 +200,7 @@ def main() -> int:
                         fwd_bwd_tflops=3.5 * fwd_flops / both_s / 1e12,
                     )
                     del q, k, v, out, g
-                except Exception as e:  # noqa: BLE001 - a refused shape is a result
+                except Exception as e:
                     row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
                 rec["attention"].append(row)
                 print(json.dumps({k: row.get(k) for k in ("case", "backend", "fwd_tflops", "bwd_tflops", "error")}))
@@ -205,25 +217,42 @@ def main() -> int:
                     F.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
                     torch.cuda.synchronize()
                 names = sorted({e.name for e in prof.events() if e.device_type.name == "CUDA"})
-                rec["sdpa_default_kernels"] = [n[:160] for n in names if "attn" in n.lower() or "fmha" in n.lower()
-                                              or "flash" in n.lower() or "cudnn" in n.lower() or "sm90" in n.lower()]
-            except Exception as e:  # noqa: BLE001
+                rec["sdpa_default_kernels"] = [
+                    n[:160]
+                    for n in names
+                    if "attn" in n.lower()
+                    or "fmha" in n.lower()
+                    or "flash" in n.lower()
+                    or "cudnn" in n.lower()
+                    or "sm90" in n.lower()
+                ]
+            except Exception as e:
                 rec["sdpa_default_kernels"] = f"{type(e).__name__}: {e}"[:300]
             save()
 
     # ---------------- MoE grouped GEMMs
     if "grouped" in sections and hasattr(torch, "_grouped_mm") and cuda:
         # (model, hidden, expert FFN): gate+up projection h -> 2f, down projection f -> h
-        models = [("qwen3-30b-a3b", 2048, 768), ("gpt-oss-120b", 2880, 2880), ("mixtral-8x7b", 4096, 14336),
-                  ("deepseek-v3", 7168, 2048)]
+        models = [
+            ("qwen3-30b-a3b", 2048, 768),
+            ("gpt-oss-120b", 2880, 2880),
+            ("mixtral-8x7b", 4096, 14336),
+            ("deepseek-v3", 7168, 2048),
+        ]
         for mname, hdim, ffn in models:
             for experts in (8, 32):
                 for rows in (128, 512, 2048, 8192):
                     if experts * rows * max(hdim, 2 * ffn) * 2 > 8e9:
                         continue
                     for proj, kdim, ndim in (("gate_up", hdim, 2 * ffn), ("down", ffn, hdim)):
-                        row = {"model": mname, "local_experts": experts, "rows_per_expert": rows, "proj": proj,
-                               "k": kdim, "n": ndim}
+                        row = {
+                            "model": mname,
+                            "local_experts": experts,
+                            "rows_per_expert": rows,
+                            "proj": proj,
+                            "k": kdim,
+                            "n": ndim,
+                        }
                         try:
                             x = torch.randn(experts * rows, kdim, device=device, dtype=dt)
                             w = torch.randn(experts, ndim, kdim, device=device, dtype=dt).transpose(-2, -1)
@@ -232,9 +261,13 @@ def main() -> int:
                             s = timed(lambda: torch._grouped_mm(x, w, offs=offs))
                             wd = torch.randn(ndim, kdim, device=device, dtype=dt)
                             dense_s = timed(lambda: x @ wd.t())  # one GEMM with the same rows: the ceiling
-                            row.update(grouped_s=s, grouped_tflops=flops / s / 1e12, dense_same_rows_tflops=flops / dense_s / 1e12)
+                            row.update(
+                                grouped_s=s,
+                                grouped_tflops=flops / s / 1e12,
+                                dense_same_rows_tflops=flops / dense_s / 1e12,
+                            )
                             del x, w, wd
-                        except Exception as e:  # noqa: BLE001
+                        except Exception as e:
                             row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
                         rec["grouped_gemm"].append(row)
                         print(json.dumps(row))
@@ -254,11 +287,13 @@ def main() -> int:
                     row["bf16_tflops"] = flops / timed(lambda: x @ w.t()) / 1e12
                     x8, w8 = x.to(torch.float8_e4m3fn), w.to(torch.float8_e4m3fn)
                     one = torch.ones((), device=device, dtype=torch.float32)
-                    row["fp8_tensorwise_tflops"] = flops / timed(
-                        lambda: torch._scaled_mm(x8, w8.t(), scale_a=one, scale_b=one, out_dtype=dt)
-                    ) / 1e12
+                    row["fp8_tensorwise_tflops"] = (
+                        flops
+                        / timed(lambda: torch._scaled_mm(x8, w8.t(), scale_a=one, scale_b=one, out_dtype=dt))
+                        / 1e12
+                    )
                     del x, w, x8, w8
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:
                     row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
                 rec["linear"].append(row)
                 print(json.dumps(row))
@@ -271,8 +306,13 @@ def main() -> int:
             from torch.profiler import ProfilerActivity, profile
 
             cfg = transformers.LlamaConfig(
-                hidden_size=2048, intermediate_size=8192, num_hidden_layers=2, num_attention_heads=32,
-                num_key_value_heads=8, vocab_size=32000, max_position_embeddings=4096,
+                hidden_size=2048,
+                intermediate_size=8192,
+                num_hidden_layers=2,
+                num_attention_heads=32,
+                num_key_value_heads=8,
+                vocab_size=32000,
+                max_position_embeddings=4096,
             )
             rows: dict[str, Any] = {"transformers": transformers.__version__}
             for impl in ("sdpa", "flash_attention_2", "eager"):
@@ -289,10 +329,10 @@ def main() -> int:
                     keys = ("attn", "fmha", "flash", "cudnn", "sdpa", "softmax", "efficient", "cutlass")
                     rows[impl] = [n[:160] for n in names if any(k in n.lower() for k in keys)]
                     del model
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:
                     rows[impl] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
             rec["hf_llama_attention_kernels"] = rows
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             rec["hf_llama_attention_kernels"] = f"{type(e).__name__}: {e}"[:300]
         print(json.dumps(rec["hf_llama_attention_kernels"], indent=1))
         save()
@@ -319,18 +359,27 @@ def main() -> int:
             loads: list[tuple[str, Any, float]] = []
             q = torch.randn(1, 32, 32768, 128, device=device, dtype=dt, requires_grad=True)
             g = torch.randn_like(q)
-            for name, be in (("fa2_causal_32k_fwd_bwd", SDPBackend.FLASH_ATTENTION),
-                             ("cudnn_causal_32k_fwd_bwd", SDPBackend.CUDNN_ATTENTION)):
+            for name, be in (
+                ("fa2_causal_32k_fwd_bwd", SDPBackend.FLASH_ATTENTION),
+                ("cudnn_causal_32k_fwd_bwd", SDPBackend.CUDNN_ATTENTION),
+            ):
+
                 def attn(be=be) -> None:
                     with sdpa_kernel([be]):
                         F.scaled_dot_product_attention(q, q, q, is_causal=True).backward(g)
+
                 loads.append((name, attn, 3.5 * 4.0 * 32 * 128 * (32768 * 32768 / 2 + 16384)))
             a16 = torch.randn(8192, 8192, device=device, dtype=dt)
             loads.append(("bf16_gemm_8192", lambda: a16 @ a16, 2.0 * 8192**3))
             a8 = a16.to(torch.float8_e4m3fn)
             one = torch.ones((), device=device, dtype=torch.float32)
-            loads.append(("fp8_gemm_8192", lambda: torch._scaled_mm(a8, a8.t(), scale_a=one, scale_b=one,
-                                                                     out_dtype=dt), 2.0 * 8192**3))
+            loads.append(
+                (
+                    "fp8_gemm_8192",
+                    lambda: torch._scaled_mm(a8, a8.t(), scale_a=one, scale_b=one, out_dtype=dt),
+                    2.0 * 8192**3,
+                )
+            )
             big = torch.empty(2**30, device=device, dtype=torch.uint8)
             loads.append(("copy_1gib", lambda: big.clone(), None))
             rec["power"] = []
@@ -356,12 +405,16 @@ def main() -> int:
                 wall = time.perf_counter() - t0
                 stop.set()
                 t.join()
-                late = samples[len(samples) // 3:]  # after the first third: the clock has settled
-                row = {"load": name, "seconds": wall, "calls": calls,
-                       "power_w_median": statistics.median(p for p, _ in late) if late else None,
-                       "sm_clock_mhz_median": statistics.median(c for _, c in late) if late else None,
-                       "sm_clock_mhz_min": min((c for _, c in late), default=None),
-                       "tflops": flops * calls / wall / 1e12 if flops else None}
+                late = samples[len(samples) // 3 :]  # after the first third: the clock has settled
+                row = {
+                    "load": name,
+                    "seconds": wall,
+                    "calls": calls,
+                    "power_w_median": statistics.median(p for p, _ in late) if late else None,
+                    "sm_clock_mhz_median": statistics.median(c for _, c in late) if late else None,
+                    "sm_clock_mhz_min": min((c for _, c in late), default=None),
+                    "tflops": flops * calls / wall / 1e12 if flops else None,
+                }
                 rec["power"].append(row)
                 print(json.dumps(row))
                 save()
