@@ -1156,7 +1156,9 @@ def training_step(
         mm_f = quantized * mm_f + (1.0 - quantized) * mm_f16
         cast_elements, cast_grad_elements = quantized * cast_elements, quantized * cast_grad_elements
         weight_elements *= quantized
-    score_flops = 2 * tokens_mb * model.attention_heads * (model.qk_head_dim + model.v_head_dim) * job.seq_len / tp
+    # score and context matmul FLOPs per attended position, per layer, micro-batch and TP rank (PaLM appendix B)
+    per_position_flops = 2 * tokens_mb * model.attention_heads * (model.qk_head_dim + model.v_head_dim) / tp
+    score_flops = per_position_flops * job.seq_len
     if job.flash_attention:
         # the causal spans of flops.py (half the scores; sliding windows), per layer on average: the kernel
         # skips masked blocks, and the MFU numerator counts exactly these FLOPs
@@ -1167,7 +1169,8 @@ def training_step(
         kernel = job.attention_kernel
         hopper_kernels = stack.hopper_attention if kernel == "auto" else kernel == "cudnn"
         attention_kernel = "cudnn" if hopper_kernels else "fa2"
-        fa2_on_hopper = not hopper_kernels and gpu.vendor == "nvidia" and gpu.peak("fp8") is not None
+        wgmma_gpu = gpu.vendor == "nvidia" and gpu.peak("fp8") is not None
+        fa2_on_hopper = not hopper_kernels and wgmma_gpu
         eta_attn = a.fa2_on_hopper_efficiency if fa2_on_hopper else a.flash_attention_efficiency
         # the mma.sync path of FlashAttention-2 reaches ~330 TFLOP/s on H100 and B200 alike (fa2_ceiling_flops_per_s)
         attn_rate = eta_attn * peak16 * clock
@@ -1176,20 +1179,13 @@ def training_step(
         if gpu.attention_flops_per_s is not None:  # measured on this GPU (catalog, at head dim 128): a cap
             attn_rate = min(attn_rate, gpu.attention_flops_per_s * clock)
         # the head dim's share of non-tensor-core work per score: d / (d + d0), 1 at d = 128
-        native = hopper_kernels and gpu.vendor == "nvidia" and gpu.peak("fp8") is not None
-        d0 = a.hopper_attention_head_dim_overhead if native else a.fa2_head_dim_overhead
+        d0 = a.hopper_attention_head_dim_overhead if hopper_kernels and wgmma_gpu else a.fa2_head_dim_overhead
         d = (model.qk_head_dim + model.v_head_dim) / 2.0
         attn_rate = attn_rate * (d / (d + d0)) * ((128.0 + d0) / 128.0)
         # each query (forward) and key (backward) tile pays a fixed cost worth attention_*_tile_tokens positions of
-        # its span, once per kernel call: a ring runs the layer's attention as cp calls
-        attn_layers = (
-            model.full_attention_layers
-            + (model.sliding_window_layers if model.sliding_window else 0)
-            + (model.chunked_layers if model.attention_chunk else 0)
-        )
-        tile_flops = (
-            tokens_mb * 2.0 * model.attention_heads * (model.qk_head_dim + model.v_head_dim) * attn_layers / L / tp
-        ) * cp
+        # its span in every layer (full, windowed and chunked alike), once per kernel call: a ring runs the layer's
+        # attention as cp calls
+        tile_flops = per_position_flops * cp
         attn_f = (causal_flops + a.attention_forward_tile_tokens * tile_flops) / attn_rate
         attn_b = (
             a.flash_backward_flops_ratio * (causal_flops + a.attention_backward_tile_tokens * tile_flops) / attn_rate
