@@ -1,6 +1,7 @@
 """Measure the kernels behind gpuplan's training step-time terms on this machine's GPU: attention (each PyTorch
 SDPA backend, forward and backward, causal and not, long sequences and the chunk shapes of load-balanced ring
-attention), MoE grouped GEMMs at real expert shapes, and dense linear layers in bf16 and fp8 tensorwise.
+attention, head dims 32 to 256), MoE grouped GEMMs at real expert shapes, dense linear layers in bf16 and fp8
+tensorwise, and the special-function unit's exponential throughput (``sfu``: MUFU.EX2 per SM and clock).
 
     python scripts/measure_kernels.py --out docs/measurements/kernels_h200.json     # GPU
     python scripts/measure_kernels.py --device cpu --smoke                          # CPU: harness only
@@ -48,15 +49,19 @@ def main() -> int:
     ap.add_argument(
         "--only",
         default="attention,grouped,linear",
-        help="comma list of sections: attention, grouped, linear, hf, power",
+        help="comma list of sections: attention, grouped, linear, hf, power, sfu",
     )
     ap.add_argument(
         "--attention-set",
-        choices=["base", "extended"],
+        choices=["base", "extended", "headdim"],
         default="base",
-        help="extended: shorter sequences, batch, head shapes and grouped K/V (the falloff)",
+        help="extended: shorter sequences, batch, head shapes and grouped K/V (the falloff); headdim: causal 4k at "
+        "head dims 32 to 256 (4096 channels), each also run for --clock-seconds under NVML clock sampling",
     )
     ap.add_argument("--power-seconds", type=float, default=8.0, help="seconds of sustained load per kernel (power)")
+    ap.add_argument(
+        "--clock-seconds", type=float, default=1.5, help="seconds of load per headdim case and sfu run (SM clock)"
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
 
@@ -111,6 +116,59 @@ def main() -> int:
     sections = set(args.only.split(","))
     dt = torch.bfloat16
 
+    import threading
+
+    nvml_sample = None  # () -> (power W, SM clock MHz), where NVML answers
+    if cuda:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+
+            def nvml_sample() -> tuple[float, float]:
+                return (
+                    pynvml.nvmlDeviceGetPowerUsage(handle) / 1e3,
+                    float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+                )
+        except Exception as e:
+            rec["nvml"] = f"NVML unavailable: {type(e).__name__}: {e}"[:300]
+
+    def sustained(fn, seconds: float) -> dict[str, Any]:
+        """Call ``fn`` back to back for ``seconds`` while NVML is sampled every 50 ms: calls, wall seconds, and the
+        median power and SM clock after the first third (the clock has settled)."""
+        fn()
+        if cuda:
+            torch.cuda.synchronize()
+        samples: list[tuple[float, float]] = []
+        stop = threading.Event()
+
+        def poll() -> None:
+            while not stop.is_set() and nvml_sample is not None:
+                samples.append(nvml_sample())
+                time.sleep(0.05)
+
+        t = threading.Thread(target=poll)
+        calls, t0 = 0, time.perf_counter()
+        t.start()
+        while time.perf_counter() - t0 < seconds:
+            for _ in range(4):
+                fn()
+            if cuda:
+                torch.cuda.synchronize()
+            calls += 4
+        wall = time.perf_counter() - t0
+        stop.set()
+        t.join()
+        late = samples[len(samples) // 3 :]
+        return {
+            "calls": calls,
+            "seconds": wall,
+            "power_w_median": statistics.median(p for p, _ in late) if late else None,
+            "sm_clock_mhz_median": statistics.median(c for _, c in late) if late else None,
+            "sm_clock_mhz_min": min((c for _, c in late), default=None),
+        }
+
     # ---------------- attention
     if "attention" in sections:
         backends = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION}
@@ -148,6 +206,9 @@ def main() -> int:
                 ("causal-4k-gqa8", 8, 4096, 4096, True, 32, 8, 128, 128),
                 ("causal-4k-qk192-v128", 8, 4096, 4096, True, 128, 128, 192, 128),
             ]
+        if args.attention_set == "headdim":  # the head dim at a fixed width (heads x dim = 4096 channels)
+            dims = (32, 64, 96, 128, 192, 256)
+            cases = [(f"causal-4k-d{d}", 8, 4096, 4096, True, 4096 // d, 4096 // d, d, d) for d in dims]
         for case in cases:
             label, b, sq, skv, causal = case[:5]
             heads, kv_heads, dqk, dv = case[5:] if len(case) > 5 else (H, H, D, D)
@@ -190,6 +251,8 @@ def main() -> int:
                             o.backward(g)
 
                         both_s = timed(both)
+                        if args.attention_set == "headdim":  # the SM clock this kernel holds under load
+                            row["sustained_fwd_bwd"] = sustained(both, args.clock_seconds)
                     bwd_s = both_s - fwd_s
                     row.update(
                         fwd_s=fwd_s,
@@ -338,86 +401,81 @@ def main() -> int:
         save()
 
     # ---------------- power and SM clock under sustained load, per kernel kind (NVML samples every 50 ms)
-    if "power" in sections and cuda:
-        import threading
+    if "power" in sections and cuda and nvml_sample is not None:
+        loads: list[tuple[str, Any, float | None]] = []
+        q = torch.randn(1, 32, 32768, 128, device=device, dtype=dt, requires_grad=True)
+        g = torch.randn_like(q)
+        for name, be in (
+            ("fa2_causal_32k_fwd_bwd", SDPBackend.FLASH_ATTENTION),
+            ("cudnn_causal_32k_fwd_bwd", SDPBackend.CUDNN_ATTENTION),
+        ):
 
-        try:
-            import pynvml
+            def attn(be=be) -> None:
+                with sdpa_kernel([be]):
+                    F.scaled_dot_product_attention(q, q, q, is_causal=True).backward(g)
 
-            pynvml.nvmlInit()
-            handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
-
-            def sample() -> tuple[float, float]:
-                return (
-                    pynvml.nvmlDeviceGetPowerUsage(handle) / 1e3,
-                    float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
-                )
-        except Exception as e:
-            rec["power"] = f"NVML unavailable: {type(e).__name__}: {e}"[:300]
-            sample = None  # type: ignore[assignment]
-        if sample is not None:
-            loads: list[tuple[str, Any, float]] = []
-            q = torch.randn(1, 32, 32768, 128, device=device, dtype=dt, requires_grad=True)
-            g = torch.randn_like(q)
-            for name, be in (
-                ("fa2_causal_32k_fwd_bwd", SDPBackend.FLASH_ATTENTION),
-                ("cudnn_causal_32k_fwd_bwd", SDPBackend.CUDNN_ATTENTION),
-            ):
-
-                def attn(be=be) -> None:
-                    with sdpa_kernel([be]):
-                        F.scaled_dot_product_attention(q, q, q, is_causal=True).backward(g)
-
-                loads.append((name, attn, 3.5 * 4.0 * 32 * 128 * (32768 * 32768 / 2 + 16384)))
-            a16 = torch.randn(8192, 8192, device=device, dtype=dt)
-            loads.append(("bf16_gemm_8192", lambda: a16 @ a16, 2.0 * 8192**3))
-            a8 = a16.to(torch.float8_e4m3fn)
-            one = torch.ones((), device=device, dtype=torch.float32)
-            loads.append(
-                (
-                    "fp8_gemm_8192",
-                    lambda: torch._scaled_mm(a8, a8.t(), scale_a=one, scale_b=one, out_dtype=dt),
-                    2.0 * 8192**3,
-                )
+            loads.append((name, attn, 3.5 * 4.0 * 32 * 128 * (32768 * 32768 / 2 + 16384)))
+        a16 = torch.randn(8192, 8192, device=device, dtype=dt)
+        loads.append(("bf16_gemm_8192", lambda: a16 @ a16, 2.0 * 8192**3))
+        a8 = a16.to(torch.float8_e4m3fn)
+        one = torch.ones((), device=device, dtype=torch.float32)
+        loads.append(
+            (
+                "fp8_gemm_8192",
+                lambda: torch._scaled_mm(a8, a8.t(), scale_a=one, scale_b=one, out_dtype=dt),
+                2.0 * 8192**3,
             )
-            big = torch.empty(2**30, device=device, dtype=torch.uint8)
-            loads.append(("copy_1gib", lambda: big.clone(), None))
-            rec["power"] = []
-            for name, fn, flops in loads:
-                fn()
-                torch.cuda.synchronize()
-                samples: list[tuple[float, float]] = []
-                stop = threading.Event()
+        )
+        big = torch.empty(2**30, device=device, dtype=torch.uint8)
+        loads.append(("copy_1gib", lambda: big.clone(), None))
+        rec["power"] = []
+        for name, fn, flops in loads:
+            row = {"load": name, **sustained(fn, args.power_seconds)}
+            row["tflops"] = flops * row["calls"] / row["seconds"] / 1e12 if flops else None
+            rec["power"].append(row)
+            print(json.dumps(row))
+            save()
 
-                def poll() -> None:
-                    while not stop.is_set():
-                        samples.append(sample())
-                        time.sleep(0.05)
+    # ---------------- the special-function unit's exponential throughput (softmax's exp in flash attention)
+    if "sfu" in sections and cuda:
+        try:
+            import triton
+            import triton.language as tl
 
-                t = threading.Thread(target=poll)
-                calls, t0 = 0, time.perf_counter()
-                t.start()
-                while time.perf_counter() - t0 < args.power_seconds:
-                    for _ in range(4):
-                        fn()
-                    torch.cuda.synchronize()
-                    calls += 4
-                wall = time.perf_counter() - t0
-                stop.set()
-                t.join()
-                late = samples[len(samples) // 3 :]  # after the first third: the clock has settled
-                row = {
-                    "load": name,
-                    "seconds": wall,
-                    "calls": calls,
-                    "power_w_median": statistics.median(p for p, _ in late) if late else None,
-                    "sm_clock_mhz_median": statistics.median(c for _, c in late) if late else None,
-                    "sm_clock_mhz_min": min((c for _, c in late), default=None),
-                    "tflops": flops * calls / wall / 1e12 if flops else None,
-                }
-                rec["power"].append(row)
-                print(json.dumps(row))
-                save()
+            @triton.jit
+            def _exp2_chain(x_ptr, out_ptr, iters, BLOCK: tl.constexpr):
+                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                acc = tl.load(x_ptr + offs)
+                for _ in range(iters):  # a dependent chain per element; a block's many elements give the parallelism
+                    acc = tl.inline_asm_elementwise(
+                        "ex2.approx.ftz.f32 $0, $1;", "=r,r", [acc * -0.5], dtype=tl.float32, is_pure=True, pack=1
+                    )
+                tl.store(out_ptr + offs, acc)
+
+            sms = torch.cuda.get_device_properties(0).multi_processor_count
+            block, per_sm = 1024, 8  # 8 blocks of 1024 elements per SM: every SM full, whole waves
+            n = sms * per_sm * block
+            iters = 4096
+            x = torch.rand(n, device=device, dtype=torch.float32)
+            y = torch.empty_like(x)
+
+            def run() -> None:
+                _exp2_chain[(n // block,)](x, y, iters, BLOCK=block)
+
+            exp_s = timed(run)
+            row = {"elements": n, "iters": iters, "exp2_per_call": n * iters, "median_s": exp_s}
+            row["exp2_per_s"] = n * iters / exp_s
+            row["sustained"] = sustained(run, args.clock_seconds)
+            s_run = row["sustained"]
+            row["exp2_per_s_sustained"] = n * iters * s_run["calls"] / s_run["seconds"]
+            clock = s_run["sm_clock_mhz_median"]
+            if clock:
+                row["exp2_per_clock_per_sm"] = row["exp2_per_s_sustained"] / (sms * clock * 1e6)
+            rec["sfu"] = row
+        except Exception as e:
+            rec["sfu"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+        print(json.dumps(rec["sfu"]))
+        save()
 
     rec["nvidia_smi_after"] = _gpu_facts() if cuda else {}
     rec["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

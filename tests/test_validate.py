@@ -326,3 +326,23 @@ def test_tp_overlap_and_network_from_the_sources(report):
     # the loss fusion the launch settings turn on; Megatron-LM's default (off) elsewhere
     assert _mapped_case(report, "megatron-examples-llama3-8b-8gpu-fp8").kwargs["cross_entropy_fusion"] is True
     assert "cross_entropy_fusion" not in _mapped_case(report, "megatron-core-r080-weak-1p7b-48xh100").kwargs
+
+
+def test_nemo_2504_tflops_turn_into_tokens_with_nemo_2_formula(report, validation):
+    """NeMo 25.04's long-sequence table prints TFLOP/s per GPU under NeMo 2.0's llama3 formula (every query-key
+    pair counted: nemo/utils/flops_formulas.py before 6251117f). For Llama 3.1 8B at 8k that is
+    l h^2 (12 + 12 g/a + 18 f/h + 12 s/h) + 6 V h = 5.79e10 FLOPs per token, so 1,671 TFLOP/s is 28,854 tokens/s
+    per GPU (0.1 %); the two B200 rows are scored, the 24.03 rows (an unverified NeMo 1.0 convention) stay
+    skipped with the reason."""
+    m = {"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336, "vocab": 128256}
+    per_token = v._nemo2_llama_flops_per_token(m, 8192)
+    assert per_token == pytest.approx(32 * 4096**2 * (12 + 3 + 18 * 3.5 + 24) + 6 * 128256 * 4096, rel=1e-12)
+    assert per_token == pytest.approx(5.79e10, rel=1e-3)
+    rows = {r.case.record: r for r in report.rows if r.case.record.startswith("nemo-2504-")}
+    assert set(rows) == {
+        "nemo-2504-b200-llama3-8b-seq8k-2gpu-cp1-fp8",
+        "nemo-2504-b200-llama3-8b-seq1024k-256gpu-cp16-fp8",
+    }
+    assert rows["nemo-2504-b200-llama3-8b-seq8k-2gpu-cp1-fp8"].case.published == pytest.approx(1671e12 / per_token)
+    skipped = {s.record for s in report.skipped}
+    assert {"nemo-2403-h100-llama2-7b-seq128k-128gpu-cp4-fp8"} <= skipped

@@ -60,6 +60,10 @@ def _to_spec(e: AcceleratorEntry, origin: str) -> Accelerator:
         if e.low_power_rating is not None
         else None,
         fp16_accumulate_factor=float(e.fp16_accumulate_factor) if e.fp16_accumulate_factor is not None else None,
+        tensor_flops_per_clock_per_sm=float(e.tensor_flops_per_clock_per_sm)
+        if e.tensor_flops_per_clock_per_sm is not None
+        else None,
+        exp2_per_clock_per_sm=float(e.exp2_per_clock_per_sm) if e.exp2_per_clock_per_sm is not None else None,
         sm_count=e.sm_count,
         scale_up_domain_gpus=e.scale_up_domain_gpus,
         unified_memory=e.unified_memory,

@@ -62,6 +62,8 @@ OWN_SOURCE_FIELDS = (
     "fp8_gemm_any_layout",
     "attention_flops_per_s",
     "low_power_rating",
+    "tensor_flops_per_clock_per_sm",
+    "exp2_per_clock_per_sm",
 )
 
 
@@ -89,6 +91,9 @@ class AcceleratorEntry(_Strict):
     fp8_gemm_any_layout: StrictBool | None = None  # False: the fp8 GEMMs take only the TN layout
     attention_flops_per_s: Rate | None = None  # measured flash-attention forward + backward rate, a cap
     low_power_rating: PowerRatingEntry | None = None  # the same GPU's rated peak at a lower power (power caps)
+    # dense 16-bit tensor FLOPs and special-function exponentials (MUFU.EX2) per SM and clock (attention's softmax)
+    tensor_flops_per_clock_per_sm: Annotated[float, Field(gt=0, le=1e6)] | None = None
+    exp2_per_clock_per_sm: Annotated[float, Field(gt=0, le=1e4)] | None = None
     # the dense fp16 tensor rate with FP16 accumulate over peak_flops_per_s.fp16 (FP32 accumulate): 2 on GeForce
     fp16_accumulate_factor: Annotated[float, Field(ge=1, le=8)] | None = None
     sm_count: Count | None = None  # streaming multiprocessors (NVIDIA) / compute units (AMD)

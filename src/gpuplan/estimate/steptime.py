@@ -417,6 +417,8 @@ class StepAssumptions(AssumptionSet):
     attention_backward_tile_tokens: float = 510.0
     fa2_head_dim_overhead: float = 19.0
     hopper_attention_head_dim_overhead: float = 52.0
+    attention_softmax_channels: float = 80.0
+    attention_softmax_exp2_share: float = 0.40
     ring_merge_bytes_per_element: float = 38.0
     fused_ring_merge_bytes_per_element: float = 10.0
     ring_grad_bytes_per_element: float = 4.0
@@ -579,6 +581,28 @@ class StepAssumptions(AssumptionSet):
                 "the same for cuDNN's Hopper kernels, whose tensor-core work is faster and the exponentials' share "
                 "larger (Shah et al. 2024, FlashAttention-3, section 3.1): 381 TFLOP/s at head dim 64 against 492 at "
                 "128 on the same H200 measurements, d0 = 52",
+            ),
+            "attention_softmax_channels": (
+                "head-dim channels at Hopper's tensor rate per SM clock",
+                "the clock-normalized form of the overhead above, which carries a kernel's per-score softmax work "
+                "to another architecture: per SM and clock, cuDNN's forward + backward on one H200 ran at 1,585 "
+                "FLOPs at head dim 64 and 2,196 at 128 (docs/measurements/kernels_headdim_sfu_h200.json: rate / (132 "
+                "SMs x the NVML SM clock the kernel held, 1,845 and 1,680 MHz)), d / (d + 80) with a tensor-only "
+                "3,569 FLOPs per SM clock: each attended position costs 14 x 80 / 3,569 = 0.31 SM clocks outside "
+                "the tensor cores (the exponentials, the softmax's other FP32 work and shared-memory traffic). Those "
+                "units do not grow from Hopper to Blackwell while the tensor work per SM clock doubles (Together AI, "
+                "FlashAttention-4, 2025: B200 attention is bound by the exponential unit forward and shared memory "
+                "backward), so on a GPU whose catalog gives tensor_flops_per_clock_per_sm T and "
+                "exp2_per_clock_per_sm e the Hopper-kernel rate is scaled by (d + 80) / (d + 80 rho), rho = (T / "
+                "4096) x (1 - s + s x 16 / e) with s the share below: 0.72 at head dim 128 on a B200",
+            ),
+            "attention_softmax_exp2_share": (
+                "fraction",
+                "the exponentials' share of that per-position work: 2 per position (the forward's and the "
+                "backward's recomputed one) at the 15.6 per SM clock the H200 measured (Triton ex2.approx chain, the "
+                "same file; the CUDA guide's 16) is 0.128 of the 0.31 clocks: what a GPU with faster "
+                "special-function units (Blackwell Ultra: twice Blackwell's MUFU.EX2 rate, NVIDIA technical blog "
+                "'Making Softmax More Efficient with NVIDIA Blackwell Ultra') saves",
             ),
             "ring_merge_bytes_per_element": (
                 "bytes per attention-output element and ring step, forward",
@@ -756,6 +780,8 @@ class StepAssumptions(AssumptionSet):
                 "attention_backward_tile_tokens": (0, 1e6),
                 "fa2_head_dim_overhead": (0, 4096),
                 "hopper_attention_head_dim_overhead": (0, 4096),
+                "attention_softmax_channels": (0, 4096),
+                "attention_softmax_exp2_share": (0, 1),
             },
             positive=(
                 "flash_attention_efficiency",
@@ -976,6 +1002,31 @@ def _async_tp_backward_s(dense_comm: float, mm_f: float, sequence_parallel: bool
     return exposed_row + exposed_col, dense_comm - exposed_col
 
 
+#: Hopper's dense 16-bit tensor FLOPs and special-function exponentials per SM and clock (H100 whitepaper: twice the
+#: A100's 1,024 dense FP16 FMA per SM clock; the CUDA guide's 16 MUFU results, 15.6 measured on one H200 in
+#: docs/measurements/kernels_headdim_sfu_h200.json): the reference of attention_softmax_factor
+HOPPER_TENSOR_FLOPS_PER_CLOCK_PER_SM = 4096.0
+HOPPER_EXP2_PER_CLOCK_PER_SM = 16.0
+
+
+def attention_softmax_factor(gpu: Accelerator, head_dim: float, a: StepAssumptions) -> float:
+    """How much slower than its tensor peak suggests a Hopper-class flash-attention kernel runs on ``gpu``, at head
+    dim ``head_dim``: (d + c) / (d + c rho), 1 on Hopper. A kernel's time per attended position is its tensor work
+    plus c = ``attention_softmax_channels`` channels' worth (at Hopper's tensor rate per SM clock) of work in units
+    that do not scale with the tensor cores: the exponentials (MUFU.EX2), the softmax's other FP32 work and shared
+    memory. rho = (T / 4096) x (1 - s + s x 16 / e) for the GPU's tensor FLOPs T and exponentials e per SM clock
+    (catalog ``tensor_flops_per_clock_per_sm`` / ``exp2_per_clock_per_sm``, Hopper's where absent) and the
+    exponentials' share s = ``attention_softmax_exp2_share``: on a B200 (T 8192, e 16) rho = 2 and the factor is
+    0.72 at head dim 128 (FlashAttention-4, Together AI 2025: on B200 the forward is bound by the exponential unit
+    and the backward by shared memory, neither of which grew from H100). Dimensionless."""
+    tensor = gpu.tensor_flops_per_clock_per_sm or HOPPER_TENSOR_FLOPS_PER_CLOCK_PER_SM
+    exp2 = gpu.exp2_per_clock_per_sm or HOPPER_EXP2_PER_CLOCK_PER_SM
+    share = a.attention_softmax_exp2_share
+    rho = (tensor / HOPPER_TENSOR_FLOPS_PER_CLOCK_PER_SM) * (1.0 - share + share * HOPPER_EXP2_PER_CLOCK_PER_SM / exp2)
+    c = a.attention_softmax_channels
+    return (head_dim + c) / (head_dim + c * rho)
+
+
 def _gemm_s(m: float, n: float, k: float, flops_per_s: float, bw: float, operand_bytes: float = 2.0) -> float:
     """One (m x k) @ (k x n) GEMM on a roofline: the longer of its FLOPs at ``flops_per_s`` and the traffic of its
     operands and result (``operand_bytes`` each) at ``bw`` (Williams et al. 2009). A large GEMM is compute-bound;
@@ -1182,6 +1233,9 @@ def training_step(
         d0 = a.hopper_attention_head_dim_overhead if hopper_kernels and wgmma_gpu else a.fa2_head_dim_overhead
         d = (model.qk_head_dim + model.v_head_dim) / 2.0
         attn_rate = attn_rate * (d / (d + d0)) * ((128.0 + d0) / 128.0)
+        if hopper_kernels and wgmma_gpu:
+            # the softmax's units per SM clock stay while the tensor work per SM clock grows (Blackwell: 2x)
+            attn_rate = attn_rate * attention_softmax_factor(gpu, d, a)
         # each query (forward) and key (backward) tile pays a fixed cost worth attention_*_tile_tokens positions of
         # its span in every layer (full, windowed and chunked alike), once per kernel call: a ring runs the layer's
         # attention as cp calls

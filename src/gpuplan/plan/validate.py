@@ -794,6 +794,29 @@ def _eq3_flops_per_token(m: Mapping[str, Any], seq_len: int) -> float | None:
     return 96 * layers * hidden**2 * (1 + seq_len / (6 * hidden) + vocab / (16 * layers * hidden))
 
 
+#: Sources that publish TFLOP/s per GPU under NeMo 2.0's model-FLOPs formulas, which count every query-key pair
+#: (no causal halving) until NeMo 6251117f ("Discount FLOPs in dot-product att", 2025-08-09): record-id prefix ->
+#: where the convention is read. Their TFLOP/s turn back into tokens/s with :func:`_nemo2_llama_flops_per_token`.
+_NEMO2_FULL_ATTENTION_FLOPS: dict[str, str] = {
+    "nemo-2504-": "NeMo 2.0's llama3 formula of the 25.04 container (nemo/utils/flops_formulas.py at 811bd0e6, "
+    "2025-04-15: full S^2 attention; the causal discount came with 6251117f, 2025-08-09)",
+}
+
+
+def _nemo2_llama_flops_per_token(m: Mapping[str, Any], seq_len: int) -> float | None:
+    """NeMo 2.0's llama model FLOPs per token (nemo/utils/flops_formulas.py ``llama3``, 2025-04 to 2025-08):
+    l h^2 (12 + 12 g / a + 18 f / h + 12 s / h) + 6 V h for l layers, hidden h, a heads, g key-value groups, FFN
+    width f, sequence s and vocabulary V: forward and backward (3x the forward), the attention scores over all s^2
+    pairs, the LM head included, recomputation not counted."""
+    layers, hidden, vocab = _int(m.get("layers")), _int(m.get("hidden")), _int(m.get("vocab"))
+    heads, ffn = _int(m.get("heads")), _int(m.get("ffn"))
+    groups = _int(m.get("kv_heads")) or heads
+    if not (layers and hidden and vocab and heads and ffn and groups):
+        return None
+    per_layer = 12 + 12 * groups / heads + 18 * ffn / hidden + 12 * seq_len / hidden
+    return layers * hidden**2 * per_layer + 6 * vocab * hidden
+
+
 def _throughput_values(
     rec: Mapping[str, Any], gpus: int, global_tokens: float | None, seq_len: int, source: str
 ) -> list[tuple[str, str, float, tuple[str, ...], dict[str, Any]]]:
@@ -841,6 +864,22 @@ def _throughput_values(
                     "achieved_tflops_per_gpu",
                     tflops * 1e12 / per_token,
                     ("TFLOP/s per GPU turned into tokens/s per GPU with the paper's Eq. 3",),
+                    {},
+                )
+            ]
+    cp_tflops = _number(_value(rec, "tflops_per_gpu_with_cp"))
+    convention = next(
+        (why for prefix, why in _NEMO2_FULL_ATTENTION_FLOPS.items() if rec["id"].startswith(prefix)), None
+    )
+    if cp_tflops and convention:
+        per_token = _nemo2_llama_flops_per_token(rec.get("model") or {}, seq_len)
+        if per_token:
+            return [
+                (
+                    "",
+                    "tflops_per_gpu_with_cp",
+                    cp_tflops * 1e12 / per_token,
+                    (f"TFLOP/s per GPU turned into tokens/s per GPU with {convention}",),
                     {},
                 )
             ]

@@ -238,6 +238,13 @@ def _figure_rows(a: dict) -> list[tuple[str, str, str]]:
     if a.get("attention_flops_per_s"):
         shown = f"{_num(a['attention_flops_per_s'], 1e12)} TFLOP/s (caps training attention)"
         rows.append(("flash attention fwd + bwd", shown, "attention_flops_per_s"))
+    tensor, exp2 = a.get("tensor_flops_per_clock_per_sm"), a.get("exp2_per_clock_per_sm")
+    if tensor:
+        rows.append(("tensor FLOPs per SM clock", f"{tensor:g} (dense 16-bit)", "tensor_flops_per_clock_per_sm"))
+    if exp2:
+        rows.append(
+            ("exponentials per SM clock", f"{exp2:g} (softmax's special-function unit)", "exp2_per_clock_per_sm")
+        )
     rating = a.get("low_power_rating")
     if rating:
         shown = f"{rating['peak_fraction']:.1%} of the peak at {rating['power_w']:g} W (power caps interpolate)"

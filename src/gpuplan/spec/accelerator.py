@@ -113,6 +113,10 @@ class Accelerator:
       ``peak_flops_per_s["fp16"]`` (FP32 accumulation), dimensionless: 2 on GeForce cards, whose tensor cores
       accumulate in fp32 at half rate (NVIDIA GA102 / AD102 / GB202 whitepapers); absent where both run at one
       rate (data-centre and workstation parts);
+    - ``tensor_flops_per_clock_per_sm`` and ``exp2_per_clock_per_sm``: the dense 16-bit tensor FLOPs (FP32
+      accumulate) and the special-function unit's exponentials (MUFU.EX2) one SM completes per clock: their ratio
+      sets how much of a flash-attention kernel's time its softmax takes (``estimate.steptime``); absent where they
+      are Hopper's (4096 and 16);
     - ``sm_count``: streaming multiprocessors (NVIDIA) or compute units (AMD) the device exposes;
     - ``scale_up_domain_gpus``: how many devices share the scale-up link at its full bandwidth (an HGX board's
       8 over NVSwitch, an NVL72 rack's 72, an NVL pair's 2, a TPU pod's chips over ICI);
@@ -148,6 +152,8 @@ class Accelerator:
     attention_flops_per_s: float | None = None
     low_power_rating: tuple[float, float] | None = None
     fp16_accumulate_factor: float | None = None
+    tensor_flops_per_clock_per_sm: float | None = None
+    exp2_per_clock_per_sm: float | None = None
     sm_count: int | None = None
     scale_up_domain_gpus: int | None = None
     unified_memory: bool | None = None
@@ -216,6 +222,8 @@ class Accelerator:
             ("fp16_accumulate_factor", self.fp16_accumulate_factor),
             ("attention_flops_per_s", self.attention_flops_per_s),
             ("low_power_rating", self.low_power_rating),
+            ("tensor_flops_per_clock_per_sm", self.tensor_flops_per_clock_per_sm),
+            ("exp2_per_clock_per_sm", self.exp2_per_clock_per_sm),
             ("interconnect", self.interconnect),
             ("scale_up_domain_gpus", self.scale_up_domain_gpus),
             ("scale_out_bytes_per_s_per_gpu", self.scale_out_bytes_per_s_per_gpu),
@@ -261,6 +269,8 @@ class Accelerator:
             self.attention_flops_per_s is None,
             self.low_power_rating is None,
             self.fp16_accumulate_factor is None,
+            self.tensor_flops_per_clock_per_sm is None,
+            self.exp2_per_clock_per_sm is None,
             self.tdp_w is None,
             self.year is None,
         )
@@ -298,6 +308,8 @@ class Accelerator:
             if self.low_power_rating is None
             else {"power_w": self.low_power_rating[0], "peak_fraction": self.low_power_rating[1]},
             "fp16_accumulate_factor": self.fp16_accumulate_factor,
+            "tensor_flops_per_clock_per_sm": self.tensor_flops_per_clock_per_sm,
+            "exp2_per_clock_per_sm": self.exp2_per_clock_per_sm,
             "sm_count": self.sm_count,
             "scale_up_domain_gpus": self.scale_up_domain_gpus,
             "unified_memory": self.unified_memory,
