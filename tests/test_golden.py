@@ -3,8 +3,8 @@
 Regenerate after an intended change with: GPUPLAN_UPDATE_GOLDEN=1 python -m pytest tests/test_golden.py
 and review the diff. gpus_show_h100-sxm-80gb was retaken when issue #15 added the accelerator keys
 attention_flops_per_s and fp16_accumulate_factor (null on the H100): the diff was those two lines only; and again
-when tensor_flops_per_clock_per_sm and exp2_per_clock_per_sm came (null on the H100, which has Hopper's defaults):
-those two lines only.
+when tensor_flops_per_clock_per_sm, exp2_per_clock_per_sm and host_link_bytes_per_s came (null on the H100, which
+has Hopper's defaults and a PCIe host link): those three lines only.
 """
 
 from __future__ import annotations

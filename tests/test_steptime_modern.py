@@ -296,3 +296,26 @@ def test_ring_attention_costs_merge_traffic_and_exposed_exchanges():
     assert fused.parts["cp_ring"] < cp4.parts["cp_ring"]
     slow = _direct("h100-sxm-80gb", dict(gpus=4, cp=4), dict(job, seq_len=131072), link_efficiency=0.001)
     assert slow.parts["cp_ring"] > 10 * cp4.parts["cp_ring"]
+
+
+def test_mxfp8_requantizes_for_wgrad_even_where_fp8_gemms_take_any_layout():
+    """MXFP8's 32-element scale blocks run along the reduction axis, so the weight-gradient GEMM needs a copy
+    quantized along the other axis on a B200 too (whose per-tensor fp8 GEMMs take any layout): Transformer Engine
+    writes it in the quantize kernel (+1 B per element), torchao in a second dim1 pass (+3 1/32 B). Per-tensor
+    scaling needs no copy there."""
+    from gpuplan import api
+
+    kw = dict(model="llama-3.1-8b", gpu="b200", gpus=8, micro_batch=1, global_batch=8, seq_len=8192, tokens=1e9)
+    kw.update(precision="fp8-mixed", offline=True)
+
+    def cast_s(recipe: str, **extra) -> float:
+        return api.train(**kw, fp8_recipe=recipe, **extra).plan.step.parts["fp8_cast"]
+
+    te_mx, te_delayed = cast_s("mxfp8", stack="megatron"), cast_s("delayed", stack="megatron")
+    ao_mx, ao_tw = cast_s("mxfp8", fsdp=True), cast_s("tensorwise", fsdp=True)
+    # delayed: 3 B per cast element and no copy; TE MXFP8: the same casts plus 1 B per element for the copy
+    assert te_mx > te_delayed
+    # torchao MXFP8's copy is a full pass (3 + 1/32 B) against TE's 1 B: 2 1/32 B more per element
+    te_on_fsdp = cast_s("mxfp8", fsdp=True, stack="megatron")
+    assert (ao_mx - te_on_fsdp) / (te_mx - te_delayed) == pytest.approx(2 + 1 / 32, rel=1e-9)
+    assert ao_mx > ao_tw  # 3 + 3 1/32 B per quantized element against tensorwise's 5 B

@@ -128,3 +128,24 @@ def test_activation_offload_copies_what_the_memory_estimate_counts():
     assert four.memory.total_bytes > two.memory.total_bytes
     s2, s4 = two.plan.step.parts["activation_offload"], four.plan.step.parts["activation_offload"]
     assert s2 > 0 and s4 > 2 * s2  # copy time doubles; the compute covering part of it does not
+
+
+def test_grace_superchips_offload_over_nvlink_c2c():
+    """A Grace superchip's GPU reaches its host over NVLink-C2C, not a PCIe slot: the catalog's
+    host_link_bytes_per_s (GH200 450 GB/s per direction; GB200 225, two GPUs sharing the superchip's 900 GB/s
+    bidirectional) x offload_pcie_efficiency is what offload and checkpoint copies get; an HGX B200 keeps its
+    PCIe Gen 5 x16 (63 GB/s)."""
+    from gpuplan.estimate.steptime import host_link_bytes_per_s
+
+    a = StepAssumptions()
+    gh200, gb200, b200 = (BUNDLED_ACCELERATORS.get(g) for g in ("gh200", "gb200", "b200"))
+    assert host_link_bytes_per_s(gh200, a) == pytest.approx(450e9 * a.offload_pcie_efficiency)
+    assert host_link_bytes_per_s(gb200, a) == pytest.approx(225e9 * a.offload_pcie_efficiency)
+    assert host_link_bytes_per_s(b200, a) == pytest.approx(pcie_bytes_per_s(b200.pcie_gen or 4) * 0.8)
+    assert gb200.source_for("host_link_bytes_per_s").derivation
+    # activation offload of a 70B layer stack: the same job spends far less waiting on the link on a GB200
+    model = gpt({"hidden": 8192, "layers": 8, "heads": 64})
+    job = TrainingJob(micro_batch=2, seq_len=8192, global_batch=2, precision="bf16-mixed", offload_layers=8)
+    lay = Parallelism(gpus=1, tp=1, pp=1, offload="activations")
+    waits = {g.id: training_step(model, g, lay, job, a).parts.get("activation_offload", 0.0) for g in (gb200, b200)}
+    assert waits["b200"] > 0 and waits["gb200"] < waits["b200"] / 3

@@ -64,6 +64,7 @@ def _to_spec(e: AcceleratorEntry, origin: str) -> Accelerator:
         if e.tensor_flops_per_clock_per_sm is not None
         else None,
         exp2_per_clock_per_sm=float(e.exp2_per_clock_per_sm) if e.exp2_per_clock_per_sm is not None else None,
+        host_link_bytes_per_s=float(e.host_link_bytes_per_s) if e.host_link_bytes_per_s is not None else None,
         sm_count=e.sm_count,
         scale_up_domain_gpus=e.scale_up_domain_gpus,
         unified_memory=e.unified_memory,

@@ -64,6 +64,7 @@ OWN_SOURCE_FIELDS = (
     "low_power_rating",
     "tensor_flops_per_clock_per_sm",
     "exp2_per_clock_per_sm",
+    "host_link_bytes_per_s",
 )
 
 
@@ -94,6 +95,7 @@ class AcceleratorEntry(_Strict):
     # dense 16-bit tensor FLOPs and special-function exponentials (MUFU.EX2) per SM and clock (attention's softmax)
     tensor_flops_per_clock_per_sm: Annotated[float, Field(gt=0, le=1e6)] | None = None
     exp2_per_clock_per_sm: Annotated[float, Field(gt=0, le=1e4)] | None = None
+    host_link_bytes_per_s: Rate | None = None  # GPU <-> host CPU per GPU and direction where not PCIe (NVLink-C2C)
     # the dense fp16 tensor rate with FP16 accumulate over peak_flops_per_s.fp16 (FP32 accumulate): 2 on GeForce
     fp16_accumulate_factor: Annotated[float, Field(ge=1, le=8)] | None = None
     sm_count: Count | None = None  # streaming multiprocessors (NVIDIA) / compute units (AMD)

@@ -63,7 +63,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from ..spec.accelerator import Accelerator, pcie_bytes_per_s
+from ..spec.accelerator import Accelerator
 from ..spec.model import ModelSpec
 from ..spec.training import Parallelism, TrainingJob
 from . import xp
@@ -122,6 +122,10 @@ class StackProfile:
     #: backward tensor-parallel collectives launched beside the same layer's GEMMs (Megatron's
     #: LinearWithGradAccumulationAndAsyncCommunication, :func:`_async_tp_backward_s`); elsewhere they run in turn
     async_tp_backward: bool = False
+    #: MXFP8's row-wise and column-wise copies written by one quantize kernel (Transformer Engine's MXFP8Quantizer
+    #: with both usages, transformer_engine/common/util/cast_kernels.cuh); elsewhere (torchao mx_formats: to_mx along
+    #: dim0, then a separate Triton kernel along dim1) the column-wise copy is a second pass over the 16-bit tensor
+    fused_mx_quantize: bool = False
 
 
 #: The stacks ``--stack`` names; ``auto`` follows the memory recipe (:func:`resolve_stack`).
@@ -134,6 +138,7 @@ STACKS: Mapping[str, StackProfile] = MappingProxyType(
             prefetch_gathers=True,
             gather_per_tensor=False,
             async_tp_backward=True,
+            fused_mx_quantize=True,
             source="Megatron-LM / NeMo with Transformer Engine: fused layer-norm+GEMM, bias-GeLU/SwiGLU, RoPE and "
             "softmax kernels; --overlap-grad-reduce is off unless set (megatron/training/arguments.py); the "
             "column-parallel layers' backward TP collectives run beside their GEMMs (tensor_parallel/layers.py)",
@@ -244,6 +249,9 @@ class Fp8Recipe:
     cast: float
     transpose: float
     source: str
+    #: bytes per element of the column-wise copy where the stack writes it in a pass of its own (MXFP8 outside
+    #: Transformer Engine, ``StackProfile.fused_mx_quantize`` false); None: ``transpose`` everywhere
+    transpose_separate: float | None = None
 
 
 #: fp8 scaling recipes. A 16-bit read is 2 B, an fp8 write 1 B.
@@ -283,7 +291,11 @@ FP8_RECIPES: Mapping[str, Fp8Recipe] = MappingProxyType(
             3.0,
             1.0,
             "MXFP8 (OCP MX v1.0: 32-element blocks, e8m0 scales; TE MXFP8BlockScaling, torchao mx_formats): fused "
-            "quantize (read 2 B, write 1 B + 1/32 B scale); the column-wise copy written by the same kernel (+1 B)",
+            "quantize (read 2 B, write 1 B + 1/32 B scale). The scales run along the reduction axis, so the "
+            "weight-gradient GEMM needs a copy quantized along the other axis on every GPU: Transformer Engine "
+            "writes it in the same kernel (+1 B); torchao casts along dim1 in a second kernel (TorchAO mx_formats "
+            "README at d8bb51f6, 'to_mx cast across dim0 and dim1': read 2 B, write 1 B + 1/32 B scale again)",
+            transpose_separate=3.0 + 1.0 / 32.0,
         ),
         # NVFP4 (--precision fp4-mixed): e2m1 values in 16-element blocks, one e4m3 scale per block (1/16 B) and an
         # fp32 scale per tensor: NVFP4_BYTES_PER_ELEMENT per quantized element
@@ -1035,10 +1047,11 @@ def _gemm_s(m: float, n: float, k: float, flops_per_s: float, bw: float, operand
 
 
 def host_link_bytes_per_s(gpu: Accelerator, a: StepAssumptions) -> float:
-    """One GPU's PCIe link to the host, one direction, in bytes/s: the catalog's PCIe generation at x16
-    (PCI-SIG rates, ``spec.accelerator.pcie_bytes_per_s``; generation 4 where the catalog has none, as the machine
-    block takes it) x ``offload_pcie_efficiency``."""
-    return pcie_bytes_per_s(gpu.pcie_gen or 4) * a.offload_pcie_efficiency
+    """One GPU's link to the host, one direction, in bytes/s: a Grace superchip's NVLink-C2C where the catalog gives
+    ``host_link_bytes_per_s``, else the catalog's PCIe generation at x16 (PCI-SIG rates,
+    ``spec.accelerator.pcie_bytes_per_s``; generation 4 where the catalog has none, as the machine block takes it),
+    x ``offload_pcie_efficiency``."""
+    return gpu.host_bytes_per_s * a.offload_pcie_efficiency
 
 
 def cpu_optimizer_bytes_per_s(a: StepAssumptions) -> float:
@@ -1257,9 +1270,12 @@ def training_step(
     fp8_f = fp8_b = 0.0
     if fp8 is not None:
         transpose = 0.0 if gpu.fp8_gemm_any_layout else fp8.transpose
-        if fp8.name in ("rowwise", "blockwise", "nvfp4"):
-            # scales along the other axis (NVFP4: 16-element blocks along K): a re-quantization on every GPU
+        if fp8.name in ("rowwise", "blockwise", "nvfp4", "mxfp8"):
+            # scales along the other axis (MXFP8: 32-element blocks along K; NVFP4: 16): a re-quantization on every
+            # GPU, in the quantize kernel itself or (MXFP8 outside Transformer Engine) in a pass of its own
             transpose = fp8.transpose
+            if fp8.transpose_separate is not None and not stack.fused_mx_quantize:
+                transpose = fp8.transpose_separate
         # forward: inputs and weights quantized; backward: output gradients, plus the transposed copies
         fp8_f = (cast_elements + weight_elements) * fp8.cast / bw
         fp8_b = (

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InputError, QuantityError
 from ..estimate import machine as mx, xp
 from ..estimate.assumptions import Assumption
-from ..spec.accelerator import Accelerator, pcie_bytes_per_s
+from ..spec.accelerator import Accelerator
 from ..spec.choices import SERVE_STORAGE_DEFAULT, TRAIN_STORAGE_DEFAULT, Storage, values
 from ..spec.model import ModelSpec
 from ..units import check_range, parse_bytes, parse_count
@@ -149,7 +149,8 @@ def _drop_none(d: dict) -> dict:
 
 
 def _host_link_bytes_per_s(gpu: Accelerator, a: mx.MachineAssumptions) -> float:
-    return pcie_bytes_per_s(gpu.pcie_gen or 4) * a.pcie_efficiency
+    """The GPU's link to its host (NVLink-C2C on a Grace superchip, else PCIe x16), x ``pcie_efficiency``."""
+    return gpu.host_bytes_per_s * a.pcie_efficiency
 
 
 def _failure_rate(gpu: Accelerator, options: MachineOptions, a: mx.MachineAssumptions) -> tuple[float, str]:
@@ -316,7 +317,8 @@ def failure_rate(gpu: Accelerator, options: MachineOptions, a: mx.MachineAssumpt
 
 
 def host_link_bytes_per_s(gpu: Accelerator, a: mx.MachineAssumptions) -> float:
-    """The device-to-host bandwidth a checkpoint copy or a weight load gets: the GPU's PCIe rate x efficiency."""
+    """The device-to-host bandwidth a checkpoint copy or a weight load gets: the GPU's host link (PCIe, or a Grace
+    superchip's NVLink-C2C) x efficiency."""
     return _host_link_bytes_per_s(gpu, a)
 
 

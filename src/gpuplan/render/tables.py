@@ -238,6 +238,9 @@ def _figure_rows(a: dict) -> list[tuple[str, str, str]]:
     if a.get("attention_flops_per_s"):
         shown = f"{_num(a['attention_flops_per_s'], 1e12)} TFLOP/s (caps training attention)"
         rows.append(("flash attention fwd + bwd", shown, "attention_flops_per_s"))
+    if a.get("host_link_bytes_per_s"):
+        shown = f"{_num(a['host_link_bytes_per_s'], 1e9)} GB/s per direction (offload, checkpoints)"
+        rows.append(("host link", shown, "host_link_bytes_per_s"))
     tensor, exp2 = a.get("tensor_flops_per_clock_per_sm"), a.get("exp2_per_clock_per_sm")
     if tensor:
         rows.append(("tensor FLOPs per SM clock", f"{tensor:g} (dense 16-bit)", "tensor_flops_per_clock_per_sm"))
@@ -733,7 +736,7 @@ def _machine_lines(record: dict) -> list[Text]:
         lines = [
             Text(
                 f"machine: cold start {m['cold_start_s']:,.1f} s ({m['weights_bytes_per_node'] / GB:,.1f} GB of "
-                f"weights from {m['storage']['class']}, then over PCIe); "
+                f"weights from {m['storage']['class']}, then host to GPU); "
                 f"host RAM {m['host_ram_bytes_per_node'] / GB:,.0f} "
                 f"GB per node; disk {m['disk_bytes_per_node'] / GB:,.1f} GB for the weights",
                 style="bold",

@@ -117,6 +117,8 @@ class Accelerator:
       accumulate) and the special-function unit's exponentials (MUFU.EX2) one SM completes per clock: their ratio
       sets how much of a flash-attention kernel's time its softmax takes (``estimate.steptime``); absent where they
       are Hopper's (4096 and 16);
+    - ``host_link_bytes_per_s``: the link between the GPU and its host CPU, per GPU and direction, where it is
+      not the PCIe slot ``pcie_gen`` gives (a Grace superchip's NVLink-C2C), bytes/s: offload and checkpoint copies;
     - ``sm_count``: streaming multiprocessors (NVIDIA) or compute units (AMD) the device exposes;
     - ``scale_up_domain_gpus``: how many devices share the scale-up link at its full bandwidth (an HGX board's
       8 over NVSwitch, an NVL72 rack's 72, an NVL pair's 2, a TPU pod's chips over ICI);
@@ -154,6 +156,7 @@ class Accelerator:
     fp16_accumulate_factor: float | None = None
     tensor_flops_per_clock_per_sm: float | None = None
     exp2_per_clock_per_sm: float | None = None
+    host_link_bytes_per_s: float | None = None
     sm_count: int | None = None
     scale_up_domain_gpus: int | None = None
     unified_memory: bool | None = None
@@ -188,6 +191,14 @@ class Accelerator:
         unknown)."""
         if self.interconnect:
             return self.interconnect.bandwidth_bytes_per_s
+        return pcie_bytes_per_s(self.pcie_gen or 4)
+
+    @property
+    def host_bytes_per_s(self) -> float:
+        """Per-direction bandwidth between the GPU and its host CPU: the catalog's ``host_link_bytes_per_s`` (a Grace
+        superchip's NVLink-C2C), else PCIe x16 of the card's generation (Gen 4 when unknown)."""
+        if self.host_link_bytes_per_s is not None:
+            return self.host_link_bytes_per_s
         return pcie_bytes_per_s(self.pcie_gen or 4)
 
     def supports(self, dtype: str) -> bool:
@@ -225,6 +236,7 @@ class Accelerator:
             ("tensor_flops_per_clock_per_sm", self.tensor_flops_per_clock_per_sm),
             ("exp2_per_clock_per_sm", self.exp2_per_clock_per_sm),
             ("interconnect", self.interconnect),
+            ("host_link_bytes_per_s", self.host_link_bytes_per_s),
             ("scale_up_domain_gpus", self.scale_up_domain_gpus),
             ("scale_out_bytes_per_s_per_gpu", self.scale_out_bytes_per_s_per_gpu),
             ("pcie_gen", self.pcie_gen),
@@ -271,6 +283,7 @@ class Accelerator:
             self.fp16_accumulate_factor is None,
             self.tensor_flops_per_clock_per_sm is None,
             self.exp2_per_clock_per_sm is None,
+            self.host_link_bytes_per_s is None,
             self.tdp_w is None,
             self.year is None,
         )
@@ -310,6 +323,7 @@ class Accelerator:
             "fp16_accumulate_factor": self.fp16_accumulate_factor,
             "tensor_flops_per_clock_per_sm": self.tensor_flops_per_clock_per_sm,
             "exp2_per_clock_per_sm": self.exp2_per_clock_per_sm,
+            "host_link_bytes_per_s": self.host_link_bytes_per_s,
             "sm_count": self.sm_count,
             "scale_up_domain_gpus": self.scale_up_domain_gpus,
             "unified_memory": self.unified_memory,
