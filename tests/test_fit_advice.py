@@ -101,3 +101,20 @@ def test_serve_rank_exits_3_only_when_nothing_fits(run):
     assert code == 0
     code, _, err = run("serve", "llama-3.1-405b", "--gpu", "t4", "--rank", "--json")
     assert code == 3, err
+
+
+def test_micro_batch_advice_is_the_largest_that_fits(run):
+    """With recomputation already full, the advice lowers the micro-batch only as far as needed: the largest one
+    below the asked that fits, which the plan itself reports as "largest micro-batch that fits" (not 1)."""
+    # 24 sequences per rank: micro-batches 8 and 6 divide it, 7 does not (a bisection over validity would land on 6)
+    args = ["--gpus", "8", "--fsdp", "--micro-batch", "24", "--global-batch", "192", "--seq-len", "4096"]
+    code, out, _ = run("train", "llama-3.2-3b", "--gpu", "h100", *args, "--recompute", "full", "--json")
+    assert code == 3
+    rec = json.loads(out)
+    advised = rec["fit_advice"]["changes"]
+    assert set(advised) == {"micro-batch"} and advised["micro-batch"] > 1
+    assert advised["micro-batch"] == rec["memory"]["max_micro_batch"]
+    assert advised["micro-batch"] == 8
+    bigger = args[:3] + ["--micro-batch", "12"] + args[5:]  # the next that divides 24 does not fit
+    code2, _, _ = run("train", "llama-3.2-3b", "--gpu", "h100", *bigger, "--recompute", "full", "--json")
+    assert code2 == 3

@@ -6,8 +6,9 @@ No formula of its own: it re-runs the memory estimates (``estimate.memory.traini
 
 Training (same GPU count first, then more GPUs):
   1. one knob at a time, in this order: recompute selective, recompute full, ZeRO 1/2/3 (only with data
-     parallelism), sequence parallelism (with tp > 1), micro-batch 1, tensor parallelism x2 (up to 8, within a
-     node, dividing the heads), pipeline stages x2 (dividing the layers), optimizer offload;
+     parallelism), sequence parallelism (with tp > 1), a smaller micro-batch (the largest that fits, else 1),
+     tensor parallelism x2 (up to 8, within a node, dividing the heads), pipeline stages x2 (dividing the
+     layers), optimizer offload;
   2. the same knobs applied cumulatively in that order (the first prefix that fits);
   3. more GPUs: the fewest whole multiples of the model-parallel group, with ZeRO-3 and full recompute,
      up to 2**20 GPUs (a binary search; memory per GPU never grows with more data-parallel ranks under ZeRO-3).
@@ -64,8 +65,14 @@ class FitAdvice:
 # ----------------------------------------------------------------------------------------------- training
 
 
-def _training_steps(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job: TrainingJob):
-    """(flag changes, layout, job) for each single knob, cheapest first; each applies to the given state."""
+def _training_steps(
+    model: ModelSpec | ParamsOnlyModel,
+    layout: Parallelism,
+    job: TrainingJob,
+    fits: Callable[[Parallelism, TrainingJob], bool] | None = None,
+):
+    """(flag changes, layout, job) for each single knob, cheapest first; each applies to the given state. ``fits``
+    (whether a candidate fits) lets the micro-batch knob pick the largest smaller micro-batch that fits."""
     steps: list[Callable[[Parallelism, TrainingJob], tuple[dict, Parallelism, TrainingJob] | None]] = []
     arch = isinstance(model, ModelSpec)
 
@@ -91,9 +98,21 @@ def _training_steps(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job
             return None
         return {"sequence-parallel": True}, replace(lay, sequence_parallel=True), jb
 
-    def micro_batch_one(lay, jb):
+    def micro_batch_down(lay, jb):
+        # memory grows with the micro-batch: bisect for the largest below the current that fits (the global batch
+        # set aside, its divisibility is not monotonic), then walk down to one that divides the global batch; else 1
         if jb.micro_batch == 1:
             return None
+        lo, hi = 1, jb.micro_batch  # the bound lies in [lo, hi): hi does not fit
+        while fits is not None and hi - lo > 1:
+            mid = (lo + hi) // 2
+            if fits(lay, replace(jb, micro_batch=mid, global_batch=None)):
+                lo = mid
+            else:
+                hi = mid
+        for mb in range(lo, max(1, lo - 256), -1):
+            if fits is not None and fits(lay, replace(jb, micro_batch=mb)):
+                return {"micro-batch": mb}, lay, replace(jb, micro_batch=mb)
         return {"micro-batch": 1}, lay, replace(jb, micro_batch=1)
 
     def tp_double(lay, jb):
@@ -122,7 +141,7 @@ def _training_steps(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job
         steps += [recompute("selective"), recompute("full")]
     steps += [zero(1), zero(2), zero(3), sequence_parallel]
     if arch:
-        steps += [micro_batch_one, tp_double, pp_double]
+        steps += [micro_batch_down, tp_double, pp_double]
     steps += [offload]
     return steps
 
@@ -190,7 +209,12 @@ def training_fit_advice(
 ) -> FitAdvice | None:
     """The cheapest change (see the module docstring) under which ``training_memory`` fits, or None."""
     capacity = float(gpu.usable_memory_bytes)
-    steps = _training_steps(model, layout, job)
+
+    def fits(lay: Parallelism, jb: TrainingJob) -> bool:
+        res = _train_total(model, gpu, lay, jb, assumptions)
+        return bool(res and res[0])
+
+    steps = _training_steps(model, layout, job, fits)
     # 1. one knob alone
     for step in steps:
         got = step(layout, job)
