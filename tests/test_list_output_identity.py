@@ -14,7 +14,9 @@ remaining gaps (RTX PRO 6000 Blackwell fp16/bf16/fp8 peaks and its TN-only fp8 l
 link as its 21 in-box ports with an 8-device domain, MI250/MI250X 4-OAM domains, the H20's SM count): the same
 code on the previous bundled data still gives the previous digests (9ef84ec3..., 55f2861c..., 27498964...), and
 the new output differs from it only in those six entries (JSON) and the gaudi2/gaudi3/rtx-pro-6000-blackwell
-table rows."""
+table rows. The two gpus JSON digests were retaken once more when issue #13 added tensor_flops_per_clock_per_sm,
+exp2_per_clock_per_sm and host_link_bytes_per_s: the new records with those keys (and their sources) dropped equal
+the previous code's records exactly; the tables are unchanged."""
 
 from __future__ import annotations
 
@@ -44,10 +46,10 @@ CASES = {
 DIGESTS = {
     "gpus@d": "d1cecf4db4955ddce2e47f7b3577d03e",
     "gpus@100": "c913dad62fe9dec7e3d725750d926f36",
-    "gpus-json@d": "637d893952632784d363dcc6e64c0115",
+    "gpus-json@d": "bb9356ac4d35fae7bbc91163a0ff3950",
     "gpus-sort-mem@d": "7edc386dd34e6c0b9067fa0c66a03c78",
     "gpus-sort-mem@100": "3476e7ed1cafd400416874aa0c3abbe8",
-    "gpus-sort-mem-json@d": "837459f1a628e9707f40d1928f88b1d4",
+    "gpus-sort-mem-json@d": "c61bf163530dda4d138f1d9ed9546778",
     "offers@d": "2d857e2285bb2eea0d1ef0dfa0ad90ff",
     "offers@100": "4f8bc74ba611ce7745d7a6da7a6f2803",
     "offers-json@d": "1d8ac0e233dfe062d6a74913a1cc03ce",

@@ -190,7 +190,11 @@ def test_fa2_on_blackwell_runs_at_the_mma_sync_ceiling():
     # H100: 0.33 x 989.5 = 326.5 < 330: the efficiency binds; B200: the ceiling binds
     assert b200.parts["attention"] / h100.parts["attention"] == pytest.approx(0.33 * 989.5e12 / 330e12, rel=1e-9)
     mega = _direct("b200", lay, dict(job, stack="megatron", attention_kernel="auto"))
-    assert mega.parts["attention"] < b200.parts["attention"] / 3
+    # cuDNN's kernels at 0.55 x 2250e12, slowed by the softmax's share on a B200 (attention_softmax_factor: 208/288
+    # at head dim 128): 2.7x FA2's ceiling, the same tile costs on both
+    assert b200.parts["attention"] / mega.parts["attention"] == pytest.approx(
+        0.55 * 2250e12 * (208 / 288) / 330e12, rel=1e-6
+    )
 
 
 def test_overlapped_collectives_cost_their_sm_share():

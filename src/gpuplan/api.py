@@ -41,6 +41,18 @@ def _catalogs(catalog: Any) -> Catalogs:
     return Catalogs(catalog or ())
 
 
+def _modules(value: Any) -> tuple[str, ...] | None:
+    """``recompute_modules`` as a tuple of names (a comma list or an iterable), None when not given; anything else
+    is handed on for TrainingJob to refuse with its one line."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return tuple(m.strip() for m in value.split(",") if m.strip())
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    return value
+
+
 def _num(name: str, value: Any) -> Any:
     """A numeric keyword read through its bound (None stays None: "derive it")."""
     return None if value is None else BOUNDS[name].read(value, "--" + name.replace("_", "-"))
@@ -158,6 +170,7 @@ def train(
     seq_len: int | None = None,
     recompute: str = C.Recompute.NONE,
     recompute_layers: int | None = None,
+    recompute_modules: str | Iterable[str] | None = None,
     offload_layers: int | None = None,
     flash_attention: bool = True,
     dropout: bool = False,
@@ -285,6 +298,7 @@ def train(
         offload=offload,
     )
     targets = lora_targets.split(",") if isinstance(lora_targets, str) else list(lora_targets)
+    modules = _modules(recompute_modules)
     job = dict(
         micro_batch=_num("micro_batch", micro_batch),
         seq_len=_num("seq_len", seq_len),
@@ -311,6 +325,7 @@ def train(
         quant=quant,
         recompute=recompute,
         recompute_layers=_num("recompute_layers", recompute_layers),
+        recompute_modules=modules,
         offload_layers=_num("offload_layers", offload_layers),
         flash_attention=flash_attention,
         dropout=dropout,

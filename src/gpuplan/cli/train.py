@@ -119,6 +119,11 @@ def _d(name: str) -> Any:
     help="With --recompute partial: decoder layers per pipeline stage fully recomputed (the rest keep all).",
 )
 @click.option(
+    "--recompute-modules",
+    help="With --recompute selective: comma list of what re-runs in backward, as Megatron-Core's --recompute-modules: "
+    "core_attn (the default), layernorm, mlp, moe, moe_act, shared_experts, mla_up_proj.",
+)
+@click.option(
     "--offload-layers",
     type=number("offload_layers"),
     help="With --offload activations: decoder layers per stage whose saved activations go to host memory "

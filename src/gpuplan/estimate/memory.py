@@ -609,10 +609,47 @@ def activation_bytes_per_layer(
             for term in layer_activation_terms(
                 spec, job, layout, job.micro_batch, e, gated, trainable, moe_layer, saved, norm_bytes
             ):
-                if job.recompute == "selective" and term.name in ("attention_scores", "attention_dropout"):
-                    continue
-                out[term.name] = out.get(term.name, 0.0) + term.bytes * count / spec.layers * share
+                kept = _selective_kept(term.name, job, spec, moe_layer, saved is None, gated)
+                if kept:
+                    out[term.name] = out.get(term.name, 0.0) + term.bytes * count / spec.layers * share * kept
     return out
+
+
+def _selective_kept(
+    name: str, job: TrainingJob, spec: ModelSpec, moe_layer: bool, sixteen_bit: bool, gated: int
+) -> float:
+    """The share of one activation term a layer still keeps under ``--recompute selective`` with its
+    ``--recompute-modules`` (Megatron-Core TransformerConfig.recompute_modules; 1 for the other modes):
+
+    - core_attn: the attention core re-runs from Q, K and V: its s x s scores and dropout (Korthikanti et al. 2022,
+      section 5); flash attention keeps none of them anyway;
+    - layernorm: the norms' outputs are discarded and re-computed (output-discarding checkpointing): the inputs of
+      the Q/K/V projections and of the MLP or router go, where the linear layers save those same 16-bit tensors (in
+      fp8 Transformer Engine saves its own fp8 copy, which stays);
+    - mlp: a dense layer's MLP re-runs from its input: its hidden tensors go;
+    - moe: an MoE layer's experts re-run from its input: router logits, dispatched tokens and expert hidden tensors;
+    - moe_act: the experts' activation output is discarded: one of the expert hidden tensors of the ffn width;
+    - shared_experts: the shared experts' hidden tensors;
+    - mla_up_proj: MLA's up-projected queries, keys and values go; the latents stay."""
+    mods = set(job.selective_modules)
+    if not mods:
+        return 1.0
+    if name in ("attention_scores", "attention_dropout") and "core_attn" in mods:
+        return 0.0
+    if name in ("qkv_input", "mlp_input") and "layernorm" in mods and sixteen_bit:
+        return 0.0
+    if not moe_layer and name in ("mlp_hidden", "mlp_down_input") and "mlp" in mods:
+        return 0.0
+    if moe_layer and "moe" in mods and name in ("router_logits", "expert_dispatch", "expert_hidden"):
+        return 0.0
+    if moe_layer and name == "shared_expert_hidden" and ({"moe", "shared_experts"} & mods):
+        return 0.0
+    if moe_layer and name == "expert_hidden" and "moe_act" in mods:
+        tensors = gated if spec.mlp_gated else 2  # the hidden tensors of the ffn width an expert MLP saves
+        return (tensors - 1) / tensors
+    if name == "q_k_v" and spec.mla is not None and "mla_up_proj" in mods:
+        return 0.0
+    return 1.0
 
 
 def _stack_saving(
@@ -783,6 +820,14 @@ def validate_layout(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job
                                  ("--moe-dispatch-dtype fp8", job.moe_dispatch_dtype != "bf16")) if on]  # fmt: skip
     if moe_flags and spec.moe is None:
         raise JobError(f"{moe_flags[0]} is for MoE models, but {spec.id} is a dense model; drop {moe_flags[0]}")
+    need = {"moe": spec.moe is not None, "moe_act": spec.moe is not None, "mla_up_proj": spec.mla is not None}
+    need["shared_experts"] = spec.moe is not None and bool(spec.moe.shared_ffn_size)
+    need["mlp"] = bool(spec.dense_layers)
+    for mod in job.selective_modules:
+        if not need.get(mod, True):
+            what = {"mla_up_proj": "MLA (multi-head latent attention)", "shared_experts": "shared experts",
+                    "mlp": "dense MLP layers"}.get(mod, "experts (an MoE model)")  # fmt: skip
+            raise JobError(f"--recompute-modules {mod} re-runs {what}, which {spec.id} does not have; drop {mod}")
     if job.ep_comm_overlap and layout.ep == 1:
         raise JobError("--ep-comm-overlap overlaps the expert-parallel all-to-all: it needs --ep > 1")
     if job.moe_dispatch_dtype != "bf16" and layout.ep == 1:
@@ -1343,7 +1388,7 @@ def _memory_at(
             n = xp.minimum(0 if job.recompute_layers is None else job.recompute_layers, layers_here)
             full_kept = sum(
                 activation_bytes_per_layer(
-                    spec, replace(job, recompute="full", recompute_layers=None), layout, a
+                    spec, replace(job, recompute="full", recompute_layers=None, recompute_modules=None), layout, a
                 ).values()
             )
             working = n > 0
@@ -1444,7 +1489,7 @@ def _memory_at(
 def _working_layer_bytes(spec: ModelSpec, job: TrainingJob, layout: Parallelism, a: MemoryAssumptions) -> float:
     """Full recomputation rebuilds one layer at a time: the largest layer kind's activations (MoE or dense)."""
     e = 4.0 if job.precision == "fp32" else a.activation_bytes_per_element
-    no_recompute = replace(job, recompute="none", recompute_layers=None)
+    no_recompute = replace(job, recompute="none", recompute_layers=None, recompute_modules=None)
     gated, lin, norm_bytes = _stack_saving(job, layout, a, spec)
     saving = _saving_linears(spec, job)
     kinds = [False] if spec.moe is None else ([True] + ([False] if spec.dense_layers else []))

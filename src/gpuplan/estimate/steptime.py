@@ -1014,6 +1014,80 @@ def _async_tp_backward_s(dense_comm: float, mm_f: float, sequence_parallel: bool
     return exposed_row + exposed_col, dense_comm - exposed_col
 
 
+#: linear layers by the ``--recompute-modules`` name that re-runs them (routed experts: moe, shared experts:
+#: shared_experts, by prefix)
+_RECOMPUTE_MODULE_OF = {
+    "gate_proj": "mlp",
+    "up_proj": "mlp",
+    "down_proj": "mlp",
+    "router": "moe",
+    "q_b_proj": "mla_up_proj",
+    "kv_b_proj": "mla_up_proj",
+}
+
+
+def _selective_recompute_s(
+    modules: tuple[str, ...],
+    model: ModelSpec,
+    *,
+    attention: float,
+    mm_module: Mapping[str, float],
+    mm_scale: float,
+    tokens: float,
+    expert_rows: float,
+    tp: float,
+    sp: float,
+    etp: float,
+    ep: float,
+    element_bytes: float,
+    bw: float,
+    moe_exchange: float,
+) -> float:
+    """Seconds per layer and micro-batch that ``--recompute selective`` re-runs in backward, by module (Megatron-Core
+    TransformerConfig.recompute_modules; averaged over dense and MoE layers like the rest of the step):
+
+    - core_attn: the attention core, with its ring under context parallelism;
+    - layernorm: each norm again (read its input, write its output: 2 x 16 bits per element);
+    - mlp: a dense layer's MLP GEMMs and its activation (read the gate and up outputs, write the product);
+    - moe: an MoE layer's router and expert GEMMs, the activation, and the dispatch and combine with their
+      permutation (Megatron-Core checkpoints the whole MoE layer, token dispatcher included);
+    - moe_act: the experts' activation alone;
+    - shared_experts: the shared experts' GEMMs and activation;
+    - mla_up_proj: MLA's up projections.
+
+    GEMM times are the forward's of each module (``mm_module``, x ``mm_scale`` where fp4 training mixes in its bf16
+    layers); element-wise passes are HBM traffic at ``bw``."""
+    mods = set(modules)
+    total = attention if "core_attn" in mods else 0.0
+    h, L = model.hidden_size, model.layers
+    act_reads = 3.0 if model.mlp_gated else 2.0  # gate and up read, product written; or input read, output written
+    if "layernorm" in mods:
+        total = total + model.norms_per_layer * tokens * h * 2 * element_bytes / sp / bw
+    if "mlp" in mods:
+        dense = model.dense_layers / L
+        total = (
+            total
+            + mm_scale * mm_module.get("mlp", 0.0)
+            + dense * tokens * model.ffn_size / tp * act_reads * element_bytes / bw
+        )
+    if model.moe is not None:
+        moe = model.moe
+        share = moe.layers / L
+        local = moe.experts / ep  # local experts on the rank, each with expert_rows tokens
+        act = share * local * expert_rows * moe.expert_ffn_size / etp * act_reads * element_bytes / bw
+        if "moe" in mods:
+            total = total + mm_scale * (mm_module.get("moe", 0.0) + mm_module.get("shared_experts", 0.0)) + act
+            total = total + moe_exchange
+        elif "moe_act" in mods:
+            total = total + act
+        if "shared_experts" in mods and "moe" not in mods and moe.shared_ffn_size:
+            shared_act = share * tokens * moe.shared_ffn_size / tp * act_reads * element_bytes / bw
+            total = total + mm_scale * mm_module.get("shared_experts", 0.0) + shared_act
+    if "mla_up_proj" in mods:
+        total = total + mm_scale * mm_module.get("mla_up_proj", 0.0)
+    return total
+
+
 #: Hopper's dense 16-bit tensor FLOPs and special-function exponentials per SM and clock (H100 whitepaper: twice the
 #: A100's 1,024 dense FP16 FMA per SM clock; the CUDA guide's 16 MUFU results, 15.6 measured on one H200 in
 #: docs/measurements/kernels_headdim_sfu_h200.json): the reference of attention_softmax_factor
@@ -1196,9 +1270,14 @@ def training_step(
         # published benchmarks)
         moe = model.moe
         expert_rows = tokens_mb * moe.experts_per_token / moe.experts * layout.ep * etp / tp * a.moe_load_imbalance
+    mm_module: dict[str, float] = {}  # forward GEMM time per layer of the modules --recompute-modules can name
     for k, (din, dout, n) in shapes.items():
         if k == "lm_head":
             continue
+        module = _RECOMPUTE_MODULE_OF.get(k) or (
+            "moe" if k.startswith("expert_") else "shared_experts" if k.startswith("shared_") else None
+        )
+        before = mm_f
         if k.startswith("expert_"):
             rows = expert_rows
             per_layer = n / L / layout.ep  # local expert matrices per layer on average (over the MoE layers)
@@ -1215,6 +1294,8 @@ def training_step(
             cast_elements += per_layer * tokens_mb * din / tp
             cast_grad_elements += per_layer * tokens_mb * dout / tp
         weight_elements += n / L * din * dout / (etp * layout.ep if k.startswith("expert_") else tp)
+        if module is not None:
+            mm_module[module] = mm_module.get(module, 0.0) + (mm_f - before)
     mm_f4 = mm_f  # the fp4 layers' GEMMs alone
     if fp4:
         mm_f = quantized * mm_f + (1.0 - quantized) * mm_f16
@@ -1433,8 +1514,22 @@ def training_step(
     elif job.recompute == "partial":
         recompute = full_layer * n_recomputed / layers_here
     elif job.recompute == "selective":
-        # the attention core runs again, with its ring under context parallelism
-        recompute = attn_f + score_traffic + fwd.get("cp_ring", 0.0)
+        recompute = _selective_recompute_s(
+            job.selective_modules,
+            model,
+            attention=attn_f + score_traffic + fwd.get("cp_ring", 0.0),
+            mm_module=mm_module,
+            mm_scale=mm_f / mm_f4 if xp.nonzero(mm_f4) else 1.0,
+            tokens=tokens_mb,
+            expert_rows=expert_rows,
+            tp=tp,
+            sp=xp.where(layout.sequence_parallel, tp, 1),
+            etp=etp,
+            ep=layout.ep,
+            element_bytes=bytes_e,
+            bw=bw,
+            moe_exchange=fwd.get("moe_all_to_all", 0.0) + fwd.get("moe_permute", 0.0),
+        )
     elif job.recompute == "per-op" and fp4:
         # the NVFP4 GEMM is torch._scaled_mm_v2 (F.scaled_mm, as torchao's nvfp4_mm_triton calls it), which is not
         # among the ops per-op SAC saves (torch._functorch.partitioners.get_default_op_list's compute-intensive ops

@@ -81,7 +81,7 @@ def _training_steps(
             order = ("none", "selective", "per-op", "partial", "full")  # less kept, left to right
             if order.index(jb.recompute) >= order.index(mode):
                 return None
-            return {"recompute": mode}, lay, replace(jb, recompute=mode, recompute_layers=None)
+            return {"recompute": mode}, lay, replace(jb, recompute=mode, recompute_layers=None, recompute_modules=None)
 
         return f
 

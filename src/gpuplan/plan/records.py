@@ -252,6 +252,8 @@ def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
             "quant": job.quant,
             "recompute": job.recompute,
             "recompute_layers": job.recompute_layers,
+            # what --recompute selective re-runs (Megatron's default, core_attn, where not given); null otherwise
+            "recompute_modules": list(job.selective_modules) if job.recompute == "selective" else None,
             "offload_layers": job.offload_layers,
             "flash_attention": job.flash_attention,
             # as asked (auto: the stack's); time.attention_kernel resolves it; null with materialized attention

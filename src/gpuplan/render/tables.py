@@ -1808,4 +1808,9 @@ def _attention_text(record: dict) -> str:
 def _recompute_text(record: dict) -> str:
     """The recompute mode of a layout or job record, with its layer count when partial ("partial 20")."""
     n = record.get("recompute_layers")
-    return f"{record['recompute']} {n}" if record.get("recompute") == "partial" and n else str(record["recompute"])
+    if record.get("recompute") == "partial" and n:
+        return f"{record['recompute']} {n}"
+    mods = record.get("recompute_modules")
+    if record.get("recompute") == "selective" and mods and list(mods) != ["core_attn"]:
+        return f"selective ({','.join(mods)})"
+    return str(record["recompute"])

@@ -126,6 +126,20 @@ class Recompute(StrEnum):
     FULL = "full"
 
 
+class RecomputeModule(StrEnum):
+    """What ``--recompute selective`` re-runs (``--recompute-modules``, Megatron-Core's --recompute-modules,
+    TransformerConfig.recompute_modules): the attention core (the default), the norms, a dense layer's MLP, an MoE
+    layer's experts, their activation function or its shared experts, and MLA's up projections."""
+
+    CORE_ATTN = "core_attn"
+    LAYERNORM = "layernorm"
+    MLP = "mlp"
+    MOE = "moe"
+    MOE_ACT = "moe_act"
+    SHARED_EXPERTS = "shared_experts"
+    MLA_UP_PROJ = "mla_up_proj"
+
+
 class Offload(StrEnum):
     """What moves to host memory (``--offload``): ZeRO-Offload's optimizer states or parameters, or the saved
     activations of ``--offload-layers`` decoder layers."""

@@ -23,6 +23,7 @@ from .choices import (
     Quant,
     Recipe,
     Recompute,
+    RecomputeModule,
     Stack,
     values,
 )
@@ -37,6 +38,7 @@ ATTENTION_KERNELS = values(AttentionKernel)
 OPTIMIZERS = values(Optimizer)
 METHODS = values(Method)
 RECOMPUTE = values(Recompute)
+RECOMPUTE_MODULES = values(RecomputeModule)
 OFFLOAD = values(Offload)
 QUANT = values(Quant)
 STACKS = values(Stack)
@@ -178,6 +180,9 @@ class TrainingJob:
     #: with ``recompute="partial"``: decoder layers per pipeline stage fully recomputed (Megatron-LM's
     #: --recompute-method block --recompute-num-layers N); the others keep every activation
     recompute_layers: int | None = None
+    #: with ``recompute="selective"``: the modules re-run in backward (Megatron-Core --recompute-modules); None:
+    #: the attention core alone, Megatron's default
+    recompute_modules: tuple[str, ...] | None = None
     #: with ``--offload activations``: decoder layers per stage whose saved activations live in host memory
     offload_layers: int | None = None
     #: the software stack of the step time (``estimate/steptime.py`` STACKS; auto: from the recipe)
@@ -243,6 +248,23 @@ class TrainingJob:
             raise JobError("--recompute partial needs --recompute-layers N (layers per stage fully recomputed)")
         if self.recompute != "partial" and self.recompute_layers is not None:
             raise JobError("--recompute-layers goes with --recompute partial")
+        if self.recompute_modules is not None:
+            mods = self.recompute_modules
+            if isinstance(mods, str) or not isinstance(mods, tuple) or not mods:
+                raise JobError(
+                    f"--recompute-modules takes a comma list of {', '.join(RECOMPUTE_MODULES)}, got {mods!r}"
+                )
+            bad = [m for m in mods if m not in RECOMPUTE_MODULES]
+            if bad:
+                choices = ", ".join(RECOMPUTE_MODULES)
+                raise JobError(f"unknown --recompute-modules {', '.join(map(str, bad))}; choose from {choices}")
+            if len(set(mods)) != len(mods):
+                raise JobError(f"--recompute-modules names a module twice: {','.join(mods)}")
+            if self.recompute != "selective":
+                raise JobError(
+                    f"--recompute-modules says what --recompute selective re-runs, but --recompute is "
+                    f"{self.recompute}: add --recompute selective or drop --recompute-modules"
+                )
         if self.moe_dispatch_dtype not in MOE_DISPATCH_DTYPES:
             raise JobError(
                 f"--moe-dispatch-dtype must be one of {', '.join(MOE_DISPATCH_DTYPES)}, got {self.moe_dispatch_dtype!r}"
@@ -290,6 +312,14 @@ class TrainingJob:
             )
         if not self.lora_targets:
             raise JobError("--lora-targets is empty; name at least one module (e.g. q_proj,v_proj) or all-linear")
+
+    @property
+    def selective_modules(self) -> tuple[str, ...]:
+        """The modules ``--recompute selective`` re-runs (Megatron-Core's default: the attention core); empty for
+        the other modes."""
+        if self.recompute != "selective":
+            return ()
+        return self.recompute_modules if self.recompute_modules is not None else (RecomputeModule.CORE_ATTN.value,)
 
     def check_stack(self) -> None:
         """Refuse the settings that name a PyTorch library under ``--stack jax`` as the user gave it (each message
