@@ -14,6 +14,7 @@ from ..spec.choices import (
     MainGrads,
     Method,
     MoeDispatchDtype,
+    MoeDispatcher,
     Offload,
     Optimizer,
     OptimizerDtype,
@@ -189,6 +190,14 @@ def _d(name: str) -> Any:
     default="bf16",
     show_default=True,
     help="MoE: dtype of the dispatch all-to-all (fp8: DeepEP's, per-128 scales; the combine stays 16-bit).",
+)
+@click.option(
+    "--moe-dispatcher",
+    type=click.Choice(values(MoeDispatcher)),
+    default="alltoall",
+    show_default=True,
+    help="MoE: token dispatcher: alltoall (a copy per routed expert) or deepep (once per destination node over "
+    "the network, once per rank over NVLink; Megatron-Core's flex dispatcher).",
 )
 @click.option(
     "--attention-kernel",

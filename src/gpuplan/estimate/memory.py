@@ -817,7 +817,8 @@ def validate_layout(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job
     if spec.attention_heads % layout.tp:
         raise JobError(f"tp({layout.tp}) must divide {spec.id}'s {spec.attention_heads} attention heads")
     moe_flags = [f for f, on in (("--ep-comm-overlap", job.ep_comm_overlap),
-                                 ("--moe-dispatch-dtype fp8", job.moe_dispatch_dtype != "bf16")) if on]  # fmt: skip
+                                 ("--moe-dispatch-dtype fp8", job.moe_dispatch_dtype != "bf16"),
+                                 ("--moe-dispatcher deepep", job.moe_dispatcher != "alltoall")) if on]  # fmt: skip
     if moe_flags and spec.moe is None:
         raise JobError(f"{moe_flags[0]} is for MoE models, but {spec.id} is a dense model; drop {moe_flags[0]}")
     need = {"moe": spec.moe is not None, "moe_act": spec.moe is not None, "mla_up_proj": spec.mla is not None}
@@ -830,6 +831,11 @@ def validate_layout(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job
             raise JobError(f"--recompute-modules {mod} re-runs {what}, which {spec.id} does not have; drop {mod}")
     if job.ep_comm_overlap and layout.ep == 1:
         raise JobError("--ep-comm-overlap overlaps the expert-parallel all-to-all: it needs --ep > 1")
+    if job.moe_dispatcher != "alltoall" and layout.ep == 1:
+        raise JobError(
+            f"--moe-dispatcher {job.moe_dispatcher} dispatches over expert parallelism, which --ep 1 does not run: "
+            "give --ep > 1 or drop it"
+        )
     if job.moe_dispatch_dtype != "bf16" and layout.ep == 1:
         raise JobError(
             f"--moe-dispatch-dtype {job.moe_dispatch_dtype} is the dtype of the expert-parallel all-to-all, which "

@@ -1095,6 +1095,18 @@ HOPPER_TENSOR_FLOPS_PER_CLOCK_PER_SM = 4096.0
 HOPPER_EXP2_PER_CLOCK_PER_SM = 16.0
 
 
+def expected_groups_hit(experts: float, k: float, groups: float) -> float:
+    """How many of ``groups`` equal groups of ``experts`` (the ranks or the nodes of expert parallelism) a token's
+    ``k`` routed experts fall in, on average, when they are k distinct experts drawn uniformly (balanced routing):
+    groups x (1 - C(E - E/g, k) / C(E, k)), the product form taking numpy arrays of ``groups``. DeepSeek-V3 (256
+    experts, top 8) over 32 ranks: 7.2 ranks; over 4 nodes: 3.6 nodes. Dimensionless."""
+    miss: float = 1.0
+    per_group = experts / groups
+    for i in range(int(k)):
+        miss = miss * xp.maximum(0.0, experts - per_group - i) / (experts - i)
+    return groups * (1.0 - miss)
+
+
 def attention_softmax_factor(gpu: Accelerator, head_dim: float, a: StepAssumptions) -> float:
     """How much slower than its tensor peak suggests a Hopper-class flash-attention kernel runs on ``gpu``, at head
     dim ``head_dim``: (d + c) / (d + c rho), 1 on Hopper. A kernel's time per attended position is its tensor work
@@ -1478,6 +1490,23 @@ def training_step(
         local = xp.minimum(layout.ep, xp.maximum(1, domain // etp))  # expert ranks on this NVLink domain
         peers = xp.maximum(1, layout.ep - 1)
         a2a_s = xp.maximum(sent * (layout.ep - local) / peers / scale_out, sent * (local - 1) / peers / link)
+        if job.moe_dispatcher == "deepep" and a.moe_dispatch_ranks_per_token is None:
+            # DeepEP (DeepSeek-V3, arXiv:2412.19437 section 3.2.2; deep_ep Buffer.get_dispatch_layout's
+            # num_tokens_per_rank / num_tokens_per_rdma_rank): a token crosses the network once to each other node
+            # holding one of its experts, to the GPU of the same local index, which forwards it over NVLink to each
+            # rank there holding one; a rank's own node gets it over NVLink once per rank. Under balanced routing the
+            # k experts are k of the E without replacement
+            token_bytes = tokens_mb * h * bytes_e / tp * a.moe_load_imbalance
+            nodes = xp.maximum(1, layout.ep / local)
+            ranks = expected_groups_hit(model.moe.experts, model.moe.experts_per_token, layout.ep)
+            remote_nodes = (
+                expected_groups_hit(model.moe.experts, model.moe.experts_per_token, nodes)
+                * (nodes - 1)
+                / xp.maximum(nodes, 1)
+            )
+            a2a_s = xp.maximum(
+                token_bytes * remote_nodes / scale_out, token_bytes * ranks * (layout.ep - 1) / layout.ep / link
+            )
         # an fp8 dispatch (DeepEP's, DeepSeek-V3 section 3.3.3) sends the forward dispatch and the backward's
         # gradient into the experts in fp8 with one fp32 scale per 128 channels; the forward combine and the
         # backward's gradient out of the experts stay 16-bit (moe_dispatch_bytes_ratio)

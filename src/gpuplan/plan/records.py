@@ -277,6 +277,7 @@ def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
             # MoE settings; null for a dense model, where they do not apply
             "ep_comm_overlap": job.ep_comm_overlap if getattr(model, "moe", None) is not None else None,
             "moe_dispatch_dtype": job.moe_dispatch_dtype if getattr(model, "moe", None) is not None else None,
+            "moe_dispatcher": job.moe_dispatcher if getattr(model, "moe", None) is not None else None,
         },
         recipe={
             "name": report.recipe.name,

@@ -36,6 +36,15 @@ class MoeDispatchDtype(StrEnum):
     FP8 = "fp8"
 
 
+class MoeDispatcher(StrEnum):
+    """How an MoE layer's tokens reach their experts (``--moe-dispatcher``): one all-to-all carrying a copy per
+    routed expert (Megatron-Core's alltoall dispatcher), or DeepEP's, which sends a token once to each node it goes
+    to and once to each rank there (Megatron-Core's flex dispatcher with the deepep backend)."""
+
+    ALLTOALL = "alltoall"
+    DEEPEP = "deepep"
+
+
 class AttentionKernel(StrEnum):
     """Flash-attention kernel family (``--attention-kernel``): the stack's default, FlashAttention-2's mma.sync
     kernels, or the Hopper/Blackwell-native ones (cuDNN fused attention, FlashAttention-3, Transformer Engine)."""

@@ -16,6 +16,7 @@ from .choices import (
     MainGrads,
     Method,
     MoeDispatchDtype,
+    MoeDispatcher,
     Offload,
     Optimizer,
     OptimizerDtype,
@@ -34,6 +35,7 @@ RECIPES = values(Recipe)
 MAIN_GRADS = values(MainGrads)
 OPTIMIZER_DTYPES = values(OptimizerDtype)
 MOE_DISPATCH_DTYPES = values(MoeDispatchDtype)
+MOE_DISPATCHERS = values(MoeDispatcher)
 ATTENTION_KERNELS = values(AttentionKernel)
 OPTIMIZERS = values(Optimizer)
 METHODS = values(Method)
@@ -216,6 +218,8 @@ class TrainingJob:
     #: MoE: dtype of the forward dispatch and the backward's gradient into the experts (fp8: DeepEP's, with one fp32
     #: scale per 128 channels; the combine stays 16-bit)
     moe_dispatch_dtype: str = "bf16"
+    #: MoE: the token dispatcher (alltoall: a copy per routed expert; deepep: once per destination node and rank)
+    moe_dispatcher: str = "alltoall"
     #: flash-attention kernel family (auto: the stack's; fa2: FlashAttention-2's mma.sync kernels; cudnn: cuDNN
     #: fused attention, FlashAttention-3 or Transformer Engine, written for Hopper/Blackwell)
     attention_kernel: str = "auto"
@@ -236,6 +240,7 @@ class TrainingJob:
             ("stack", STACKS),
             ("fp8_recipe", FP8_RECIPES),
             ("attention_kernel", ATTENTION_KERNELS),
+            ("moe_dispatcher", MOE_DISPATCHERS),
         ):
             if getattr(self, name) not in allowed:
                 flag = name.replace("_", "-")

@@ -10,7 +10,7 @@ import {
 } from "./common.js";
 
 const FIELDS = ["model", "gpu", "gpus", "tokens", "offer", "micro_batch", "tp", "pp", "zero", "seq_len", "global_batch",
-  "recompute", "recompute_modules", "precision", "fsdp", "sequence_parallel", "cp", "ep", "etp", "ep_comm_overlap", "moe_dispatch_dtype",
+  "recompute", "recompute_modules", "precision", "fsdp", "sequence_parallel", "cp", "ep", "etp", "ep_comm_overlap", "moe_dispatch_dtype", "moe_dispatcher",
   "attention_kernel", "stack", "recipe"];
 // Okabe-Ito, as on every page
 const COLOURS = { weights: "#0072B2", gradients: "#E69F00", optimizer: "#009E73", activations: "#CC79A7", other: "#999999" };
