@@ -1283,6 +1283,7 @@ def training_step(
         moe = model.moe
         expert_rows = tokens_mb * moe.experts_per_token / moe.experts * layout.ep * etp / tp * a.moe_load_imbalance
     mm_module: dict[str, float] = {}  # forward GEMM time per layer of the modules --recompute-modules can name
+    track_modules = bool(set(job.selective_modules) - {"core_attn"})  # only they need it (the search does not)
     for k, (din, dout, n) in shapes.items():
         if k == "lm_head":
             continue
@@ -1306,7 +1307,7 @@ def training_step(
             cast_elements += per_layer * tokens_mb * din / tp
             cast_grad_elements += per_layer * tokens_mb * dout / tp
         weight_elements += n / L * din * dout / (etp * layout.ep if k.startswith("expert_") else tp)
-        if module is not None:
+        if track_modules and module is not None:
             mm_module[module] = mm_module.get(module, 0.0) + (mm_f - before)
     mm_f4 = mm_f  # the fp4 layers' GEMMs alone
     if fp4:
