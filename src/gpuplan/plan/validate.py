@@ -854,35 +854,23 @@ def _throughput_values(
                     {},
                 )
             ]
-    tflops = _number(_value(rec, "achieved_tflops_per_gpu"))
-    if tflops and source == "arxiv:2104.04473":
-        per_token = _eq3_flops_per_token(rec.get("model") or {}, seq_len)
-        if per_token:
-            return [
-                (
-                    "",
-                    "achieved_tflops_per_gpu",
-                    tflops * 1e12 / per_token,
-                    ("TFLOP/s per GPU turned into tokens/s per GPU with the paper's Eq. 3",),
-                    {},
-                )
-            ]
-    cp_tflops = _number(_value(rec, "tflops_per_gpu_with_cp"))
+    # TFLOP/s per GPU under a source's own FLOP count, turned back into tokens/s per GPU with that count
+    model = rec.get("model") or {}
     convention = next(
         (why for prefix, why in _NEMO2_FULL_ATTENTION_FLOPS.items() if rec["id"].startswith(prefix)), None
     )
-    if cp_tflops and convention:
-        per_token = _nemo2_llama_flops_per_token(rec.get("model") or {}, seq_len)
-        if per_token:
-            return [
-                (
-                    "",
-                    "tflops_per_gpu_with_cp",
-                    cp_tflops * 1e12 / per_token,
-                    (f"TFLOP/s per GPU turned into tokens/s per GPU with {convention}",),
-                    {},
-                )
-            ]
+    for metric, per_token, how in (
+        (
+            "achieved_tflops_per_gpu",
+            _eq3_flops_per_token(model, seq_len) if source == "arxiv:2104.04473" else None,
+            "the paper's Eq. 3",
+        ),
+        ("tflops_per_gpu_with_cp", _nemo2_llama_flops_per_token(model, seq_len) if convention else None, convention),
+    ):
+        tflops = _number(_value(rec, metric))
+        if tflops and per_token:
+            note = f"TFLOP/s per GPU turned into tokens/s per GPU with {how}"
+            return [("", metric, tflops * 1e12 / per_token, (note,), {})]
     return out
 
 
