@@ -1,7 +1,8 @@
 """Measure the kernels behind gpuplan's training step-time terms on this machine's GPU: attention (each PyTorch
 SDPA backend, forward and backward, causal and not, long sequences and the chunk shapes of load-balanced ring
 attention, head dims 32 to 256), MoE grouped GEMMs at real expert shapes, dense linear layers in bf16 and fp8
-tensorwise, and the special-function unit's exponential throughput (``sfu``: MUFU.EX2 per SM and clock).
+tensorwise, the special-function unit's exponential throughput (``sfu``: MUFU.EX2 per SM and clock), and
+FlexAttention (``flex``: compiled, causal and a causal sliding window, gpt-oss's shapes and a Llama baseline).
 
     python scripts/measure_kernels.py --out docs/measurements/kernels_h200.json     # GPU
     python scripts/measure_kernels.py --device cpu --smoke                          # CPU: harness only
@@ -49,7 +50,7 @@ def main() -> int:
     ap.add_argument(
         "--only",
         default="attention,grouped,linear",
-        help="comma list of sections: attention, grouped, linear, hf, power, sfu",
+        help="comma list of sections: attention, grouped, linear, hf, power, sfu, flex",
     )
     ap.add_argument(
         "--attention-set",
@@ -434,6 +435,59 @@ def main() -> int:
             row["tflops"] = flops * row["calls"] / row["seconds"] / 1e12 if flops else None
             rec["power"].append(row)
             print(json.dumps(row))
+            save()
+
+    # ---------------- FlexAttention (torch.compile'd Triton kernels): full causal and a causal sliding window
+    if "flex" in sections and cuda:
+        rec["flex"] = []
+        try:
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+            flex = torch.compile(flex_attention, dynamic=False)
+            # (label, batch, seq, heads, kv_heads, head_dim, window or None): gpt-oss-120b's attention (64 heads of
+            # 64, 8 K/V heads; every other layer a 128-token window) at 4k, and Llama 3 8B's at 4k for reference
+            cases_f = [
+                ("gptoss-causal-4k", 2, 4096, 64, 8, 64, None),
+                ("gptoss-window128-4k", 2, 4096, 64, 8, 64, 128),
+                ("llama-causal-4k", 2, 4096, 32, 8, 128, None),
+            ]
+            for label, b, sq, heads, kvh, d, window in cases_f:
+                if args.smoke:
+                    b, sq, heads, kvh, d = 1, 256, 8, 2, 32
+                    window = 32 if window else None
+
+                def mask(bb, hh, q_idx, kv_idx, window=window):
+                    keep = q_idx >= kv_idx
+                    return keep & (q_idx - kv_idx < window) if window else keep
+
+                block = create_block_mask(mask, None, None, sq, sq, device=device)
+                w = window or sq
+                pairs = sum(min(i + 1, w) for i in range(sq))  # attended (query, key) pairs per head
+                fwd_flops = 2.0 * b * heads * 2 * d * pairs
+                row: dict[str, Any] = {"case": label, "batch": b, "seq": sq, "heads": heads, "kv_heads": kvh}
+                row.update(head_dim=d, window=window, fwd_flops=fwd_flops, bwd_flops=2.5 * fwd_flops)
+                try:
+                    q = torch.randn(b, heads, sq, d, device=device, dtype=dt, requires_grad=True)
+                    k = torch.randn(b, kvh, sq, d, device=device, dtype=dt, requires_grad=True)
+                    v = torch.randn(b, kvh, sq, d, device=device, dtype=dt, requires_grad=True)
+                    with torch.no_grad():
+                        fwd_s = timed(lambda: flex(q, k, v, block_mask=block, enable_gqa=True))
+                    g = torch.randn(b, heads, sq, d, device=device, dtype=dt)
+
+                    def both_f() -> None:
+                        flex(q, k, v, block_mask=block, enable_gqa=True).backward(g)
+
+                    both_s = timed(both_f)
+                    row.update(fwd_s=fwd_s, fwd_bwd_s=both_s, bwd_s=both_s - fwd_s)
+                    row.update(fwd_tflops=fwd_flops / fwd_s / 1e12, fwd_bwd_tflops=3.5 * fwd_flops / both_s / 1e12)
+                    row["sustained_fwd_bwd"] = sustained(both_f, args.clock_seconds)
+                except Exception as e:
+                    row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+                rec["flex"].append(row)
+                print(json.dumps({k2: row.get(k2) for k2 in ("case", "fwd_tflops", "fwd_bwd_tflops", "error")}))
+                save()
+        except Exception as e:
+            rec["flex"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
             save()
 
     # ---------------- the special-function unit's exponential throughput (softmax's exp in flash attention)
