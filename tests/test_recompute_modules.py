@@ -25,25 +25,32 @@ def _terms(model: str, **job) -> dict[str, float]:
 
 
 def test_each_module_drops_its_own_tensors():
-    """Against plain selective (core_attn, which with flash attention keeps everything): layernorm drops the
-    norms' outputs that the linears save (Q/K/V and MLP inputs), mlp a dense layer's hidden tensors; the other
-    terms are untouched, to the byte."""
+    """Against plain selective (core_attn, which with flash attention keeps everything): mlp drops a dense layer's
+    hidden tensors; layernorm changes nothing on a Llama, whose norms Transformer Engine fuses into the linears
+    after them (Megatron-Core recomputes only norms that are not an IdentityOp); the other terms are untouched, to
+    the byte."""
     sel = _terms("llama-3.1-8b", recompute="selective")
     ln = _terms("llama-3.1-8b", recompute="selective", recompute_modules=("layernorm",))
     mlp = _terms("llama-3.1-8b", recompute="selective", recompute_modules=("mlp",))
-    assert set(sel) - set(ln) == {"qkv_input", "mlp_input"}
+    assert ln == sel
     assert set(sel) - set(mlp) == {"mlp_hidden"}
-    for k in set(ln) & set(sel):
-        assert ln[k] == sel[k]
+    for k in set(mlp) & set(sel):
+        assert mlp[k] == sel[k]
     assert sel == _terms("llama-3.1-8b", recompute="none")  # core_attn: flash attention saves no s x s tensors
 
 
-def test_layernorm_keeps_transformer_engines_fp8_copies():
-    """In fp8, Transformer Engine's linears save their own fp8 copy of the norm output, which stays: layernorm
-    recomputation then frees nothing of those terms."""
-    sel = _terms("llama-3.1-8b", recompute="selective", precision="fp8-mixed")
-    ln = _terms("llama-3.1-8b", recompute="selective", precision="fp8-mixed", recompute_modules=("layernorm",))
-    assert ln == sel
+def test_layernorm_drops_the_norms_kept_apart_in_any_precision():
+    """An MoE layer's pre-MLP norm and MLA's input norm stand apart from a linear: layernorm drops the router's and
+    experts' input (Mixtral) and the Q/K/V down projections' input (DeepSeek-V3), in bf16 and in fp8 alike (Megatron
+    sets the consuming linears to save that original tensor, which is then discarded)."""
+    for precision in ("bf16-mixed", "fp8-mixed"):
+        sel = _terms("mixtral-8x7b", recompute="selective", precision=precision)
+        ln = _terms("mixtral-8x7b", recompute="selective", precision=precision, recompute_modules=("layernorm",))
+        assert set(sel) - set(ln) == {"mlp_input"}
+    sel = _terms("deepseek-v3", recompute="selective")
+    ln = _terms("deepseek-v3", recompute="selective", recompute_modules=("layernorm",))
+    assert "qkv_input" in sel and "qkv_input" not in ln
+    assert ln["mlp_input"] < sel["mlp_input"]  # its 58 MoE layers' pre-MLP norms go, the 3 dense layers' stay
 
 
 def test_moe_modules():
@@ -73,8 +80,8 @@ def _step(**kw):
 
 def test_step_time_adds_what_re_runs():
     """The recompute part is the attention core's time plus each named module's forward: the MLP's GEMMs make
-    (core_attn, mlp) cost more than core_attn and less than full recomputation; layernorm adds only the norms'
-    traffic (under 10 % of the core's); memory falls in the same order."""
+    (core_attn, mlp) cost more than core_attn and less than full recomputation; layernorm, a no-op on a Llama, adds
+    nothing; memory falls in the same order, with the one layer being rebuilt counted."""
     plans = {
         name: _step(recompute=rc, recompute_modules=mods)
         for name, rc, mods in (
@@ -86,9 +93,49 @@ def test_step_time_adds_what_re_runs():
     }
     rec = {k: p.plan.step.parts["recompute"] for k, p in plans.items()}
     mem = {k: p.memory.total_bytes for k, p in plans.items()}
-    assert rec["core"] < rec["ln"] < rec["core"] * 1.1
+    assert rec["ln"] == rec["core"] and mem["ln"] == mem["core"]
     assert rec["core"] < rec["mlp"] < rec["full"]
-    assert mem["full"] < mem["mlp"] < mem["ln"] < mem["core"]
+    assert mem["full"] < mem["mlp"] < mem["core"]
+    assert "layernorm" in " ".join(plans["ln"].to_dict()["notes"])  # says why it changed nothing
+
+
+def test_array_evaluation_equals_scalar():
+    """The planner evaluates layouts as numpy arrays: the per-module GEMM times, the recompute part and the step
+    match one-by-one scalar calls exactly (DeepSeek-V3 with every module and DeepEP; Mixtral's moe)."""
+    from dataclasses import fields
+
+    import numpy as np
+
+    from gpuplan.estimate.steptime import training_step
+    from gpuplan.spec.training import ParallelismGrid, TrainingJobGrid
+
+    for model, gpu, mods, layouts in (
+        (
+            "deepseek-v3",
+            "b200",
+            ("core_attn", "layernorm", "mlp", "moe", "mla_up_proj"),
+            [(512, 1, 16, 32), (512, 1, 8, 16)],
+        ),
+        ("mixtral-8x7b", "h100-sxm-80gb", ("moe", "layernorm"), [(64, 1, 4, 8), (64, 2, 4, 4), (64, 1, 1, 2)]),
+    ):
+        spec, acc = CAT.models().get(model), CAT.accelerators().get(gpu)
+        job = TrainingJob(
+            micro_batch=1, seq_len=4096, global_batch=1024, precision="bf16-mixed", recipe="megatron",
+            recompute="selective", recompute_modules=mods, moe_dispatcher="deepep",
+        )  # fmt: skip
+        scalar = [
+            training_step(spec, acc, Parallelism(gpus=g, tp=t, pp=p, ep=e, sequence_parallel=t > 1), job)
+            for g, t, p, e in layouts
+        ]
+        col = [np.array([x[i] for x in layouts]) for i in range(4)]
+        n = len(layouts)
+        grid = ParallelismGrid(
+            gpus=col[0], tp=col[1], pp=col[2], cp=np.ones(n, int), ep=col[3], etp=None,
+            virtual_stages=np.ones(n, int), sequence_parallel=col[1] > 1,
+        )  # fmt: skip
+        arr = training_step(spec, acc, grid, TrainingJobGrid(**{f.name: getattr(job, f.name) for f in fields(job)}))
+        assert np.allclose(arr.parts["recompute"], [s.parts["recompute"] for s in scalar], rtol=1e-12)
+        assert np.allclose(arr.iteration_s, [s.iteration_s for s in scalar], rtol=1e-12)
 
 
 def test_flag_end_to_end(run):

@@ -48,7 +48,7 @@ def _modules(value: Any) -> tuple[str, ...] | None:
         return None
     if isinstance(value, str):
         return tuple(m.strip() for m in value.split(",") if m.strip())
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, Iterable):
         return tuple(value)
     return value
 

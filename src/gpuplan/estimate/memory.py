@@ -609,23 +609,23 @@ def activation_bytes_per_layer(
             for term in layer_activation_terms(
                 spec, job, layout, job.micro_batch, e, gated, trainable, moe_layer, saved, norm_bytes
             ):
-                kept = _selective_kept(term.name, job, spec, moe_layer, saved is None, gated)
+                kept = _selective_kept(term.name, job, spec, moe_layer, gated)
                 if kept:
                     out[term.name] = out.get(term.name, 0.0) + term.bytes * count / spec.layers * share * kept
     return out
 
 
-def _selective_kept(
-    name: str, job: TrainingJob, spec: ModelSpec, moe_layer: bool, sixteen_bit: bool, gated: int
-) -> float:
+def _selective_kept(name: str, job: TrainingJob, spec: ModelSpec, moe_layer: bool, gated: int) -> float:
     """The share of one activation term a layer still keeps under ``--recompute selective`` with its
     ``--recompute-modules`` (Megatron-Core TransformerConfig.recompute_modules; 1 for the other modes):
 
     - core_attn: the attention core re-runs from Q, K and V: its s x s scores and dropout (Korthikanti et al. 2022,
       section 5); flash attention keeps none of them anyway;
-    - layernorm: the norms' outputs are discarded and re-computed (output-discarding checkpointing): the inputs of
-      the Q/K/V projections and of the MLP or router go, where the linear layers save those same 16-bit tensors (in
-      fp8 Transformer Engine saves its own fp8 copy, which stays);
+    - layernorm: the outputs of the norms Transformer Engine's layer spec keeps apart from a linear are discarded
+      and re-computed (output-discarding checkpointing; a norm fused into its linear is an IdentityOp, which
+      Megatron-Core does not recompute, megatron/core/transformer/transformer_layer.py): MLA's input norm (the
+      Q/K/V down projections' input) and an MoE layer's pre-MLP norm (the router's and experts' input); in fp8 and
+      fp4 the consuming linears are set to save that original tensor instead of a quantized copy, so it goes too;
     - mlp: a dense layer's MLP re-runs from its input: its hidden tensors go;
     - moe: an MoE layer's experts re-run from its input: router logits, dispatched tokens and expert hidden tensors;
     - moe_act: the experts' activation output is discarded: one of the expert hidden tensors of the ffn width;
@@ -636,7 +636,7 @@ def _selective_kept(
         return 1.0
     if name in ("attention_scores", "attention_dropout") and "core_attn" in mods:
         return 0.0
-    if name in ("qkv_input", "mlp_input") and "layernorm" in mods and sixteen_bit:
+    if "layernorm" in mods and ((name == "qkv_input" and spec.mla is not None) or (name == "mlp_input" and moe_layer)):
         return 0.0
     if not moe_layer and name in ("mlp_hidden", "mlp_down_input") and "mlp" in mods:
         return 0.0
@@ -821,6 +821,11 @@ def validate_layout(model: ModelSpec | ParamsOnlyModel, layout: Parallelism, job
                                  ("--moe-dispatcher deepep", job.moe_dispatcher != "alltoall")) if on]  # fmt: skip
     if moe_flags and spec.moe is None:
         raise JobError(f"{moe_flags[0]} is for MoE models, but {spec.id} is a dense model; drop {moe_flags[0]}")
+    if "layernorm" in job.selective_modules and spec.moe is None and spec.mla is None:
+        notes.append(
+            f"--recompute-modules layernorm: Transformer Engine fuses {spec.id}'s norms into the linears after them, "
+            "which Megatron-Core does not recompute: no change"
+        )
     need = {"moe": spec.moe is not None, "moe_act": spec.moe is not None, "mla_up_proj": spec.mla is not None}
     need["shared_experts"] = spec.moe is not None and bool(spec.moe.shared_ffn_size)
     need["mlp"] = bool(spec.dense_layers)
@@ -1400,7 +1405,7 @@ def _memory_at(
             working = n > 0
         else:
             n, full_kept = 0, 0.0
-            working = job.recompute in ("full", "per-op")
+            working = job.recompute in ("full", "per-op") or bool(set(job.selective_modules) - {"core_attn"})
         # layers [0, n) keep full_kept each, [n, layers_here) keep kept; layers [0, offloaded) are on the host
         kept_on_gpu = full_kept * xp.maximum(0, n - offloaded) + kept * (layers_here - xp.maximum(n, offloaded))
         name = "layer_inputs" if job.recompute == "full" else "layer_activations"
@@ -1493,17 +1498,19 @@ def _memory_at(
 
 
 def _working_layer_bytes(spec: ModelSpec, job: TrainingJob, layout: Parallelism, a: MemoryAssumptions) -> float:
-    """Full recomputation rebuilds one layer at a time: the largest layer kind's activations (MoE or dense)."""
+    """Recomputation rebuilds one layer at a time: the largest layer kind's (MoE or dense) activations, all of them
+    under full recomputation, those its ``--recompute-modules`` dropped under selective."""
     e = 4.0 if job.precision == "fp32" else a.activation_bytes_per_element
     no_recompute = replace(job, recompute="none", recompute_layers=None, recompute_modules=None)
     gated, lin, norm_bytes = _stack_saving(job, layout, a, spec)
     saving = _saving_linears(spec, job)
     kinds = [False] if spec.moe is None else ([True] + ([False] if spec.dense_layers else []))
+    selective = job.recompute == "selective"
     return functools.reduce(
         xp.maximum,
         (
             sum(
-                t.bytes
+                t.bytes * ((1.0 - _selective_kept(t.name, job, spec, moe, gated)) if selective else 1.0)
                 for t in layer_activation_terms(
                     spec, no_recompute, layout, job.micro_batch, e, gated, saving, moe, lin, norm_bytes
                 )

@@ -1042,47 +1042,58 @@ def _selective_recompute_s(
     element_bytes: float,
     bw: float,
     moe_exchange: float,
+    dense_mlp_comm: float,
+    moe_mlp_comm: float,
 ) -> float:
     """Seconds per layer and micro-batch that ``--recompute selective`` re-runs in backward, by module (Megatron-Core
-    TransformerConfig.recompute_modules; averaged over dense and MoE layers like the rest of the step):
+    TransformerConfig.recompute_modules, megatron/core/transformer/transformer_layer.py; averaged over dense and MoE
+    layers like the rest of the step):
 
     - core_attn: the attention core, with its ring under context parallelism;
-    - layernorm: each norm again (read its input, write its output: 2 x 16 bits per element);
-    - mlp: a dense layer's MLP GEMMs and its activation (read the gate and up outputs, write the product);
-    - moe: an MoE layer's router and expert GEMMs, the activation, and the dispatch and combine with their
-      permutation (Megatron-Core checkpoints the whole MoE layer, token dispatcher included);
+    - layernorm: the norms Transformer Engine's layer spec keeps apart from a linear (a fused norm is an IdentityOp,
+      which Megatron-Core does not recompute): MLA's input norm and an MoE layer's pre-MLP norm; each reads its input
+      and writes its output (2 x 16 bits per element);
+    - mlp: a dense layer's MLP GEMMs, its activation (read the gate and up outputs, write the product) and its
+      tensor-parallel collectives;
+    - moe: an MoE layer's router, expert and shared-expert GEMMs and activations, its expert-TP collectives, and the
+      dispatch and combine with their permutation (Megatron-Core checkpoints the whole MoE layer, token dispatcher
+      included);
     - moe_act: the experts' activation alone;
     - shared_experts: the shared experts' GEMMs and activation;
     - mla_up_proj: MLA's up projections.
 
     GEMM times are the forward's of each module (``mm_module``, x ``mm_scale`` where fp4 training mixes in its bf16
-    layers); element-wise passes are HBM traffic at ``bw``."""
+    layers); element-wise passes are HBM traffic at ``bw``; the fp8 re-quantization of a recomputed GEMM's input is
+    not counted."""
     mods = set(modules)
     total = attention if "core_attn" in mods else 0.0
     h, L = model.hidden_size, model.layers
     act_reads = 3.0 if model.mlp_gated else 2.0  # gate and up read, product written; or input read, output written
+    moe = model.moe
+    share = moe.layers / L if moe is not None else 0.0
     if "layernorm" in mods:
-        total = total + model.norms_per_layer * tokens * h * 2 * element_bytes / sp / bw
+        norms = (1.0 if model.mla is not None else 0.0) + share
+        total = total + norms * tokens * h * 2 * element_bytes / sp / bw
     if "mlp" in mods:
         dense = model.dense_layers / L
         total = (
             total
             + mm_scale * mm_module.get("mlp", 0.0)
             + dense * tokens * model.ffn_size / tp * act_reads * element_bytes / bw
+            + dense_mlp_comm
         )
-    if model.moe is not None:
-        moe = model.moe
-        share = moe.layers / L
+    if moe is not None:
         local = moe.experts / ep  # local experts on the rank, each with expert_rows tokens
         act = share * local * expert_rows * moe.expert_ffn_size / etp * act_reads * element_bytes / bw
+        shared_act = share * tokens * (moe.shared_ffn_size or 0) / tp * act_reads * element_bytes / bw
         if "moe" in mods:
-            total = total + mm_scale * (mm_module.get("moe", 0.0) + mm_module.get("shared_experts", 0.0)) + act
-            total = total + moe_exchange
-        elif "moe_act" in mods:
-            total = total + act
-        if "shared_experts" in mods and "moe" not in mods and moe.shared_ffn_size:
-            shared_act = share * tokens * moe.shared_ffn_size / tp * act_reads * element_bytes / bw
-            total = total + mm_scale * mm_module.get("shared_experts", 0.0) + shared_act
+            gemms = mm_module.get("moe", 0.0) + mm_module.get("shared_experts", 0.0)
+            total = total + mm_scale * gemms + act + shared_act + moe_exchange + moe_mlp_comm
+        else:
+            if "moe_act" in mods:
+                total = total + act
+            if "shared_experts" in mods:
+                total = total + mm_scale * mm_module.get("shared_experts", 0.0) + shared_act
     if "mla_up_proj" in mods:
         total = total + mm_scale * mm_module.get("mla_up_proj", 0.0)
     return total
@@ -1290,25 +1301,29 @@ def training_step(
         module = _RECOMPUTE_MODULE_OF.get(k) or (
             "moe" if k.startswith("expert_") else "shared_experts" if k.startswith("shared_") else None
         )
-        before = mm_f
+        if module == "mla_up_proj" and model.mla is None:
+            module = None
+        if k == "q_proj" and model.mla is not None:
+            module = "mla_up_proj"  # MLA without a query LoRA projects the queries up from the hidden state
         if k.startswith("expert_"):
             rows = expert_rows
             per_layer = n / L / layout.ep  # local expert matrices per layer on average (over the MoE layers)
-            mm_f += per_layer * _gemm_s(rows, dout / etp, din, mm_peak, bw)
+            gemm = per_layer * _gemm_s(rows, dout / etp, din, mm_peak, bw)
             if fp4:
                 mm_f16 += per_layer * _gemm_s(rows, dout / etp, din, eta16 * peak16 * clock, bw)
             cast_elements += per_layer * rows * din / etp
             cast_grad_elements += per_layer * rows * dout / etp
         else:
             per_layer = n / L
-            mm_f += per_layer * _gemm_s(tokens_mb, dout / tp, din, mm_peak, bw)
+            gemm = per_layer * _gemm_s(tokens_mb, dout / tp, din, mm_peak, bw)
             if fp4:
                 mm_f16 += per_layer * _gemm_s(tokens_mb, dout / tp, din, eta16 * peak16 * clock, bw)
             cast_elements += per_layer * tokens_mb * din / tp
             cast_grad_elements += per_layer * tokens_mb * dout / tp
+        mm_f = mm_f + gemm  # (not +=: with numpy arrays that would change what mm_module holds)
         weight_elements += n / L * din * dout / (etp * layout.ep if k.startswith("expert_") else tp)
         if track_modules and module is not None:
-            mm_module[module] = mm_module.get(module, 0.0) + (mm_f - before)
+            mm_module[module] = mm_module.get(module, 0.0) + gemm
     mm_f4 = mm_f  # the fp4 layers' GEMMs alone
     if fp4:
         mm_f = quantized * mm_f + (1.0 - quantized) * mm_f16
@@ -1498,7 +1513,7 @@ def training_step(
             # rank there holding one; a rank's own node gets it over NVLink once per rank. Under balanced routing the
             # k experts are k of the E without replacement
             token_bytes = tokens_mb * h * bytes_e / tp * a.moe_load_imbalance
-            nodes = xp.maximum(1, layout.ep / local)
+            nodes = xp.maximum(1, xp.ceil(layout.ep / local))  # a partly filled last node is a node of its own
             ranks = expected_groups_hit(model.moe.experts, model.moe.experts_per_token, layout.ep)
             remote_nodes = (
                 expected_groups_hit(model.moe.experts, model.moe.experts_per_token, nodes)
@@ -1559,6 +1574,8 @@ def training_step(
             element_bytes=bytes_e,
             bw=bw,
             moe_exchange=fwd.get("moe_all_to_all", 0.0) + fwd.get("moe_permute", 0.0),
+            dense_mlp_comm=(model.dense_layers / L) * tp_block if model.moe is not None else mlp_comm,
+            moe_mlp_comm=mlp_comm - (model.dense_layers / L) * tp_block if model.moe is not None else 0.0,
         )
     elif job.recompute == "per-op" and fp4:
         # the NVFP4 GEMM is torch._scaled_mm_v2 (F.scaled_mm, as torchao's nvfp4_mm_triton calls it), which is not
