@@ -323,3 +323,15 @@ def test_mxfp8_requantizes_for_wgrad_even_where_fp8_gemms_take_any_layout():
     te_on_fsdp = cast_s("mxfp8", fsdp=True, stack="megatron")
     assert (ao_mx - te_on_fsdp) / (te_mx - te_delayed) == pytest.approx(2 + 1 / 32, rel=1e-9)
     assert ao_mx > ao_tw  # 3 + 3 1/32 B per quantized element against tensorwise's 5 B
+
+
+def test_mxfp8_needs_block_scaled_tensor_cores(run):
+    """MX formats came with the tensor cores that run fp4 (Blackwell): on an H100 --fp8-recipe mxfp8 is one line
+    and exit 2 naming the recipes that do run there; on a B200 it plans."""
+    code, _, err = run("train", "llama-3.1-8b", "--gpu", "h100", "--precision", "fp8-mixed", "--fp8-recipe", "mxfp8")
+    assert code == 2 and "block-scaled" in err and "tensorwise" in err and len(err.strip().splitlines()) == 1
+    code, _, _ = run(
+        "train", "llama-3.1-8b", "--gpu", "b200", "--gpus", "8", "--fsdp", "--precision", "fp8-mixed",
+        "--fp8-recipe", "mxfp8", "--json",
+    )  # fmt: skip
+    assert code == 0

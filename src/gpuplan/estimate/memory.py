@@ -903,6 +903,13 @@ def training_memory(
     """
     if job.precision == "fp8-mixed" and not gpu.supports("fp8"):
         raise JobError(f"{gpu.id} has no fp8 tensor cores; use --precision bf16-mixed (or a GPU with fp8)")
+    if job.precision == "fp8-mixed" and job.fp8_recipe == "mxfp8" and not gpu.supports("fp4"):
+        # MX formats and block-scaled MMA came with the tensor cores that also run fp4 (Blackwell: tcgen05.mma
+        # kind::mxf8f6f4; CDNA 4); Transformer Engine's MXFP8BlockScaling and torchao's mx_formats need them
+        raise JobError(
+            f"--fp8-recipe mxfp8 needs block-scaled (MX) tensor cores, which {gpu.id} lacks (they came with fp4: "
+            "Blackwell, CDNA 4); use tensorwise, delayed, rowwise or blockwise"
+        )
     if job.precision == "fp4-mixed" and not gpu.supports("fp4"):
         raise JobError(
             f"{gpu.id} has no fp4 peak in the catalog; use --precision fp8-mixed or bf16-mixed (or a GPU with fp4, "
