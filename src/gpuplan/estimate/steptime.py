@@ -1014,16 +1014,19 @@ def _async_tp_backward_s(dense_comm: float, mm_f: float, sequence_parallel: bool
     return exposed_row + exposed_col, dense_comm - exposed_col
 
 
-#: linear layers by the ``--recompute-modules`` name that re-runs them (routed experts: moe, shared experts:
-#: shared_experts, by prefix)
-_RECOMPUTE_MODULE_OF = {
-    "gate_proj": "mlp",
-    "up_proj": "mlp",
-    "down_proj": "mlp",
-    "router": "moe",
-    "q_b_proj": "mla_up_proj",
-    "kv_b_proj": "mla_up_proj",
-}
+def _recompute_module(linear: str, model: ModelSpec) -> str | None:
+    """The ``--recompute-modules`` name that re-runs a linear layer of ``params.linear_shapes``: a dense MLP's
+    (mlp), the router and routed experts (moe), the shared experts (shared_experts), MLA's up projections, the
+    queries' too where MLA has no query LoRA (mla_up_proj); None for the attention projections."""
+    if linear in ("gate_proj", "up_proj", "down_proj"):
+        return "mlp"
+    if linear == "router" or linear.startswith("expert_"):
+        return "moe"
+    if linear.startswith("shared_"):
+        return "shared_experts"
+    if linear in ("q_b_proj", "kv_b_proj") or (linear == "q_proj" and model.mla is not None):
+        return "mla_up_proj"
+    return None
 
 
 def _selective_recompute_s(
@@ -1298,13 +1301,6 @@ def training_step(
     for k, (din, dout, n) in shapes.items():
         if k == "lm_head":
             continue
-        module = _RECOMPUTE_MODULE_OF.get(k) or (
-            "moe" if k.startswith("expert_") else "shared_experts" if k.startswith("shared_") else None
-        )
-        if module == "mla_up_proj" and model.mla is None:
-            module = None
-        if k == "q_proj" and model.mla is not None:
-            module = "mla_up_proj"  # MLA without a query LoRA projects the queries up from the hidden state
         if k.startswith("expert_"):
             rows = expert_rows
             per_layer = n / L / layout.ep  # local expert matrices per layer on average (over the MoE layers)
@@ -1322,7 +1318,8 @@ def training_step(
             cast_grad_elements += per_layer * tokens_mb * dout / tp
         mm_f = mm_f + gemm  # (not +=: with numpy arrays that would change what mm_module holds)
         weight_elements += n / L * din * dout / (etp * layout.ep if k.startswith("expert_") else tp)
-        if track_modules and module is not None:
+        module = _recompute_module(k, model) if track_modules else None
+        if module is not None:
             mm_module[module] = mm_module.get(module, 0.0) + gemm
     mm_f4 = mm_f  # the fp4 layers' GEMMs alone
     if fp4:
@@ -1564,7 +1561,7 @@ def training_step(
             model,
             attention=attn_f + score_traffic + fwd.get("cp_ring", 0.0),
             mm_module=mm_module,
-            mm_scale=mm_f / mm_f4 if xp.nonzero(mm_f4) else 1.0,
+            mm_scale=mm_f / mm_f4 if fp4 else 1.0,
             tokens=tokens_mb,
             expert_rows=expert_rows,
             tp=tp,
@@ -1574,8 +1571,8 @@ def training_step(
             element_bytes=bytes_e,
             bw=bw,
             moe_exchange=fwd.get("moe_all_to_all", 0.0) + fwd.get("moe_permute", 0.0),
-            dense_mlp_comm=(model.dense_layers / L) * tp_block if model.moe is not None else mlp_comm,
-            moe_mlp_comm=mlp_comm - (model.dense_layers / L) * tp_block if model.moe is not None else 0.0,
+            dense_mlp_comm=model.dense_layers / L * tp_block,  # (mlp_comm itself on a dense model)
+            moe_mlp_comm=mlp_comm - model.dense_layers / L * tp_block,
         )
     elif job.recompute == "per-op" and fp4:
         # the NVFP4 GEMM is torch._scaled_mm_v2 (F.scaled_mm, as torchao's nvfp4_mm_triton calls it), which is not
