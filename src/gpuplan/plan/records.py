@@ -207,6 +207,7 @@ def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
 
     params = count_params(model).total if isinstance(model, ModelSpec) else model.params
     stack, stack_why = resolve_stack(job, layout, gpu)
+    moe = getattr(model, "moe", None) is not None  # the MoE settings are null for a dense model
     memory = {f"{g}_bytes": report.group_bytes(g) for g in GROUPS}
     memory.update(
         {
@@ -275,9 +276,9 @@ def training_record(model: ModelSpec | ParamsOnlyModel, gpu: Accelerator, layout
             "tp_comm_overlap": job.tp_comm_overlap,
             "cross_entropy_fusion": job.cross_entropy_fusion,
             # MoE settings; null for a dense model, where they do not apply
-            "ep_comm_overlap": job.ep_comm_overlap if getattr(model, "moe", None) is not None else None,
-            "moe_dispatch_dtype": job.moe_dispatch_dtype if getattr(model, "moe", None) is not None else None,
-            "moe_dispatcher": job.moe_dispatcher if getattr(model, "moe", None) is not None else None,
+            "ep_comm_overlap": job.ep_comm_overlap if moe else None,
+            "moe_dispatch_dtype": job.moe_dispatch_dtype if moe else None,
+            "moe_dispatcher": job.moe_dispatcher if moe else None,
         },
         recipe={
             "name": report.recipe.name,
